@@ -1,0 +1,298 @@
+/*
+ * lctx.h — the public C API of lctx, long-context inference for small models.
+ *
+ * Flow:
+ *     lctx_model   *m = NULL;  lctx_model_load("model.gguf", &mp, &m);
+ *     lctx_session *s = NULL;  lctx_session_create(m, &sp, &s);
+ *     lctx_feed_chunk(s, doc_tokens, n)        (as many times as needed)
+ *     lctx_build_index(s)
+ *     lctx_select(s, question_tokens, n, &sel)
+ *     lctx_recompute(s, sel)
+ *     while (lctx_decode(s, &sampling, &tok) == LCTX_OK && !lctx_token_is_eog(m, tok)) ...
+ *
+ * Threading:
+ *   - An lctx_model is immutable after load and may be shared by any number of
+ *     sessions on any number of threads.
+ *   - An lctx_session is not locked: use it from one thread at a time. It may
+ *     move between threads. lctx_session_cancel() is the one call that is safe
+ *     from any thread at any time.
+ *   - Callbacks (progress) run only on the thread that made the lctx call. The
+ *     log callback may be called from any thread.
+ *
+ * Errors:
+ *   Every fallible call returns an lctx_status (LCTX_OK == 0, errors < 0). The
+ *   message of the last failure is kept thread-locally (lctx_last_error()) and,
+ *   for calls on a session, on the session (lctx_session_last_error()). No call
+ *   aborts, throws, or prints to stdout.
+ *
+ * Ownership (the one rule):
+ *   The library copies every input it keeps and never holds a caller's pointer
+ *   after a call returns. Outputs go to caller buffers with an explicit capacity
+ *   (the needed size is reported when too small) or to library-owned handles
+ *   with their own *_free function. Every *_free accepts NULL.
+ */
+#ifndef LCTX_H
+#define LCTX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define LCTX_VERSION_MAJOR 0
+#define LCTX_VERSION_MINOR 1
+#define LCTX_VERSION_PATCH 0
+#define LCTX_VERSION_NUMBER (LCTX_VERSION_MAJOR * 10000 + LCTX_VERSION_MINOR * 100 + LCTX_VERSION_PATCH)
+#define LCTX_ABI_VERSION 0
+
+#if defined(_WIN32)
+#  if defined(LCTX_BUILD)
+#    define LCTX_API __declspec(dllexport)
+#  else
+#    define LCTX_API __declspec(dllimport)
+#  endif
+#else
+#  define LCTX_API __attribute__((visibility("default")))
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#  define LCTX_NODISCARD __attribute__((warn_unused_result))
+#else
+#  define LCTX_NODISCARD
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Status codes. Values are append-only and never reused.                   */
+/* ------------------------------------------------------------------------ */
+typedef enum lctx_status {
+    LCTX_OK                  = 0,
+    LCTX_ERR_INVALID_ARG     = -1,  /* NULL handle, out-of-range value, bad token id */
+    LCTX_ERR_IO              = -2,  /* file cannot be opened, read or written */
+    LCTX_ERR_FORMAT          = -3,  /* malformed GGUF or index file */
+    LCTX_ERR_UNSUPPORTED     = -4,  /* valid but not supported (architecture, tensor type, method, template) */
+    LCTX_ERR_OUT_OF_MEMORY   = -5,
+    LCTX_ERR_STATE           = -6,  /* call made in the wrong stage */
+    LCTX_ERR_BUFFER_TOO_SMALL= -7,  /* caller buffer too small; the needed size was reported */
+    LCTX_ERR_CANCELLED       = -8,  /* a progress callback or lctx_session_cancel() stopped the call */
+    LCTX_ERR_CONTEXT_FULL    = -9,  /* the session's cache has no room for more tokens */
+    LCTX_ERR_INTERNAL        = -10  /* a bug in lctx: please report it with the message */
+} lctx_status;
+
+typedef int32_t lctx_token;
+
+typedef struct lctx_model     lctx_model;
+typedef struct lctx_session   lctx_session;
+typedef struct lctx_selection lctx_selection;
+
+/* ------------------------------------------------------------------------ */
+/* Library                                                                  */
+/* ------------------------------------------------------------------------ */
+LCTX_API int32_t     lctx_version_number(void);       /* LCTX_VERSION_NUMBER of the library */
+LCTX_API const char *lctx_version(void);              /* "MAJOR.MINOR.PATCH" */
+LCTX_API const char *lctx_build_info(void);           /* compiler, CPU variant in use */
+/* Static text for a status; never NULL. */
+LCTX_API const char *lctx_status_string(lctx_status status);
+/* Message of the last failed call on this thread ("" if none). Valid until the
+ * next failing lctx call on this thread. */
+LCTX_API const char *lctx_last_error(void);
+
+typedef enum lctx_log_level {
+    LCTX_LOG_DEBUG = 0,
+    LCTX_LOG_INFO  = 1,
+    LCTX_LOG_WARN  = 2,
+    LCTX_LOG_ERROR = 3
+} lctx_log_level;
+
+/* Global log sink; NULL restores the default (silent). May be called from any
+ * thread; set it before loading models. Messages below min_level are dropped. */
+typedef void (*lctx_log_fn)(lctx_log_level level, const char *message, void *user_data);
+LCTX_API void lctx_log_set(lctx_log_fn fn, lctx_log_level min_level, void *user_data);
+
+/* Progress of a long call: done in [0,1]. Return non-zero to cancel (the call
+ * then returns LCTX_ERR_CANCELLED and leaves the session valid). */
+typedef int (*lctx_progress_fn)(float done, void *user_data);
+
+/* ------------------------------------------------------------------------ */
+/* Model                                                                    */
+/* ------------------------------------------------------------------------ */
+typedef struct lctx_model_params {
+    uint32_t struct_size;   /* sizeof(lctx_model_params): set by default_params */
+    int32_t  n_threads;     /* worker threads for sessions of this model; <= 0: all cores */
+    bool     use_mmap;      /* map the file instead of reading it (falls back to reading) */
+} lctx_model_params;
+
+LCTX_API void lctx_model_default_params(lctx_model_params *out);
+
+/* params may be NULL (defaults). On failure *out is set to NULL. */
+LCTX_API LCTX_NODISCARD lctx_status lctx_model_load(const char *path, const lctx_model_params *params,
+                                                    lctx_model **out);
+/* Loads from a caller buffer, which is copied. */
+LCTX_API LCTX_NODISCARD lctx_status lctx_model_load_from_memory(const void *data, size_t size,
+                                                                const lctx_model_params *params,
+                                                                lctx_model **out);
+LCTX_API void lctx_model_free(lctx_model *model);
+
+/* Model information. Getters on a NULL model return 0 / "" . */
+LCTX_API const char *lctx_model_architecture(const lctx_model *model); /* "llama", ... */
+LCTX_API const char *lctx_model_name(const lctx_model *model);         /* general.name or "" */
+LCTX_API int32_t lctx_model_n_layer(const lctx_model *model);
+LCTX_API int32_t lctx_model_n_head(const lctx_model *model);
+LCTX_API int32_t lctx_model_n_head_kv(const lctx_model *model);
+LCTX_API int32_t lctx_model_head_dim(const lctx_model *model);
+LCTX_API int32_t lctx_model_n_embd(const lctx_model *model);
+LCTX_API int32_t lctx_model_n_vocab(const lctx_model *model);
+LCTX_API int32_t lctx_model_n_ctx_train(const lctx_model *model);
+LCTX_API uint64_t lctx_model_n_params(const lctx_model *model);
+LCTX_API uint64_t lctx_model_size_bytes(const lctx_model *model);
+/* Special tokens; -1 when the model has none. */
+LCTX_API lctx_token lctx_model_token_bos(const lctx_model *model);
+LCTX_API lctx_token lctx_model_token_eos(const lctx_model *model);
+LCTX_API lctx_token lctx_model_token_eot(const lctx_model *model);
+LCTX_API lctx_token lctx_model_token_pad(const lctx_model *model);
+/* true for end-of-generation tokens (eos, eot, <|im_end|>, <end_of_turn>...). */
+LCTX_API bool lctx_token_is_eog(const lctx_model *model, lctx_token token);
+/* The GGUF chat template (tokenizer.chat_template) or "" if none. */
+LCTX_API const char *lctx_model_chat_template(const lctx_model *model);
+/* String metadata value by key, formatted as text (arrays abbreviated).
+ * Returns the length needed (excluding NUL), or -1 if the key is absent.
+ * Writes at most buf_size bytes including the NUL. */
+LCTX_API int32_t lctx_model_meta_string(const lctx_model *model, const char *key, char *buf,
+                                        size_t buf_size);
+
+/* ------------------------------------------------------------------------ */
+/* Tokenizer                                                                */
+/* ------------------------------------------------------------------------ */
+/* Tokenizes UTF-8 text (text_len bytes). add_special: add BOS/EOS as the model
+ * asks. parse_special: recognise special/control tokens written in the text
+ * (e.g. "<|im_start|>"). On success *n_out is the number of tokens written.
+ * If capacity is too small, returns LCTX_ERR_BUFFER_TOO_SMALL with *n_out set
+ * to the needed count. */
+LCTX_API LCTX_NODISCARD lctx_status lctx_tokenize(const lctx_model *model, const char *text, size_t text_len,
+                                                  bool add_special, bool parse_special, lctx_token *tokens,
+                                                  size_t capacity, size_t *n_out);
+/* The text piece of one token (bytes, not NUL-terminated unless room allows).
+ * special: render special/control tokens as their text (otherwise "").
+ * *n_out = bytes needed; LCTX_ERR_BUFFER_TOO_SMALL if buf_size < *n_out. */
+LCTX_API LCTX_NODISCARD lctx_status lctx_token_to_piece(const lctx_model *model, lctx_token token, bool special,
+                                                        char *buf, size_t buf_size, size_t *n_out);
+/* Text of a token sequence (joins pieces; SentencePiece leading space removed).
+ * Writes a NUL when room allows; *n_out = bytes needed excluding the NUL. */
+LCTX_API LCTX_NODISCARD lctx_status lctx_detokenize(const lctx_model *model, const lctx_token *tokens,
+                                                    size_t n_tokens, bool special, char *buf, size_t buf_size,
+                                                    size_t *n_out);
+
+/* One chat message. */
+typedef struct lctx_chat_message {
+    const char *role;     /* "system", "user", "assistant" */
+    const char *content;
+} lctx_chat_message;
+
+/* Formats messages with the model's chat template (ChatML and Gemma are
+ * recognised from the GGUF template; others give LCTX_ERR_UNSUPPORTED).
+ * add_assistant: end with the prefix that starts the assistant's turn.
+ * Output as lctx_detokenize (NUL when room allows, *n_out excludes it). */
+LCTX_API LCTX_NODISCARD lctx_status lctx_chat_apply(const lctx_model *model, const lctx_chat_message *messages,
+                                                    size_t n_messages, bool add_assistant, char *buf,
+                                                    size_t buf_size, size_t *n_out);
+
+/* ------------------------------------------------------------------------ */
+/* Sessions: one document (or conversation) read with one method            */
+/* ------------------------------------------------------------------------ */
+typedef enum lctx_method {
+    LCTX_METHOD_FULL        = 0,  /* everything in one KV cache */
+    LCTX_METHOD_REFORM      = 1,
+    LCTX_METHOD_ILRE        = 2,
+    LCTX_METHOD_REATTENTION = 3,
+    LCTX_METHOD_REFRESHKV   = 4,
+    LCTX_METHOD_TRUNCATE    = 5,
+    LCTX_METHOD_STREAMING   = 6,
+    LCTX_METHOD_H2O         = 7,
+    LCTX_METHOD_TOVA        = 8,
+    LCTX_METHOD_SNAPKV      = 9,
+    LCTX_METHOD_INFINIPOT   = 10,
+    LCTX_METHOD_INFLLM      = 11
+} lctx_method;
+
+/* Stages of a session, in order. */
+typedef enum lctx_stage {
+    LCTX_STAGE_FEEDING    = 0,  /* accepts feed_chunk; next: build_index */
+    LCTX_STAGE_INDEXED    = 1,  /* accepts select */
+    LCTX_STAGE_SELECTED   = 2,  /* accepts recompute (or select again) */
+    LCTX_STAGE_DECODING   = 3   /* accepts decode; select starts a new question */
+} lctx_stage;
+
+typedef struct lctx_session_params {
+    uint32_t    struct_size;   /* sizeof(lctx_session_params): set by default_params */
+    lctx_method method;        /* LCTX_METHOD_FULL is the only method implemented so far */
+    int32_t     n_ctx;         /* FULL: KV cache capacity in tokens (document + question +
+                                  answer). <= 0: n_ctx_train of the model. */
+    int32_t     n_threads;     /* <= 0: the model's n_threads */
+    int32_t     n_batch;       /* tokens per forward batch while feeding; <= 0: 512 */
+    lctx_progress_fn progress; /* optional, called during long calls */
+    void       *progress_user_data;
+} lctx_session_params;
+
+LCTX_API void lctx_session_default_params(lctx_session_params *out);
+
+/* params may be NULL (defaults). An unimplemented method returns
+ * LCTX_ERR_UNSUPPORTED. The session keeps a reference to the model: free the
+ * session before the model. */
+LCTX_API LCTX_NODISCARD lctx_status lctx_session_create(const lctx_model *model, const lctx_session_params *params,
+                                                        lctx_session **out);
+LCTX_API void lctx_session_free(lctx_session *session);
+/* Message of the last failure of a call on this session ("" if none). */
+LCTX_API const char *lctx_session_last_error(const lctx_session *session);
+/* Thread-safe: asks the running call on this session to stop soon. */
+LCTX_API void lctx_session_cancel(lctx_session *session);
+LCTX_API lctx_stage lctx_session_stage(const lctx_session *session);
+/* Number of document tokens fed so far. */
+LCTX_API int64_t lctx_session_n_fed(const lctx_session *session);
+
+/* Stage 1: append document tokens. May be called any number of times. */
+LCTX_API LCTX_NODISCARD lctx_status lctx_feed_chunk(lctx_session *session, const lctx_token *tokens,
+                                                    size_t n_tokens);
+/* Stage 2: finish reading; the document is sealed. */
+LCTX_API LCTX_NODISCARD lctx_status lctx_build_index(lctx_session *session);
+/* Stage 3: choose the document tokens that matter for a question. The
+ * selection is library-owned; free it with lctx_selection_free. */
+LCTX_API LCTX_NODISCARD lctx_status lctx_select(lctx_session *session, const lctx_token *query, size_t n_query,
+                                                lctx_selection **out);
+/* Stage 4: build the decode cache from the selection (+ its query). */
+LCTX_API LCTX_NODISCARD lctx_status lctx_recompute(lctx_session *session, const lctx_selection *selection);
+
+typedef struct lctx_sampling_params {
+    uint32_t struct_size;       /* sizeof(lctx_sampling_params) */
+    float    temperature;       /* <= 0: greedy (argmax) */
+    int32_t  top_k;             /* <= 0: off */
+    float    top_p;             /* >= 1: off */
+    float    min_p;             /* <= 0: off */
+    float    repeat_penalty;    /* 1: off; applied to the last repeat_last_n tokens */
+    int32_t  repeat_last_n;     /* window for repeat_penalty; 0: off, -1: whole context */
+    uint64_t seed;              /* same seed and inputs => same tokens */
+} lctx_sampling_params;
+
+LCTX_API void lctx_sampling_default_params(lctx_sampling_params *out); /* greedy */
+
+/* Stage 5: sample the next token from the decode cache and append it. The
+ * first call samples from the logits left by recompute. */
+LCTX_API LCTX_NODISCARD lctx_status lctx_decode(lctx_session *session, const lctx_sampling_params *sampling,
+                                                lctx_token *out_token);
+/* Logits (n_vocab floats) that the next lctx_decode samples from; NULL before
+ * recompute. Valid until the next call on this session. */
+LCTX_API const float *lctx_session_logits(const lctx_session *session);
+
+/* Selections */
+LCTX_API void    lctx_selection_free(lctx_selection *selection);
+LCTX_API int64_t lctx_selection_size(const lctx_selection *selection);  /* selected document tokens */
+/* Copies min(capacity, size) positions (sorted ascending) / scores; returns the count copied. */
+LCTX_API int64_t lctx_selection_positions(const lctx_selection *selection, int64_t *positions, int64_t capacity);
+LCTX_API int64_t lctx_selection_scores(const lctx_selection *selection, float *scores, int64_t capacity);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LCTX_H */

@@ -1,0 +1,67 @@
+// CPU kernels the engine needs. Each has a scalar reference (suffix _ref,
+// used by tests) and SIMD variants picked at run time (AVX2, AVX-512,
+// AVX-512-BF16/VNNI) behind the plain name. All math is f32 with the weights
+// dequantized on the fly, so results equal an f32 reference up to rounding.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "model/model.h"
+#include "thread_pool.h"
+
+namespace lctx::cpu {
+
+// Name of the SIMD variant chosen for this CPU ("avx512bf16", "avx512", "avx2", "scalar").
+const char *simd_variant();
+
+// y[t * n_rows + r] = sum_c W[r, c] * x[t * ldx + c]   for t < n_tok, r < W.n_rows.
+// ldx >= W.n_cols. Any type dequantize_row_ref supports.
+void matmul(ThreadPool &pool, const WeightView &W, const float *x, int64_t ldx, int64_t n_tok, float *y);
+void matmul_ref(const WeightView &W, const float *x, int64_t ldx, int64_t n_tok, float *y);
+
+// Row r of W as f32 (embedding lookup).
+void get_row(const WeightView &W, int64_t r, float *out);
+
+// y = x / sqrt(mean(x^2) + eps) * w, n elements (w may be nullptr: no scale).
+void rms_norm(const float *x, const float *w, float *y, int64_t n, float eps);
+void rms_norm_ref(const float *x, const float *w, float *y, int64_t n, float eps);
+
+// In-place RoPE on n_tok vectors of n_heads heads of head_dim each (stride
+// between tokens: ld floats), token t at position pos[t]. Uses hp's n_rot,
+// base, layout and linear/YaRN scaling exactly as ggml's rope does.
+void rope(const Hparams &hp, float *x, int64_t ld, int64_t n_tok, int32_t n_heads, const int32_t *pos);
+void rope_ref(const Hparams &hp, float *x, int64_t ld, int64_t n_tok, int32_t n_heads, const int32_t *pos);
+// Rotate by position deltas (re-positioning cached keys): same as rope with pos = delta.
+
+// out = silu(gate) * up, n elements.
+void swiglu(const float *gate, const float *up, float *out, int64_t n);
+
+// Attention of n_q query tokens over n_kv cached keys/values, grouped-query.
+//   q:   [n_q][n_head * head_dim]    (already rotated), row stride ldq
+//   k,v: per KV head h: k + h * kv_head_stride, rows of head_dim, row stride ld_kv
+//   mask: query i may see key j iff kv_pos[j] <= q_pos[i] (causal by position)
+//   out: [n_q][n_head * head_dim], row stride ldo
+// scale = 1/sqrt(head_dim). Streams over keys in blocks with an online
+// softmax (never n_q x n_kv in memory).
+// col_sums (optional, [n_head_kv][n_kv]): adds the softmax probabilities that
+// every key receives, summed over the query heads of its group and over the
+// queries i >= obs_begin (H2O/TOVA/SnapKV scores). Computing them needs the
+// final row maxima, so this variant makes a second pass over the keys.
+struct AttentionArgs {
+    const float *q = nullptr; int64_t ldq = 0;
+    const float *k = nullptr; const float *v = nullptr;
+    int64_t ld_kv = 0;            // floats between consecutive keys of one head
+    int64_t kv_head_stride = 0;   // floats between KV heads
+    float *out = nullptr; int64_t ldo = 0;
+    int64_t n_q = 0, n_kv = 0;
+    int32_t n_head = 0, n_head_kv = 0, head_dim = 0;
+    const int32_t *q_pos = nullptr, *kv_pos = nullptr;
+    float scale = 0.0f;           // 0: 1/sqrt(head_dim)
+    float *col_sums = nullptr;    // optional
+    int64_t obs_begin = 0;
+};
+void attention(ThreadPool &pool, const AttentionArgs &a);
+void attention_ref(const AttentionArgs &a);   // naive, materialises scores
+
+} // namespace lctx::cpu

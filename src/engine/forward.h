@@ -1,0 +1,60 @@
+// The transformer forward pass (architecture "llama"). Prefill batches and
+// single-token decode share this one code path: a batch of tokens with
+// explicit position ids is appended to a KV cache and attends to everything
+// already in it (causally by position).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "engine/kv_cache.h"
+#include "kernels/cpu/thread_pool.h"
+#include "model/model.h"
+
+namespace lctx {
+
+// Hooks for methods that look inside the forward pass. All optional.
+struct ForwardHooks {
+    // Called for each layer with the pre-RoPE q [n_tok][n_head*head_dim],
+    // k and v [n_tok][n_head_kv*head_dim] of the batch.
+    std::function<void(int32_t layer, const float *q, const float *k, const float *v, int64_t n_tok)> on_qkv;
+    // Called for each layer with the residual stream after the layer,
+    // [n_tok][n_embd].
+    std::function<void(int32_t layer, const float *hidden, int64_t n_tok)> on_hidden;
+    // If set, per layer: [n_head_kv][cache slots] attention mass received by
+    // every cache slot from the batch's queries i >= obs_begin.
+    std::vector<std::vector<float>> *col_sums = nullptr;
+    int64_t obs_begin = 0;
+};
+
+enum class LogitsMode { NONE, LAST, ALL };
+
+struct ForwardOptions {
+    int32_t n_layers = -1;            // layers to run (early exit); -1: all
+    LogitsMode logits = LogitsMode::LAST;
+    ForwardHooks *hooks = nullptr;
+    // Progress / cancellation between layers: return false to stop (the
+    // batch's slots are then removed from the cache and Error CANCELLED thrown).
+    std::function<bool()> keep_going;
+};
+
+class Forward {
+public:
+    Forward(const Model &model, cpu::ThreadPool &pool);
+
+    // Runs tokens[0..n) at positions pos[0..n) on top of `cache`, appending
+    // their K/V. Writes logits (n_vocab per requested token) into `logits`.
+    // Throws lctx::Error on bad ids (LCTX_ERR_INVALID_ARG), a full cache
+    // (LCTX_ERR_CONTEXT_FULL) or cancellation; the cache is then unchanged.
+    void run(const int32_t *tokens, const int32_t *pos, int64_t n, KvCache &cache, const ForwardOptions &opt,
+             std::vector<float> &logits);
+
+private:
+    const Model &model_;
+    cpu::ThreadPool &pool_;
+    // Scratch buffers reused across calls.
+    std::vector<float> x_, xn_, q_, k_, v_, attn_, gate_, up_, tmp_;
+};
+
+} // namespace lctx
