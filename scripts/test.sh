@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Sets up (scripts/setup.sh) and runs every test: the GoogleTest unit tests
+# of the release build, the same unit tests under ASan+UBSan, and the
+# Python reference tests (numpy forward, gguf dequantizer, llama.cpp).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+bash scripts/setup.sh
+
+jobs="$(nproc)"
+echo "== unit tests (release)"
+ctest --test-dir build/release --output-on-failure -j"$jobs"
+
+echo "== unit tests (ASan + UBSan)"
+cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLCTX_SANITIZE=ON -DLCTX_BUILD_TESTS=ON >/dev/null
+cmake --build build/asan -j"$jobs"
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
+    ctest --test-dir build/asan --output-on-failure -j"$jobs"
+
+echo "== reference tests (pytest)"
+LCTX_BUILD_DIR="$root/build/release" LCTX_MODELS_DIR="$root/models" \
+    .venv/bin/python -m pytest -q tests/reference

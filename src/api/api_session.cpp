@@ -1,0 +1,142 @@
+// Sessions, the five stages, sampling parameters and selections.
+#include <algorithm>
+#include <cstring>
+
+#include "api/handles.h"
+
+using lctx::api::guarded;
+using lctx::api::require;
+
+namespace {
+
+// Entry points that take a session: a NULL session is reported thread-locally.
+template <class Body>
+lctx_status on_session(lctx_session *s, const char *fn, Body &&body) {
+    if (!s || !s->session)
+        return lctx::api::set_error(LCTX_ERR_INVALID_ARG, std::string(fn) + ": session is NULL");
+    return guarded(s, std::forward<Body>(body));
+}
+
+} // namespace
+
+extern "C" {
+
+LCTX_API void lctx_session_default_params(lctx_session_params *out) {
+    if (!out) return;
+    *out = lctx_session_params{};
+    out->struct_size = sizeof(lctx_session_params);
+    out->method = LCTX_METHOD_FULL;
+    out->n_ctx = 0;
+    out->n_threads = 0;
+    out->n_batch = 512;
+    out->progress = nullptr;
+    out->progress_user_data = nullptr;
+}
+
+LCTX_API lctx_status lctx_session_create(const lctx_model *model, const lctx_session_params *params,
+                                         lctx_session **out) {
+    if (out) *out = nullptr;
+    return guarded(nullptr, [&] {
+        require(out, "lctx_session_create", "out");
+        require(model, "lctx_session_create", "model");
+        lctx_session_params p;
+        lctx_session_default_params(&p);
+        if (params) p = *params;
+        auto s = std::make_unique<lctx_session>();
+        s->owner = model;
+        s->session = std::make_unique<lctx::Session>(*model->model, p);
+        *out = s.release();
+    });
+}
+
+LCTX_API void lctx_session_free(lctx_session *session) { delete session; }
+
+LCTX_API const char *lctx_session_last_error(const lctx_session *session) {
+    return session ? session->last_error.c_str() : "";
+}
+
+LCTX_API void lctx_session_cancel(lctx_session *session) {
+    if (session && session->session) session->session->cancel();
+}
+
+LCTX_API lctx_stage lctx_session_stage(const lctx_session *session) {
+    return session && session->session ? session->session->stage() : LCTX_STAGE_FEEDING;
+}
+
+LCTX_API int64_t lctx_session_n_fed(const lctx_session *session) {
+    return session && session->session ? session->session->n_fed() : 0;
+}
+
+LCTX_API lctx_status lctx_feed_chunk(lctx_session *s, const lctx_token *tokens, size_t n_tokens) {
+    return on_session(s, "lctx_feed_chunk", [&] { s->session->feed(tokens, n_tokens); });
+}
+
+LCTX_API lctx_status lctx_build_index(lctx_session *s) {
+    return on_session(s, "lctx_build_index", [&] { s->session->build_index(); });
+}
+
+LCTX_API lctx_status lctx_select(lctx_session *s, const lctx_token *query, size_t n_query, lctx_selection **out) {
+    if (out) *out = nullptr;
+    return on_session(s, "lctx_select", [&] {
+        require(out, "lctx_select", "out");
+        auto sel = std::make_unique<lctx_selection>();
+        sel->sel = std::move(*s->session->select(query, n_query));
+        *out = sel.release();
+    });
+}
+
+LCTX_API lctx_status lctx_recompute(lctx_session *s, const lctx_selection *selection) {
+    return on_session(s, "lctx_recompute", [&] {
+        require(selection, "lctx_recompute", "selection");
+        s->session->recompute(selection->sel);
+    });
+}
+
+LCTX_API void lctx_sampling_default_params(lctx_sampling_params *out) {
+    if (!out) return;
+    *out = lctx_sampling_params{};
+    out->struct_size = sizeof(lctx_sampling_params);
+    out->temperature = 0.0f;
+    out->top_k = 0;
+    out->top_p = 1.0f;
+    out->min_p = 0.0f;
+    out->repeat_penalty = 1.0f;
+    out->repeat_last_n = 64;
+    out->seed = 0;
+}
+
+LCTX_API lctx_status lctx_decode(lctx_session *s, const lctx_sampling_params *sampling, lctx_token *out_token) {
+    return on_session(s, "lctx_decode", [&] {
+        require(out_token, "lctx_decode", "out_token");
+        lctx_sampling_params p;
+        lctx_sampling_default_params(&p);
+        if (sampling) p = *sampling;
+        *out_token = s->session->decode(p);
+    });
+}
+
+LCTX_API const float *lctx_session_logits(const lctx_session *s) {
+    return s && s->session ? s->session->logits() : nullptr;
+}
+
+LCTX_API void lctx_selection_free(lctx_selection *selection) { delete selection; }
+
+LCTX_API int64_t lctx_selection_size(const lctx_selection *sel) {
+    return sel ? static_cast<int64_t>(sel->sel.positions.size()) : 0;
+}
+
+LCTX_API int64_t lctx_selection_positions(const lctx_selection *sel, int64_t *positions, int64_t capacity) {
+    if (!sel || !positions || capacity <= 0) return 0;
+    int64_t n = std::min<int64_t>(capacity, static_cast<int64_t>(sel->sel.positions.size()));
+    std::copy_n(sel->sel.positions.begin(), n, positions);
+    return n;
+}
+
+LCTX_API int64_t lctx_selection_scores(const lctx_selection *sel, float *scores, int64_t capacity) {
+    if (!sel || !scores || capacity <= 0) return 0;
+    int64_t n = std::min<int64_t>(capacity, static_cast<int64_t>(sel->sel.scores.size()));
+    std::copy_n(sel->sel.scores.begin(), n, scores);
+    return n;
+}
+
+} // extern "C"

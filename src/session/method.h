@@ -1,0 +1,45 @@
+// A long-context method is a set of policies behind the five session stages.
+// Session (session.h) owns the stage machine and argument checks; a Method
+// only does the work of each stage.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "session/progress.h"
+
+namespace lctx {
+
+// What select() chose: document positions (ascending) with their scores, and
+// the query they were chosen for (recompute appends it).
+struct Selection {
+    uint64_t session_id = 0;      // the session that made it
+    std::vector<int64_t> positions;
+    std::vector<float> scores;
+    std::vector<int32_t> query;
+};
+
+class Method {
+public:
+    virtual ~Method() = default;
+    // Stage 1: more document tokens. Must leave the method unchanged when it
+    // throws (cancellation included) except for fully processed tokens.
+    virtual void feed(const int32_t *tokens, size_t n, Progress &progress) = 0;
+    // Stage 2: the document is complete.
+    virtual void finish(Progress &progress) = 0;
+    // Stage 3: choose document tokens for a question.
+    virtual Selection select(const std::vector<int32_t> &query, Progress &progress) = 0;
+    // Stage 4: build the decode cache from a selection; writes the logits of
+    // the last query token.
+    virtual void recompute(const Selection &selection, Progress &progress, std::vector<float> &logits) = 0;
+    // Stage 5: append one generated token to the decode cache; writes the
+    // logits that follow it.
+    virtual void append(int32_t token, std::vector<float> &logits) = 0;
+    // Tokens the decode context holds, in order (for repetition penalties).
+    virtual const std::vector<int32_t> &context_tokens() const = 0;
+    // Document tokens read so far.
+    virtual int64_t n_fed() const = 0;
+};
+
+} // namespace lctx

@@ -1,0 +1,66 @@
+#include "session/method_full.h"
+
+#include <numeric>
+
+#include "common/error.h"
+
+namespace lctx {
+
+FullMethod::FullMethod(const Model &model, cpu::ThreadPool &pool, int64_t n_ctx, int32_t n_batch)
+    : model_(model), forward_(model, pool), cache_(model.hparams(), n_ctx), n_batch_(n_batch) {}
+
+void FullMethod::prefill(const int32_t *tokens, size_t n, Progress *progress, double done0, double done1,
+                         LogitsMode mode, std::vector<float> &logits) {
+    if (static_cast<int64_t>(n) > cache_.capacity() - cache_.size())
+        fail(LCTX_ERR_CONTEXT_FULL, "the KV cache holds %lld of %lld tokens and cannot take %zu more: create the "
+             "session with a larger n_ctx", static_cast<long long>(cache_.size()),
+             static_cast<long long>(cache_.capacity()), n);
+    std::vector<int32_t> pos;
+    for (size_t done = 0; done < n;) {
+        size_t b = std::min(n - done, static_cast<size_t>(n_batch_));
+        if (progress && !progress->keep_going(done0 + (done1 - done0) * double(done) / double(n)))
+            fail(LCTX_ERR_CANCELLED, "cancelled after %zu of %zu tokens", done, n);
+        pos.resize(b);
+        std::iota(pos.begin(), pos.end(), static_cast<int32_t>(cache_.size()));
+        ForwardOptions opt;
+        opt.logits = done + b == n ? mode : LogitsMode::NONE;
+        forward_.run(tokens + done, pos.data(), static_cast<int64_t>(b), cache_, opt, logits);
+        tokens_.insert(tokens_.end(), tokens + done, tokens + done + b);
+        done += b;
+    }
+    if (progress) progress->keep_going(done1);
+}
+
+void FullMethod::feed(const int32_t *tokens, size_t n, Progress &progress) {
+    // Batches that completed stay in the cache even if a later one fails or
+    // is cancelled: n_doc_ always counts exactly the tokens cached.
+    struct Sync {
+        FullMethod &m;
+        ~Sync() { m.n_doc_ = static_cast<int64_t>(m.tokens_.size()); }
+    } sync{*this};
+    prefill(tokens, n, &progress, 0.0, 1.0, LogitsMode::NONE, scratch_logits_);
+}
+
+void FullMethod::finish(Progress &) {}
+
+Selection FullMethod::select(const std::vector<int32_t> &query, Progress &) {
+    Selection s;
+    s.positions.resize(static_cast<size_t>(n_doc_));
+    std::iota(s.positions.begin(), s.positions.end(), int64_t{0});
+    s.scores.assign(s.positions.size(), 1.0f);
+    s.query = query;
+    return s;
+}
+
+void FullMethod::recompute(const Selection &selection, Progress &progress, std::vector<float> &logits) {
+    // FULL keeps the document's cache: drop the previous question and answer.
+    cache_.truncate(n_doc_);
+    tokens_.resize(static_cast<size_t>(n_doc_));
+    prefill(selection.query.data(), selection.query.size(), &progress, 0.0, 1.0, LogitsMode::LAST, logits);
+}
+
+void FullMethod::append(int32_t token, std::vector<float> &logits) {
+    prefill(&token, 1, nullptr, 0.0, 1.0, LogitsMode::LAST, logits);
+}
+
+} // namespace lctx

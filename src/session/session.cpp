@@ -1,0 +1,159 @@
+#include "session/session.h"
+
+#include <algorithm>
+#include <thread>
+
+#include "common/error.h"
+#include "session/method_full.h"
+
+namespace lctx {
+
+namespace {
+std::atomic<uint64_t> g_next_session_id{1};
+}
+
+const char *stage_name(lctx_stage stage) {
+    switch (stage) {
+    case LCTX_STAGE_FEEDING: return "FEEDING";
+    case LCTX_STAGE_INDEXED: return "INDEXED";
+    case LCTX_STAGE_SELECTED: return "SELECTED";
+    case LCTX_STAGE_DECODING: return "DECODING";
+    }
+    return "UNKNOWN";
+}
+
+const char *method_name(lctx_method method) {
+    switch (method) {
+    case LCTX_METHOD_FULL: return "full";
+    case LCTX_METHOD_REFORM: return "reform";
+    case LCTX_METHOD_ILRE: return "ilre";
+    case LCTX_METHOD_REATTENTION: return "reattention";
+    case LCTX_METHOD_REFRESHKV: return "refreshkv";
+    case LCTX_METHOD_TRUNCATE: return "truncate";
+    case LCTX_METHOD_STREAMING: return "streaming";
+    case LCTX_METHOD_H2O: return "h2o";
+    case LCTX_METHOD_TOVA: return "tova";
+    case LCTX_METHOD_SNAPKV: return "snapkv";
+    case LCTX_METHOD_INFINIPOT: return "infinipot";
+    case LCTX_METHOD_INFLLM: return "infllm";
+    }
+    return "unknown";
+}
+
+Session::Session(const Model &model, const lctx_session_params &params)
+    : model_(model), params_(params), id_(g_next_session_id.fetch_add(1)) {
+    if (params.struct_size < sizeof(lctx_session_params))
+        fail(LCTX_ERR_INVALID_ARG, "lctx_session_params.struct_size is %u, expected %zu: fill it with "
+             "lctx_session_default_params()", params.struct_size, sizeof(lctx_session_params));
+    const Hparams &hp = model.hparams();
+    int64_t n_ctx = params.n_ctx > 0 ? params.n_ctx : hp.n_ctx_train;
+    if (n_ctx <= 0) n_ctx = 4096;
+    int32_t n_batch = params.n_batch > 0 ? params.n_batch : 512;
+    int32_t n_threads = params.n_threads > 0 ? params.n_threads : model.n_threads();
+    if (n_threads > 1024) fail(LCTX_ERR_INVALID_ARG, "n_threads %d is out of range (1..1024)", n_threads);
+    switch (params.method) {
+    case LCTX_METHOD_FULL:
+        pool_ = std::make_unique<cpu::ThreadPool>(std::max(1, n_threads));
+        method_ = std::make_unique<FullMethod>(model, *pool_, n_ctx, n_batch);
+        break;
+    case LCTX_METHOD_REFORM: case LCTX_METHOD_ILRE: case LCTX_METHOD_REATTENTION: case LCTX_METHOD_REFRESHKV:
+    case LCTX_METHOD_TRUNCATE: case LCTX_METHOD_STREAMING: case LCTX_METHOD_H2O: case LCTX_METHOD_TOVA:
+    case LCTX_METHOD_SNAPKV: case LCTX_METHOD_INFINIPOT: case LCTX_METHOD_INFLLM:
+        fail(LCTX_ERR_UNSUPPORTED, "method '%s' is not implemented yet in this version of lctx",
+             method_name(params.method));
+    default:
+        fail(LCTX_ERR_INVALID_ARG, "unknown method %d", static_cast<int>(params.method));
+    }
+}
+
+Session::~Session() = default;
+
+void Session::expect_stage(const char *call, std::initializer_list<lctx_stage> allowed) const {
+    if (std::find(allowed.begin(), allowed.end(), stage_) != allowed.end()) return;
+    const char *hint = "";
+    switch (stage_) {
+    case LCTX_STAGE_FEEDING: hint = "call lctx_build_index after the last lctx_feed_chunk"; break;
+    case LCTX_STAGE_INDEXED: hint = "the document is sealed; call lctx_select with a question"; break;
+    case LCTX_STAGE_SELECTED: hint = "call lctx_recompute with the selection"; break;
+    case LCTX_STAGE_DECODING: hint = "the document is sealed; call lctx_decode, or lctx_select for a new question";
+        break;
+    }
+    fail(LCTX_ERR_STATE, "%s: wrong stage: the session is %s; %s", call, stage_name(stage_), hint);
+}
+
+void Session::check_tokens(const char *what, const int32_t *tokens, size_t n) const {
+    if (n > 0 && !tokens) fail(LCTX_ERR_INVALID_ARG, "%s: tokens is NULL but n_tokens is %zu", what, n);
+    int32_t n_vocab = model_.hparams().n_vocab;
+    for (size_t i = 0; i < n; ++i)
+        if (tokens[i] < 0 || tokens[i] >= n_vocab)
+            fail(LCTX_ERR_INVALID_ARG, "%s: token id %d at index %zu is out of range [0, %d)", what, tokens[i], i,
+                 n_vocab);
+}
+
+Progress Session::start_call() {
+    cancel_.store(false);
+    return Progress(params_.progress, params_.progress_user_data, cancel_);
+}
+
+void Session::feed(const int32_t *tokens, size_t n) {
+    expect_stage("lctx_feed_chunk", {LCTX_STAGE_FEEDING});
+    check_tokens("lctx_feed_chunk", tokens, n);
+    Progress progress = start_call();
+    method_->feed(tokens, n, progress);
+}
+
+void Session::build_index() {
+    expect_stage("lctx_build_index", {LCTX_STAGE_FEEDING});
+    Progress progress = start_call();
+    method_->finish(progress);
+    stage_ = LCTX_STAGE_INDEXED;
+}
+
+std::unique_ptr<Selection> Session::select(const int32_t *query, size_t n) {
+    expect_stage("lctx_select", {LCTX_STAGE_INDEXED, LCTX_STAGE_SELECTED, LCTX_STAGE_DECODING});
+    if (n == 0) fail(LCTX_ERR_INVALID_ARG, "lctx_select: the query is empty (give at least one token)");
+    check_tokens("lctx_select", query, n);
+    Progress progress = start_call();
+    auto sel = std::make_unique<Selection>(method_->select(std::vector<int32_t>(query, query + n), progress));
+    sel->session_id = id_;
+    stage_ = LCTX_STAGE_SELECTED;
+    return sel;
+}
+
+void Session::recompute(const Selection &selection) {
+    expect_stage("lctx_recompute", {LCTX_STAGE_SELECTED, LCTX_STAGE_DECODING});
+    if (selection.session_id != id_)
+        fail(LCTX_ERR_INVALID_ARG, "lctx_recompute: the selection was made by another session");
+    Progress progress = start_call();
+    has_logits_ = false;
+    pending_ = -1;
+    stage_ = LCTX_STAGE_SELECTED;  // stays here if recompute fails
+    method_->recompute(selection, progress, logits_);
+    has_logits_ = true;
+    rng_seeded_ = false;
+    stage_ = LCTX_STAGE_DECODING;
+}
+
+int32_t Session::decode(const lctx_sampling_params &sampling) {
+    expect_stage("lctx_decode", {LCTX_STAGE_DECODING});
+    validate_sampling(sampling);
+    if (pending_ >= 0) {
+        // The previous token enters the cache only now, so the last decode
+        // call of an answer costs no forward pass.
+        has_logits_ = false;
+        method_->append(pending_, logits_);
+        pending_ = -1;
+        has_logits_ = true;
+    }
+    if (!rng_seeded_ || rng_seed_ != sampling.seed) {
+        rng_ = Rng(sampling.seed);
+        rng_seed_ = sampling.seed;
+        rng_seeded_ = true;
+    }
+    const std::vector<int32_t> &ctx = method_->context_tokens();
+    int32_t token = sample_token(logits_.data(), model_.hparams().n_vocab, sampling, ctx.data(), ctx.size(), rng_);
+    pending_ = token;
+    return token;
+}
+
+} // namespace lctx

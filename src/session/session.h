@@ -1,0 +1,62 @@
+// A session: one document read with one method, then any number of
+// questions. Owns the stage machine (FEEDING -> INDEXED -> SELECTED ->
+// DECODING, with select allowed again after INDEXED), argument checks,
+// cancellation and sampling; the method does the work of each stage.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/thread_pool.h"
+#include "lctx.h"
+#include "model/model.h"
+#include "session/method.h"
+#include "session/sampler.h"
+
+namespace lctx {
+
+class Session {
+public:
+    // Validates params (LCTX_ERR_INVALID_ARG) and the method (LCTX_ERR_UNSUPPORTED).
+    Session(const Model &model, const lctx_session_params &params);
+    ~Session();
+
+    void feed(const int32_t *tokens, size_t n);
+    void build_index();
+    std::unique_ptr<Selection> select(const int32_t *query, size_t n);
+    void recompute(const Selection &selection);
+    int32_t decode(const lctx_sampling_params &sampling);
+
+    lctx_stage stage() const { return stage_; }
+    int64_t n_fed() const { return method_->n_fed(); }
+    uint64_t id() const { return id_; }
+    const float *logits() const { return has_logits_ ? logits_.data() : nullptr; }
+    void cancel() { cancel_.store(true); }
+
+private:
+    void expect_stage(const char *call, std::initializer_list<lctx_stage> allowed) const;
+    void check_tokens(const char *what, const int32_t *tokens, size_t n) const;
+    Progress start_call();
+
+    const Model &model_;
+    lctx_session_params params_;
+    uint64_t id_;
+    std::unique_ptr<cpu::ThreadPool> pool_;
+    std::unique_ptr<Method> method_;
+    lctx_stage stage_ = LCTX_STAGE_FEEDING;
+    std::atomic<bool> cancel_{false};
+    std::vector<float> logits_;
+    bool has_logits_ = false;
+    int32_t pending_ = -1;   // sampled token not yet appended to the decode cache
+    std::vector<int32_t> generated_;
+    Rng rng_;
+    uint64_t rng_seed_ = 0;
+    bool rng_seeded_ = false;
+};
+
+const char *stage_name(lctx_stage stage);
+const char *method_name(lctx_method method);
+
+} // namespace lctx

@@ -1,0 +1,37 @@
+// `lctx` command line: one subcommand per file (cmd_*.cpp).
+#include <cstdio>
+#include <cstring>
+
+#include "cli.h"
+
+static const char *kUsage =
+    "usage: lctx COMMAND [options]\n"
+    "\n"
+    "commands:\n"
+    "  inspect MODEL                  print GGUF metadata and the tensor table\n"
+    "  tokenize -m MODEL TEXT         print token ids on one line\n"
+    "  generate -m MODEL -p TEXT      continue a prompt (answer on stdout, timings on stderr)\n"
+    "  version                        print the library version and build\n"
+    "\n"
+    "Run 'lctx COMMAND --help' for the options of a command.\n";
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        std::fputs(kUsage, stderr);
+        return 1;
+    }
+    const char *cmd = argv[1];
+    if (!std::strcmp(cmd, "inspect")) return lctx::cli::cmd_inspect(argc - 2, argv + 2);
+    if (!std::strcmp(cmd, "tokenize")) return lctx::cli::cmd_tokenize(argc - 2, argv + 2);
+    if (!std::strcmp(cmd, "generate")) return lctx::cli::cmd_generate(argc - 2, argv + 2);
+    if (!std::strcmp(cmd, "version") || !std::strcmp(cmd, "--version")) {
+        std::printf("%s\n", lctx_build_info());
+        return 0;
+    }
+    if (!std::strcmp(cmd, "-h") || !std::strcmp(cmd, "--help") || !std::strcmp(cmd, "help")) {
+        std::fputs(kUsage, stdout);
+        return 0;
+    }
+    std::fprintf(stderr, "lctx: unknown command '%s'\n\n%s", cmd, kUsage);
+    return 1;
+}
