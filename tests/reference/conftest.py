@@ -1,0 +1,32 @@
+"""Shared fixtures of the reference tests: where the build and the models are."""
+import os
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+BUILD = pathlib.Path(os.environ.get("LCTX_BUILD_DIR", ROOT / "build" / "release"))
+MODELS = pathlib.Path(os.environ.get("LCTX_MODELS_DIR", ROOT / "models"))
+SMOLLM2 = MODELS / "SmolLM2-135M-Instruct.Q4_1.gguf"
+STORIES = ROOT.parent / "shared" / "models" / "stories260K.gguf"
+
+
+def need_file(path: pathlib.Path, what: str) -> pathlib.Path:
+    if not path.exists():
+        pytest.skip(f"{what} not found at {path}")
+    return path
+
+
+@pytest.fixture(scope="session")
+def lctx_cli() -> pathlib.Path:
+    return need_file(BUILD / "tools" / "lctx", "the lctx CLI (build first)")
+
+
+@pytest.fixture(scope="session")
+def smollm2() -> pathlib.Path:
+    return need_file(SMOLLM2, "SmolLM2 (run scripts/fetch-models.sh)")
+
+
+@pytest.fixture(scope="session")
+def stories() -> pathlib.Path:
+    return need_file(STORIES, "stories260K")
