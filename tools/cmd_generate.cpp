@@ -1,6 +1,7 @@
 // lctx generate -m MODEL -p TEXT: continues a prompt with the FULL method.
 // The continuation goes to stdout as it is generated; timings to stderr.
 #include <cstdio>
+#include <cstdlib>
 #include <vector>
 
 #include "cli.h"
@@ -19,6 +20,22 @@ std::string chat_prompt(const lctx_model *m, const std::string &user) {
     return std::string(out.data(), n);
 }
 
+std::vector<lctx_token> parse_ids(const std::string &text) {
+    std::vector<lctx_token> ids;
+    const char *p = text.c_str();
+    while (*p) {
+        char *end = nullptr;
+        long v = std::strtol(p, &end, 10);
+        if (end == p) {
+            if (*p == ' ' || *p == ',') { ++p; continue; }
+            die("--prompt-ids: '%s' is not a list of integers", text.c_str());
+        }
+        ids.push_back(static_cast<lctx_token>(v));
+        p = end;
+    }
+    return ids;
+}
+
 } // namespace
 
 int cmd_generate(int argc, char **argv) {
@@ -33,15 +50,18 @@ int cmd_generate(int argc, char **argv) {
         "  --seed S               sampling seed (default 0)\n"
         "  -t, --threads N        threads (default: all cores)\n"
         "  -c, --ctx N            KV cache size (default: prompt + n-predict)\n"
-        "  --ignore-eos           keep generating after an end-of-generation token\n";
+        "  --ignore-eos           keep generating after an end-of-generation token\n"
+        "  --prompt-ids \"1 2 3\"   give the prompt as token ids (no BOS added)\n"
+        "  --print-ids            print generated token ids (one line) instead of text\n";
     Args a = parse_args(argc, argv,
-                        {"--model", "--prompt", "--file", "--n-predict", "--temp", "--top-k", "--top-p", "--min-p",
+                        {"--model", "--prompt", "--prompt-ids", "--file", "--n-predict", "--temp", "--top-k", "--top-p", "--min-p",
                          "--repeat-penalty", "--repeat-last-n", "--seed", "--threads", "--ctx"},
-                        {"--chat", "--ignore-eos"},
+                        {"--chat", "--ignore-eos", "--print-ids"},
                         {{"-m", "--model"}, {"-p", "--prompt"}, {"-f", "--file"}, {"-n", "--n-predict"},
                          {"-t", "--threads"}, {"-c", "--ctx"}},
                         usage);
-    if (!a.has("--prompt") && !a.has("--file")) die("generate needs -p TEXT or -f FILE\n\n%s", usage);
+    if (!a.has("--prompt") && !a.has("--file") && !a.has("--prompt-ids"))
+        die("generate needs -p TEXT, -f FILE or --prompt-ids IDS\n\n%s", usage);
     std::string prompt = a.has("--file") ? read_file(a.get("--file")) : a.get("--prompt");
     int64_t n_predict = a.get_int("--n-predict", 128);
     if (n_predict < 0) die("--n-predict must be >= 0");
@@ -51,7 +71,12 @@ int cmd_generate(int argc, char **argv) {
     double t_load = now_s() - t0;
 
     bool chat = a.on("--chat");
-    std::vector<lctx_token> ids = chat ? tokenize(m, chat_prompt(m, prompt), true, true) : tokenize(m, prompt, true, false);
+    std::vector<lctx_token> ids;
+    if (a.has("--prompt-ids"))
+        ids = parse_ids(a.get("--prompt-ids"));
+    else
+        // Chat text already holds the BOS its template wants (Gemma's <bos>).
+        ids = chat ? tokenize(m, chat_prompt(m, prompt), false, true) : tokenize(m, prompt, true, false);
     if (ids.empty()) die("the prompt is empty after tokenization");
 
     lctx_session_params sp;
@@ -89,8 +114,12 @@ int cmd_generate(int argc, char **argv) {
         if (st == LCTX_ERR_CONTEXT_FULL) break;
         check(st, "decode");
         if (lctx_token_is_eog(m, t) && !a.on("--ignore-eos")) break;
-        std::string p = piece(m, t);
-        std::fwrite(p.data(), 1, p.size(), stdout);
+        if (a.on("--print-ids")) {
+            std::printf(n_gen ? " %d" : "%d", t);
+        } else {
+            std::string p = piece(m, t);
+            std::fwrite(p.data(), 1, p.size(), stdout);
+        }
         std::fflush(stdout);
     }
     std::fputc('\n', stdout);
