@@ -1,0 +1,153 @@
+// Attention driver: splits the work into (KV head, query block, key split)
+// items for the pool, merges the partial softmax states of key splits
+// (flash-decoding, used when there are too few queries to keep threads busy),
+// then runs the column-sum pass over (KV head, key range) items so that each
+// column has one writer. attention_ref is the naive materialised version.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "common/error.h"
+#include "cpu_kernels.h"
+#include "simd.h"
+
+namespace lctx::cpu {
+namespace {
+
+constexpr int64_t kQueryBlock = 16;
+constexpr int64_t kMinKeysPerSplit = 1024;
+
+void check(const AttentionArgs &a) {
+    if (a.n_q < 0 || a.n_kv < 0) fail(LCTX_ERR_INVALID_ARG, "attention: negative sizes");
+    if (a.n_head <= 0 || a.n_head_kv <= 0 || a.head_dim <= 0 || a.n_head % a.n_head_kv != 0)
+        fail(LCTX_ERR_INVALID_ARG, "attention: n_head %d must be a positive multiple of n_head_kv %d (head_dim %d)",
+             a.n_head, a.n_head_kv, a.head_dim);
+    if (a.n_q == 0) return;
+    if (!a.q || !a.out || !a.q_pos || (a.n_kv > 0 && (!a.k || !a.v || !a.kv_pos)))
+        fail(LCTX_ERR_INVALID_ARG, "attention: null input");
+    const int64_t width = static_cast<int64_t>(a.n_head) * a.head_dim;
+    if (a.ldq < width || a.ldo < width || (a.n_kv > 0 && a.ld_kv < a.head_dim))
+        fail(LCTX_ERR_INVALID_ARG, "attention: row stride smaller than the row (ldq %lld, ldo %lld, ld_kv %lld)",
+             static_cast<long long>(a.ldq), static_cast<long long>(a.ldo), static_cast<long long>(a.ld_kv));
+}
+
+float scale_of(const AttentionArgs &a) {
+    return a.scale != 0.0f ? a.scale : 1.0f / std::sqrt(static_cast<float>(a.head_dim));
+}
+
+} // namespace
+
+void attention(ThreadPool &pool, const AttentionArgs &a) {
+    check(a);
+    if (a.n_q == 0) return;
+    const KernelTable &kt = active_kernels();
+    const float scale = scale_of(a);
+    const int ng = a.n_head / a.n_head_kv, hd = a.head_dim;
+    const int64_t n_qb = (a.n_q + kQueryBlock - 1) / kQueryBlock;
+    const int64_t base_items = a.n_head_kv * n_qb;
+    int64_t n_split = 1;
+    if (base_items < 2 * pool.size() && a.n_kv >= 2 * kMinKeysPerSplit)
+        n_split = std::min((4 * pool.size() + base_items - 1) / base_items, a.n_kv / kMinKeysPerSplit);
+
+    // Partial states, layout [split][kv head][query][head in group].
+    const int64_t rows = a.n_q * a.n_head;
+    std::vector<float> po(static_cast<size_t>(n_split * rows * hd)), pm(n_split * rows), pl(n_split * rows);
+    const int64_t scratch_n = attn_scratch_floats(a);
+    pool.parallel_for(base_items * n_split, [&](int64_t b, int64_t e, int) {
+        thread_local std::vector<float> scratch;
+        if (static_cast<int64_t>(scratch.size()) < scratch_n) scratch.resize(scratch_n);
+        for (int64_t item = b; item < e; ++item) {
+            const int64_t s = item % n_split, qb = (item / n_split) % n_qb;
+            const int g = static_cast<int>(item / n_split / n_qb);
+            const int64_t i0 = qb * kQueryBlock, i1 = std::min(a.n_q, i0 + kQueryBlock);
+            const int64_t j0 = a.n_kv * s / n_split, j1 = a.n_kv * (s + 1) / n_split;
+            const int64_t r0 = (s * a.n_head_kv + g) * a.n_q * ng + i0 * ng;
+            kt.attn_partial(a, scale, g, i0, i1, j0, j1, po.data() + r0 * hd, pm.data() + r0, pl.data() + r0,
+                            scratch.data());
+        }
+    });
+
+    // Merge splits, normalise, write out; keep the final (m, l) per [query][head].
+    std::vector<float> fm(a.col_sums ? rows : 0), fl(a.col_sums ? rows : 0);
+    pool.parallel_for(a.n_q, [&](int64_t b, int64_t e, int) {
+        for (int64_t i = b; i < e; ++i)
+            for (int h = 0; h < a.n_head; ++h) {
+                const int g = h / ng, u = h % ng;
+                auto idx = [&](int64_t s) { return ((s * a.n_head_kv + g) * a.n_q + i) * ng + u; };
+                float M = -INFINITY;
+                for (int64_t s = 0; s < n_split; ++s)
+                    if (pl[idx(s)] > 0.0f) M = std::max(M, pm[idx(s)]);
+                float *out = a.out + i * a.ldo + static_cast<int64_t>(h) * hd;
+                float L = 0.0f;
+                for (int d = 0; d < hd; ++d) out[d] = 0.0f;
+                for (int64_t s = 0; s < n_split && M != -INFINITY; ++s) {
+                    if (!(pl[idx(s)] > 0.0f)) continue;
+                    const float f = std::exp(pm[idx(s)] - M);
+                    L += pl[idx(s)] * f;
+                    const float *o = po.data() + idx(s) * hd;
+                    for (int d = 0; d < hd; ++d) out[d] += o[d] * f;
+                }
+                if (L > 0.0f)
+                    for (int d = 0; d < hd; ++d) out[d] /= L;
+                if (a.col_sums) {
+                    fm[i * a.n_head + h] = M;
+                    fl[i * a.n_head + h] = L;
+                }
+            }
+    });
+
+    if (!a.col_sums || a.n_kv == 0 || a.obs_begin >= a.n_q) return;
+    // Column sums: items own disjoint key ranges (no two threads write a column).
+    const int64_t n_kb = (a.n_kv + kAttnKeyBlock - 1) / kAttnKeyBlock;
+    const int64_t per_head = std::min(n_kb, std::max<int64_t>(1, (4 * pool.size() + a.n_head_kv - 1) / a.n_head_kv));
+    pool.parallel_for(a.n_head_kv * per_head, [&](int64_t b, int64_t e, int) {
+        thread_local std::vector<float> scratch;
+        if (static_cast<int64_t>(scratch.size()) < scratch_n) scratch.resize(scratch_n);
+        for (int64_t item = b; item < e; ++item) {
+            const int g = static_cast<int>(item / per_head);
+            const int64_t c = item % per_head;
+            const int64_t j0 = n_kb * c / per_head * kAttnKeyBlock;
+            const int64_t j1 = std::min(a.n_kv, n_kb * (c + 1) / per_head * kAttnKeyBlock);
+            kt.attn_colsum(a, scale, g, j0, j1, fm.data(), fl.data(), scratch.data());
+        }
+    });
+}
+
+void attention_ref(const AttentionArgs &a) {
+    check(a);
+    const float scale = scale_of(a);
+    const int ng = a.n_head / a.n_head_kv, hd = a.head_dim;
+    std::vector<double> p(a.n_kv), acc(hd);
+    for (int64_t i = 0; i < a.n_q; ++i)
+        for (int h = 0; h < a.n_head; ++h) {
+            const int g = h / ng;
+            const float *q = a.q + i * a.ldq + static_cast<int64_t>(h) * hd;
+            double mx = -INFINITY;
+            for (int64_t j = 0; j < a.n_kv; ++j) {
+                if (a.kv_pos[j] > a.q_pos[i]) {
+                    p[j] = -INFINITY;
+                    continue;
+                }
+                const float *k = a.k + g * a.kv_head_stride + j * a.ld_kv;
+                double s = 0.0;
+                for (int d = 0; d < hd; ++d) s += static_cast<double>(q[d]) * k[d];
+                p[j] = s * scale;
+                mx = std::max(mx, p[j]);
+            }
+            double sum = 0.0;
+            for (int64_t j = 0; j < a.n_kv; ++j) {
+                p[j] = p[j] == -INFINITY ? 0.0 : std::exp(p[j] - mx);
+                sum += p[j];
+            }
+            std::fill(acc.begin(), acc.end(), 0.0);
+            for (int64_t j = 0; j < a.n_kv && sum > 0.0; ++j) {
+                const float *v = a.v + g * a.kv_head_stride + j * a.ld_kv;
+                for (int d = 0; d < hd; ++d) acc[d] += p[j] / sum * v[d];
+                if (a.col_sums && i >= a.obs_begin) a.col_sums[g * a.n_kv + j] += static_cast<float>(p[j] / sum);
+            }
+            float *out = a.out + i * a.ldo + static_cast<int64_t>(h) * hd;
+            for (int d = 0; d < hd; ++d) out[d] = static_cast<float>(acc[d]);
+        }
+}
+
+} // namespace lctx::cpu

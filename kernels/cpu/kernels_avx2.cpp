@@ -1,0 +1,69 @@
+// AVX2 + FMA + F16C instantiation of the kernels in simd_impl.h.
+#include <immintrin.h>
+
+#include <cstdint>
+
+namespace {
+struct V {
+    static constexpr int W = 8;
+    static constexpr int NR = 6;    // 12 accumulators + 2 panel vectors + broadcast
+    static constexpr const char *name = "avx2";
+    using F = __m256;
+    using I = __m256i;
+    static __m256i lane_mask(int n) {
+        return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    }
+    static F zero() { return _mm256_setzero_ps(); }
+    static F set1(float a) { return _mm256_set1_ps(a); }
+    static F load(const float *p) { return _mm256_loadu_ps(p); }
+    static void store(float *p, F v) { _mm256_storeu_ps(p, v); }
+    static F load_n(const float *p, int n) { return _mm256_maskload_ps(p, lane_mask(n)); }
+    static void store_n(float *p, F v, int n) { _mm256_maskstore_ps(p, lane_mask(n), v); }
+    static F fmadd(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
+    static F add(F a, F b) { return _mm256_add_ps(a, b); }
+    static F sub(F a, F b) { return _mm256_sub_ps(a, b); }
+    static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
+    static F div(F a, F b) { return _mm256_div_ps(a, b); }
+    static float hsum(F a) {
+        __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+        s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+        s = _mm_add_ss(s, _mm_movehdup_ps(s));
+        return _mm_cvtss_f32(s);
+    }
+    static I u8(const uint8_t *p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i *>(p))); }
+    static I i8(const int8_t *p) { return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i *>(p))); }
+    static I andi(I a, int m) { return _mm256_and_si256(a, _mm256_set1_epi32(m)); }
+    static I ori(I a, I b) { return _mm256_or_si256(a, b); }
+    static I subi(I a, int m) { return _mm256_sub_epi32(a, _mm256_set1_epi32(m)); }
+    template <int S> static I srl(I a) { return _mm256_srli_epi32(a, S); }
+    template <int S> static I sll(I a) { return _mm256_slli_epi32(a, S); }
+    static F cvt(I a) { return _mm256_cvtepi32_ps(a); }
+    static F f16(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p))); }
+    static float h2f(uint16_t h) { return _cvtsh_ss(h); }
+    // exp with ~1 ulp-level relative error (Cephes polynomial); 0 below -87.3.
+    static F exp(F x) {
+        const F keep = _mm256_cmp_ps(x, _mm256_set1_ps(-87.33654f), _CMP_GE_OQ);
+        x = _mm256_min_ps(x, _mm256_set1_ps(88.3762626647949f));
+        x = _mm256_max_ps(x, _mm256_set1_ps(-87.33654f));
+        const __m256i n = _mm256_cvtps_epi32(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)));
+        const F nf = _mm256_cvtepi32_ps(n);
+        F r = _mm256_fnmadd_ps(nf, _mm256_set1_ps(0.693359375f), x);
+        r = _mm256_fnmadd_ps(nf, _mm256_set1_ps(-2.12194440e-4f), r);
+        F p = _mm256_set1_ps(1.9875691500E-4f);
+        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507E-3f));
+        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073E-3f));
+        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894E-2f));
+        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459E-1f));
+        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201E-1f));
+        p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+        const F scale = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n, _mm256_set1_epi32(127)), 23));
+        return _mm256_and_ps(_mm256_mul_ps(p, scale), keep);
+    }
+};
+} // namespace
+
+#include "simd_impl.h"
+
+namespace lctx::cpu {
+const KernelTable &kernel_table_avx2() { return kTable; }
+} // namespace lctx::cpu

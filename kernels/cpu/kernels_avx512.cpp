@@ -1,0 +1,64 @@
+// AVX-512 (F/BW/DQ/VL) instantiation of the kernels in simd_impl.h.
+// GCC 12 warns about _mm512_undefined_* inside its own intrinsic headers.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <cstdint>
+
+namespace {
+struct V {
+    static constexpr int W = 16;
+    static constexpr int NR = 12;   // 24 accumulators + 2 panel vectors + broadcast
+    static constexpr const char *name = "avx512";
+    using F = __m512;
+    using I = __m512i;
+    static F zero() { return _mm512_setzero_ps(); }
+    static F set1(float a) { return _mm512_set1_ps(a); }
+    static F load(const float *p) { return _mm512_loadu_ps(p); }
+    static void store(float *p, F v) { _mm512_storeu_ps(p, v); }
+    static F load_n(const float *p, int n) { return _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << n) - 1), p); }
+    static void store_n(float *p, F v, int n) { _mm512_mask_storeu_ps(p, static_cast<__mmask16>((1u << n) - 1), v); }
+    static F fmadd(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
+    static F add(F a, F b) { return _mm512_add_ps(a, b); }
+    static F sub(F a, F b) { return _mm512_sub_ps(a, b); }
+    static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
+    static F div(F a, F b) { return _mm512_div_ps(a, b); }
+    static float hsum(F a) { return _mm512_reduce_add_ps(a); }
+    static I u8(const uint8_t *p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p))); }
+    static I i8(const int8_t *p) { return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p))); }
+    static I andi(I a, int m) { return _mm512_and_si512(a, _mm512_set1_epi32(m)); }
+    static I ori(I a, I b) { return _mm512_or_si512(a, b); }
+    static I subi(I a, int m) { return _mm512_sub_epi32(a, _mm512_set1_epi32(m)); }
+    template <int S> static I srl(I a) { return _mm512_srli_epi32(a, S); }
+    template <int S> static I sll(I a) { return _mm512_slli_epi32(a, S); }
+    static F cvt(I a) { return _mm512_cvtepi32_ps(a); }
+    static F f16(const uint16_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(p))); }
+    static float h2f(uint16_t h) { return _cvtsh_ss(h); }
+    // exp with ~1 ulp-level relative error (Cephes polynomial); 0 below -87.3.
+    static F exp(F x) {
+        const __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.33654f), _CMP_GE_OQ);
+        x = _mm512_min_ps(x, _mm512_set1_ps(88.3762626647949f));
+        x = _mm512_max_ps(x, _mm512_set1_ps(-87.33654f));
+        const __m512i n = _mm512_cvtps_epi32(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)));
+        const F nf = _mm512_cvtepi32_ps(n);
+        F r = _mm512_fnmadd_ps(nf, _mm512_set1_ps(0.693359375f), x);
+        r = _mm512_fnmadd_ps(nf, _mm512_set1_ps(-2.12194440e-4f), r);
+        F p = _mm512_set1_ps(1.9875691500E-4f);
+        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507E-3f));
+        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073E-3f));
+        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894E-2f));
+        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459E-1f));
+        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201E-1f));
+        p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+        const F scale = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n, _mm512_set1_epi32(127)), 23));
+        return _mm512_maskz_mul_ps(keep, p, scale);
+    }
+};
+} // namespace
+
+#include "simd_impl.h"
+
+namespace lctx::cpu {
+const KernelTable &kernel_table_avx512() { return kTable; }
+} // namespace lctx::cpu

@@ -1,0 +1,45 @@
+// Portable instantiation of the kernels in simd_impl.h: a "vector" of one
+// float, so the scalar variant runs exactly the same algorithms.
+#include <cmath>
+#include <cstdint>
+
+#include "model/ggml_type.h"
+
+namespace {
+struct V {
+    static constexpr int W = 1;
+    static constexpr int NR = 4;
+    static constexpr const char *name = "scalar";
+    using F = float;
+    using I = int32_t;
+    static F zero() { return 0.0f; }
+    static F set1(float a) { return a; }
+    static F load(const float *p) { return *p; }
+    static void store(float *p, F v) { *p = v; }
+    static F load_n(const float *p, int n) { return n > 0 ? *p : 0.0f; }
+    static void store_n(float *p, F v, int n) { if (n > 0) *p = v; }
+    static F fmadd(F a, F b, F c) { return a * b + c; }
+    static F add(F a, F b) { return a + b; }
+    static F sub(F a, F b) { return a - b; }
+    static F mul(F a, F b) { return a * b; }
+    static F div(F a, F b) { return a / b; }
+    static float hsum(F a) { return a; }
+    static I u8(const uint8_t *p) { return *p; }
+    static I i8(const int8_t *p) { return *p; }
+    static I andi(I a, int m) { return a & m; }
+    static I ori(I a, I b) { return a | b; }
+    static I subi(I a, int m) { return a - m; }
+    template <int S> static I srl(I a) { return static_cast<I>(static_cast<uint32_t>(a) >> S); }
+    template <int S> static I sll(I a) { return static_cast<I>(static_cast<uint32_t>(a) << S); }
+    static F cvt(I a) { return static_cast<float>(a); }
+    static F f16(const uint16_t *p) { return lctx::fp16_to_fp32(*p); }
+    static float h2f(uint16_t h) { return lctx::fp16_to_fp32(h); }
+    static F exp(F x) { return std::exp(x); }
+};
+} // namespace
+
+#include "simd_impl.h"
+
+namespace lctx::cpu {
+const KernelTable &kernel_table_scalar() { return kTable; }
+} // namespace lctx::cpu

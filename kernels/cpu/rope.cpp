@@ -1,0 +1,130 @@
+// RoPE as ggml's rope op computes it (NORMAL and NEOX layouts, n_rot <=
+// head_dim with the tail copied, linear scaling and YaRN: ggml's rope_yarn,
+// rope_yarn_ramp and ggml_rope_yarn_corr_dims). One deliberate difference:
+// theta = pos * base^(-2i/n_rot) is computed in double precision instead of
+// ggml's running float product, so positions near 1M keep their accuracy;
+// at small positions the two agree to ~1e-6. The YaRN ramp is evaluated in
+// double as well.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "common/error.h"
+#include "cpu_kernels.h"
+
+namespace lctx::cpu {
+namespace {
+
+struct RopeParams {
+    int n_rot, head_dim;
+    bool neox;
+    double base;
+    float freq_scale, ext_factor, attn_factor;
+    float corr[2];
+};
+
+float corr_dim(int n_dims, int n_ctx_orig, float n_rot, float base) {
+    return n_dims * std::log(n_ctx_orig / (n_rot * 2 * static_cast<float>(M_PI))) / (2 * std::log(base));
+}
+
+RopeParams params(const Hparams &hp) {
+    RopeParams p{};
+    p.head_dim = hp.head_dim;
+    p.n_rot = hp.n_rot > 0 ? hp.n_rot : hp.head_dim;
+    if (p.head_dim <= 0 || p.n_rot > p.head_dim || p.n_rot % 2 != 0)
+        fail(LCTX_ERR_INVALID_ARG, "rope: n_rot %d must be even and <= head_dim %d", p.n_rot, p.head_dim);
+    p.neox = hp.rope_layout == RopeLayout::NEOX;
+    p.base = hp.rope_base;
+    p.freq_scale = hp.rope_scaling == RopeScaling::NONE ? 1.0f : hp.rope_freq_scale;
+    p.ext_factor = hp.rope_scaling == RopeScaling::YARN ? hp.yarn_ext_factor : 0.0f;
+    p.attn_factor = hp.yarn_attn_factor;
+    p.corr[0] = 0.0f;
+    p.corr[1] = 0.0f;
+    if (p.ext_factor != 0.0f) {
+        const int n_orig = hp.rope_orig_ctx > 0 ? hp.rope_orig_ctx : hp.n_ctx_train;
+        const float base = static_cast<float>(p.base);
+        const float start = std::floor(corr_dim(p.n_rot, n_orig, hp.yarn_beta_fast, base));
+        const float end = std::ceil(corr_dim(p.n_rot, n_orig, hp.yarn_beta_slow, base));
+        p.corr[0] = std::max(0.0f, start);
+        p.corr[1] = std::min(static_cast<float>(p.n_rot - 1), end);
+    }
+    return p;
+}
+
+double inv_freq(const RopeParams &p, int i) { return std::pow(p.base, -2.0 * i / p.n_rot); }
+
+// cos/sin of pair i (elements i0 = 2i) at position pos, ggml's rope_yarn.
+void rope_cs(const RopeParams &p, int64_t pos, int i, double invf, float &c, float &s) {
+    const double theta_extrap = static_cast<double>(pos) * invf;
+    const double theta_interp = p.freq_scale * theta_extrap;
+    double theta = theta_interp;
+    float mscale = p.attn_factor;
+    if (p.ext_factor != 0.0f) {
+        // the ramp in double too: in float its rounding shifts theta by ~1e-4 rad at 30K positions
+        const double y = (i - static_cast<double>(p.corr[0])) / std::max(0.001, static_cast<double>(p.corr[1] - p.corr[0]));
+        const double mix = (1.0 - std::min(1.0, std::max(0.0, y))) * p.ext_factor;
+        theta = theta_interp * (1 - mix) + theta_extrap * mix;
+        mscale *= 1.0f + 0.1f * std::log(1.0f / p.freq_scale);
+    }
+    c = static_cast<float>(std::cos(theta)) * mscale;
+    s = static_cast<float>(std::sin(theta)) * mscale;
+}
+
+void check(const float *x, int64_t n_tok, int32_t n_heads, const int32_t *pos) {
+    if (n_tok > 0 && (!x || !pos || n_heads <= 0)) fail(LCTX_ERR_INVALID_ARG, "rope: null input or no heads");
+}
+
+// Rotates one head with the per-pair (cos, sin) table cs[2i], cs[2i + 1].
+inline void rotate(const RopeParams &p, const float *cs, float *x) {
+    const int half = p.n_rot / 2;
+    if (p.neox) {
+        for (int i = 0; i < half; ++i) {
+            const float x0 = x[i], x1 = x[i + half];
+            x[i] = x0 * cs[2 * i] - x1 * cs[2 * i + 1];
+            x[i + half] = x0 * cs[2 * i + 1] + x1 * cs[2 * i];
+        }
+    } else {
+        for (int i = 0; i < half; ++i) {
+            const float x0 = x[2 * i], x1 = x[2 * i + 1];
+            x[2 * i] = x0 * cs[2 * i] - x1 * cs[2 * i + 1];
+            x[2 * i + 1] = x0 * cs[2 * i + 1] + x1 * cs[2 * i];
+        }
+    }
+}
+
+} // namespace
+
+void rope(const Hparams &hp, float *x, int64_t ld, int64_t n_tok, int32_t n_heads, const int32_t *pos) {
+    check(x, n_tok, n_heads, pos);
+    const RopeParams p = params(hp);
+    thread_local std::vector<float> cs;
+    thread_local std::vector<double> invf;
+    cs.resize(p.n_rot);
+    invf.resize(p.n_rot / 2);
+    for (int i = 0; i < p.n_rot / 2; ++i) invf[i] = inv_freq(p, i);
+    for (int64_t t = 0; t < n_tok; ++t) {
+        // one sin/cos table per token, shared by all its heads
+        for (int i = 0; i < p.n_rot / 2; ++i) rope_cs(p, pos[t], i, invf[i], cs[2 * i], cs[2 * i + 1]);
+        for (int32_t h = 0; h < n_heads; ++h) rotate(p, cs.data(), x + t * ld + static_cast<int64_t>(h) * p.head_dim);
+    }
+}
+
+void rope_ref(const Hparams &hp, float *x, int64_t ld, int64_t n_tok, int32_t n_heads, const int32_t *pos) {
+    check(x, n_tok, n_heads, pos);
+    const RopeParams p = params(hp);
+    const int half = p.n_rot / 2;
+    for (int64_t t = 0; t < n_tok; ++t)
+        for (int32_t h = 0; h < n_heads; ++h) {
+            float *v = x + t * ld + static_cast<int64_t>(h) * p.head_dim;
+            for (int i = 0; i < half; ++i) {
+                float c, s;
+                rope_cs(p, pos[t], i, inv_freq(p, i), c, s);
+                const int a = p.neox ? i : 2 * i, b = p.neox ? i + half : 2 * i + 1;
+                const float x0 = v[a], x1 = v[b];
+                v[a] = x0 * c - x1 * s;
+                v[b] = x0 * s + x1 * c;
+            }
+        }
+}
+
+} // namespace lctx::cpu

@@ -1,0 +1,68 @@
+// Internal: the SIMD variants of the CPU kernels and the run-time choice
+// between them. Each variant (scalar, AVX2+FMA, AVX-512) is the same template
+// code (simd_impl.h) instantiated with a different vector type in its own
+// translation unit, compiled for that ISA only; a KernelTable of function
+// pointers is the only thing that crosses translation units.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "cpu_kernels.h"
+#include "model/ggml_type.h"
+
+namespace lctx::cpu {
+
+enum class SimdVariant { SCALAR = 0, AVX2 = 1, AVX512 = 2 };
+
+struct KernelTable {
+    const char *name;
+    int mr;   // weight rows per packed GEMM panel
+    int nr;   // tokens per GEMM register tile
+    // dst[0..n) = row of type t; false when t has no fast path here.
+    bool (*dequant_row)(GgmlType t, const uint8_t *src, float *dst, int64_t n);
+    // y[r] = row r of w . x for r < n_rows; xbsum[b] = sum of x over 32-block b.
+    // false when t has no fused path here.
+    bool (*gemv)(GgmlType t, const uint8_t *w, size_t row_bytes, int64_t n_rows, int64_t n,
+                 const float *x, const float *xbsum, float *y);
+    float (*dot)(const float *a, const float *b, int64_t n);
+    // Register-blocked GEMM of a packed weight panel (panel[k * mr + r]) and a
+    // packed token tile (xp[k * nr + t]), k < kc:
+    // y[t * ldy + r] (+)= sum_k panel[k * mr + r] * xp[k * nr + t] for t < n_tok <= nr, r < rows <= mr.
+    void (*gemm)(const float *panel, const float *xp, int64_t kc, int n_tok, float *y, int64_t ldy,
+                 int rows, bool accumulate);
+    void (*rms_norm)(const float *x, const float *w, float *y, int64_t n, float eps);
+    void (*swiglu)(const float *gate, const float *up, float *out, int64_t n);
+    // Flash attention over keys [j0, j1) for the query heads of KV head g and
+    // queries [i0, i1): for row r = (i - i0) * group + u (u-th head of the
+    // group) writes the unnormalised output o[r * head_dim ..], the running
+    // max m[r] and the exp-sum l[r] (0 when the row saw no key).
+    // scratch: at least attn_scratch_floats(...) floats.
+    void (*attn_partial)(const AttentionArgs &a, float scale, int g, int64_t i0, int64_t i1,
+                         int64_t j0, int64_t j1, float *o, float *m, float *l, float *scratch);
+    // col_sums[g][j] += sum over queries i >= obs_begin and heads of group g of
+    // exp(s_ij - m_ih) / l_ih, for keys j in [j0, j1). m, l: [n_q][n_head].
+    void (*attn_colsum)(const AttentionArgs &a, float scale, int g, int64_t j0, int64_t j1,
+                        const float *m, const float *l, float *scratch);
+};
+
+// Keys per block in the attention kernels; scratch needed per call.
+constexpr int64_t kAttnKeyBlock = 64;
+inline int64_t attn_scratch_floats(const AttentionArgs &a) {
+    return 2 * kAttnKeyBlock + 2 * static_cast<int64_t>(a.head_dim) + 64;
+}
+
+const KernelTable &kernel_table_scalar();
+const KernelTable &kernel_table_avx2();
+const KernelTable &kernel_table_avx512();
+
+// Best variant this CPU and OS support (cpuid + XGETBV).
+SimdVariant best_supported_variant();
+// The active table: the best supported one, lowered by LCTX_SIMD=scalar|avx2|avx512.
+const KernelTable &active_kernels();
+SimdVariant active_variant();
+// Tests and benchmarks: force a variant; throws LCTX_ERR_UNSUPPORTED if this
+// CPU cannot run it. Not thread-safe against kernels running concurrently.
+void set_simd_variant_for_testing(SimdVariant v);
+
+} // namespace lctx::cpu

@@ -1,0 +1,91 @@
+// Run-time choice of the SIMD variant: cpuid feature bits plus XGETBV (the OS
+// must save the wide registers), optionally lowered by LCTX_SIMD.
+#include <atomic>
+#include <cpuid.h>
+#include <cstdlib>
+#include <cstring>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "simd.h"
+
+namespace lctx::cpu {
+namespace {
+
+uint64_t xgetbv0() {
+    uint32_t lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return (static_cast<uint64_t>(hi) << 32) | lo;
+}
+
+SimdVariant detect() {
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return SimdVariant::SCALAR;
+    const bool osxsave = c & (1u << 27), fma = c & (1u << 12), f16c = c & (1u << 29);
+    if (!osxsave) return SimdVariant::SCALAR;
+    const uint64_t xcr0 = xgetbv0();
+    const bool os_avx = (xcr0 & 0x6) == 0x6;            // XMM + YMM state
+    const bool os_avx512 = (xcr0 & 0xe6) == 0xe6;       // + opmask, ZMM_Hi256, Hi16_ZMM
+    if (__get_cpuid_max(0, nullptr) < 7) return SimdVariant::SCALAR;
+    __cpuid_count(7, 0, a, b, c, d);
+    const bool avx2 = b & (1u << 5);
+    const bool avx512 = (b & (1u << 16)) && (b & (1u << 17)) && (b & (1u << 30)) && (b & (1u << 31)); // F DQ BW VL
+    if (os_avx512 && avx512 && avx2 && fma && f16c) return SimdVariant::AVX512;
+    if (os_avx && avx2 && fma && f16c) return SimdVariant::AVX2;
+#endif
+    return SimdVariant::SCALAR;
+}
+
+const KernelTable &table_for(SimdVariant v) {
+    switch (v) {
+    case SimdVariant::AVX512: return kernel_table_avx512();
+    case SimdVariant::AVX2: return kernel_table_avx2();
+    default: return kernel_table_scalar();
+    }
+}
+
+SimdVariant initial_variant() {
+    SimdVariant v = best_supported_variant();
+    if (const char *env = std::getenv("LCTX_SIMD"); env && *env) {
+        SimdVariant want = v;
+        if (!std::strcmp(env, "scalar")) want = SimdVariant::SCALAR;
+        else if (!std::strcmp(env, "avx2")) want = SimdVariant::AVX2;
+        else if (!std::strcmp(env, "avx512")) want = SimdVariant::AVX512;
+        else LCTX_LOG_WARN("LCTX_SIMD=%s not recognised (scalar, avx2, avx512); using %s", env, table_for(v).name);
+        if (want > v) LCTX_LOG_WARN("LCTX_SIMD=%s not supported by this CPU; using %s", env, table_for(v).name);
+        else v = want;
+    }
+    return v;
+}
+
+std::atomic<int> g_variant{-1};
+
+} // namespace
+
+SimdVariant best_supported_variant() {
+    static const SimdVariant best = detect();
+    return best;
+}
+
+SimdVariant active_variant() {
+    int v = g_variant.load(std::memory_order_acquire);
+    if (v < 0) {
+        int expected = -1;
+        g_variant.compare_exchange_strong(expected, static_cast<int>(initial_variant()));
+        v = g_variant.load(std::memory_order_acquire);
+    }
+    return static_cast<SimdVariant>(v);
+}
+
+const KernelTable &active_kernels() { return table_for(active_variant()); }
+
+void set_simd_variant_for_testing(SimdVariant v) {
+    if (v > best_supported_variant())
+        fail(LCTX_ERR_UNSUPPORTED, "SIMD variant %s is not supported by this CPU", table_for(v).name);
+    g_variant.store(static_cast<int>(v), std::memory_order_release);
+}
+
+const char *simd_variant() { return active_kernels().name; }
+
+} // namespace lctx::cpu

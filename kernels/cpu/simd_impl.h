@@ -1,0 +1,457 @@
+// The SIMD kernels, written once over a vector type V and included by
+// kernels_scalar.cpp, kernels_avx2.cpp and kernels_avx512.cpp, each of which
+// defines V (lanes V::W, float vector V::F, int32 vector V::I) and is compiled
+// for its ISA. Everything here has internal linkage so the ISA-specific
+// copies never merge at link time. No std templates are instantiated here for
+// the same reason (an AVX-512 copy of a shared inline could be picked).
+//
+// Block layouts (ggml): Q4_0 {f16 d; u8 qs[16]}, Q4_1 {f16 d, m; u8 qs[16]},
+// Q8_0 {f16 d; i8 qs[32]}: element j < 16 is the low nibble of qs[j], element
+// j + 16 the high nibble. Q4_K {f16 d, dmin; u8 scales[12]; u8 qs[128]},
+// Q6_K {u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d}: 256 elements each.
+#pragma once
+
+#include <cmath>
+#include <cstring>
+
+#include "simd.h"
+
+namespace {
+
+using lctx::GgmlType;
+using lctx::cpu::AttentionArgs;
+using lctx::cpu::kAttnKeyBlock;
+
+inline uint16_t rd16(const uint8_t *p) {
+    uint16_t v;
+    std::memcpy(&v, p, 2);
+    return v;
+}
+inline float fmaxf_(float a, float b) { return a > b ? a : b; }
+inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+using F = V::F;
+using I = V::I;
+constexpr int W = V::W;
+
+// ---- dequantization of one block -------------------------------------------
+
+inline void deq_q4_0(const uint8_t *b, float *y) {
+    const F d = V::set1(V::h2f(rd16(b)));
+    const uint8_t *qs = b + 2;
+    for (int j = 0; j < 16; j += W) {
+        const I q = V::u8(qs + j);
+        V::store(y + j, V::mul(V::cvt(V::subi(V::andi(q, 15), 8)), d));
+        V::store(y + 16 + j, V::mul(V::cvt(V::subi(V::template srl<4>(q), 8)), d));
+    }
+}
+
+inline void deq_q4_1(const uint8_t *b, float *y) {
+    const F d = V::set1(V::h2f(rd16(b))), m = V::set1(V::h2f(rd16(b + 2)));
+    const uint8_t *qs = b + 4;
+    for (int j = 0; j < 16; j += W) {
+        const I q = V::u8(qs + j);
+        V::store(y + j, V::fmadd(V::cvt(V::andi(q, 15)), d, m));
+        V::store(y + 16 + j, V::fmadd(V::cvt(V::template srl<4>(q)), d, m));
+    }
+}
+
+inline void deq_q8_0(const uint8_t *b, float *y) {
+    const F d = V::set1(V::h2f(rd16(b)));
+    const int8_t *qs = reinterpret_cast<const int8_t *>(b + 2);
+    for (int j = 0; j < 32; j += W) V::store(y + j, V::mul(V::cvt(V::i8(qs + j)), d));
+}
+
+inline void scale_min_k4(int j, const uint8_t *q, int &sc, int &mn) {
+    if (j < 4) {
+        sc = q[j] & 63;
+        mn = q[j + 4] & 63;
+    } else {
+        sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+        mn = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+}
+
+inline void deq_q4_k(const uint8_t *b, float *y) {
+    const float d = V::h2f(rd16(b)), dmin = V::h2f(rd16(b + 2));
+    const uint8_t *scales = b + 4, *qs = b + 16;
+    for (int j = 0; j < 4; ++j, qs += 32, y += 64) {
+        int sc, mn;
+        scale_min_k4(2 * j, scales, sc, mn);
+        const F d1 = V::set1(d * sc), m1 = V::set1(-(dmin * mn));
+        scale_min_k4(2 * j + 1, scales, sc, mn);
+        const F d2 = V::set1(d * sc), m2 = V::set1(-(dmin * mn));
+        for (int l = 0; l < 32; l += W) {
+            const I q = V::u8(qs + l);
+            V::store(y + l, V::fmadd(V::cvt(V::andi(q, 15)), d1, m1));
+            V::store(y + 32 + l, V::fmadd(V::cvt(V::template srl<4>(q)), d2, m2));
+        }
+    }
+}
+
+inline void deq_q6_k(const uint8_t *b, float *y) {
+    const uint8_t *ql = b, *qh = b + 128;
+    const int8_t *sc = reinterpret_cast<const int8_t *>(b + 192);
+    const float d = V::h2f(rd16(b + 208));
+    for (int n = 0; n < 2; ++n, ql += 64, qh += 32, sc += 8, y += 128) {
+        for (int l = 0; l < 32; l += W) {
+            const int is = l / 16;
+            const I a = V::u8(ql + l), c = V::u8(ql + l + 32), h = V::u8(qh + l);
+            const I q1 = V::subi(V::ori(V::andi(a, 15), V::template sll<4>(V::andi(h, 3))), 32);
+            const I q2 = V::subi(V::ori(V::andi(c, 15), V::template sll<4>(V::andi(V::template srl<2>(h), 3))), 32);
+            const I q3 = V::subi(V::ori(V::template srl<4>(a), V::template sll<4>(V::andi(V::template srl<4>(h), 3))), 32);
+            const I q4 = V::subi(V::ori(V::template srl<4>(c), V::template sll<4>(V::template srl<6>(h))), 32);
+            V::store(y + l, V::mul(V::set1(d * sc[is]), V::cvt(q1)));
+            V::store(y + l + 32, V::mul(V::set1(d * sc[is + 2]), V::cvt(q2)));
+            V::store(y + l + 64, V::mul(V::set1(d * sc[is + 4]), V::cvt(q3)));
+            V::store(y + l + 96, V::mul(V::set1(d * sc[is + 6]), V::cvt(q4)));
+        }
+    }
+}
+
+template <void (*Deq)(const uint8_t *, float *), int QK, int BYTES>
+inline void deq_blocks(const uint8_t *src, float *dst, int64_t n) {
+    for (int64_t b = 0; b < n / QK; ++b) Deq(src + b * BYTES, dst + b * QK);
+}
+
+bool dequant_row(GgmlType t, const uint8_t *src, float *dst, int64_t n) {
+    switch (t) {
+    case GgmlType::F32: std::memcpy(dst, src, static_cast<size_t>(n) * 4); return true;
+    case GgmlType::F16: {
+        const uint16_t *h = reinterpret_cast<const uint16_t *>(src);
+        int64_t i = 0;
+        for (; i + W <= n; i += W) V::store(dst + i, V::f16(h + i));
+        for (; i < n; ++i) dst[i] = V::h2f(h[i]);
+        return true;
+    }
+    case GgmlType::Q4_0: deq_blocks<deq_q4_0, 32, 18>(src, dst, n); return true;
+    case GgmlType::Q4_1: deq_blocks<deq_q4_1, 32, 20>(src, dst, n); return true;
+    case GgmlType::Q8_0: deq_blocks<deq_q8_0, 32, 34>(src, dst, n); return true;
+    case GgmlType::Q4_K: deq_blocks<deq_q4_k, 256, 144>(src, dst, n); return true;
+    case GgmlType::Q6_K: deq_blocks<deq_q6_k, 256, 210>(src, dst, n); return true;
+    default: return false;
+    }
+}
+
+// ---- dot products ------------------------------------------------------------
+
+float dot(const float *a, const float *b, int64_t n) {
+    F s0 = V::zero(), s1 = V::zero();
+    int64_t i = 0;
+    for (; i + 2 * W <= n; i += 2 * W) {
+        s0 = V::fmadd(V::load(a + i), V::load(b + i), s0);
+        s1 = V::fmadd(V::load(a + i + W), V::load(b + i + W), s1);
+    }
+    for (; i + W <= n; i += W) s0 = V::fmadd(V::load(a + i), V::load(b + i), s0);
+    float s = V::hsum(V::add(s0, s1));
+    for (; i < n; ++i) s += a[i] * b[i];
+    return s;
+}
+
+// Fused dequantize + dot for one row of the 32-element block types: the dot
+// of one block in f32 lanes, scaled by its d; two blocks per iteration into
+// separate accumulators so the FMA latency does not limit bandwidth.
+template <GgmlType T>
+inline F block_dot_q32(const uint8_t *blk, const float *xb) {
+    F s = V::zero();
+    if constexpr (T == GgmlType::Q8_0) {
+        const int8_t *qs = reinterpret_cast<const int8_t *>(blk + 2);
+        for (int j = 0; j < 32; j += W) s = V::fmadd(V::cvt(V::i8(qs + j)), V::load(xb + j), s);
+    } else {
+        const uint8_t *qs = blk + (T == GgmlType::Q4_1 ? 4 : 2);
+        for (int j = 0; j < 16; j += W) {
+            const I q = V::u8(qs + j);
+            I lo = V::andi(q, 15), hi = V::template srl<4>(q);
+            if constexpr (T == GgmlType::Q4_0) {
+                lo = V::subi(lo, 8);
+                hi = V::subi(hi, 8);
+            }
+            s = V::fmadd(V::cvt(lo), V::load(xb + j), s);
+            s = V::fmadd(V::cvt(hi), V::load(xb + 16 + j), s);
+        }
+    }
+    return s;
+}
+
+template <GgmlType T>
+inline float row_dot_q32(const uint8_t *w, const float *x, const float *xbsum, int64_t n) {
+    constexpr int BYTES = T == GgmlType::Q4_0 ? 18 : T == GgmlType::Q4_1 ? 20 : 34;
+    F acc0 = V::zero(), acc1 = V::zero();
+    float m0 = 0.0f, m1 = 0.0f;
+    const int64_t nb = n / 32;
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) {
+        const uint8_t *b0 = w + b * BYTES, *b1 = b0 + BYTES;
+        acc0 = V::fmadd(V::set1(V::h2f(rd16(b0))), block_dot_q32<T>(b0, x + b * 32), acc0);
+        acc1 = V::fmadd(V::set1(V::h2f(rd16(b1))), block_dot_q32<T>(b1, x + b * 32 + 32), acc1);
+        if constexpr (T == GgmlType::Q4_1) {
+            m0 += V::h2f(rd16(b0 + 2)) * xbsum[b];
+            m1 += V::h2f(rd16(b1 + 2)) * xbsum[b + 1];
+        }
+    }
+    if (b < nb) {
+        const uint8_t *b0 = w + b * BYTES;
+        acc0 = V::fmadd(V::set1(V::h2f(rd16(b0))), block_dot_q32<T>(b0, x + b * 32), acc0);
+        if constexpr (T == GgmlType::Q4_1) m0 += V::h2f(rd16(b0 + 2)) * xbsum[b];
+    }
+    return V::hsum(V::add(acc0, acc1)) + (m0 + m1);
+}
+
+inline float row_dot_f16(const uint8_t *w, const float *x, int64_t n) {
+    const uint16_t *h = reinterpret_cast<const uint16_t *>(w);
+    F s0 = V::zero(), s1 = V::zero();
+    int64_t i = 0;
+    for (; i + 2 * W <= n; i += 2 * W) {
+        s0 = V::fmadd(V::f16(h + i), V::load(x + i), s0);
+        s1 = V::fmadd(V::f16(h + i + W), V::load(x + i + W), s1);
+    }
+    float s = V::hsum(V::add(s0, s1));
+    for (; i < n; ++i) s += V::h2f(h[i]) * x[i];
+    return s;
+}
+
+bool gemv(GgmlType t, const uint8_t *w, size_t row_bytes, int64_t n_rows, int64_t n, const float *x,
+          const float *xbsum, float *y) {
+    switch (t) {
+    case GgmlType::F32:
+        for (int64_t r = 0; r < n_rows; ++r) y[r] = dot(reinterpret_cast<const float *>(w + r * row_bytes), x, n);
+        return true;
+    case GgmlType::F16:
+        for (int64_t r = 0; r < n_rows; ++r) y[r] = row_dot_f16(w + r * row_bytes, x, n);
+        return true;
+    case GgmlType::Q4_0:
+        for (int64_t r = 0; r < n_rows; ++r) y[r] = row_dot_q32<GgmlType::Q4_0>(w + r * row_bytes, x, xbsum, n);
+        return true;
+    case GgmlType::Q4_1:
+        for (int64_t r = 0; r < n_rows; ++r) y[r] = row_dot_q32<GgmlType::Q4_1>(w + r * row_bytes, x, xbsum, n);
+        return true;
+    case GgmlType::Q8_0:
+        for (int64_t r = 0; r < n_rows; ++r) y[r] = row_dot_q32<GgmlType::Q8_0>(w + r * row_bytes, x, xbsum, n);
+        return true;
+    default: return false;
+    }
+}
+
+// ---- GEMM micro-kernel -------------------------------------------------------
+// MR = 2 vectors of weight rows (packed panel[k * MR + r]) times NR tokens
+// (packed xp[k * NR + t]): 2 * NR accumulators stay in registers; per k, two
+// vector loads and NR broadcasts feed 2 * NR FMAs.
+constexpr int MR = 2 * W;
+constexpr int NR = V::NR;
+
+void gemm(const float *panel, const float *xp, int64_t kc, int n_tok, float *y, int64_t ldy, int rows,
+          bool accumulate) {
+    F c0[NR], c1[NR];
+#pragma GCC unroll 32
+    for (int t = 0; t < NR; ++t) c0[t] = c1[t] = V::zero();
+    for (int64_t k = 0; k < kc; ++k) {
+        const F a0 = V::load(panel + k * MR), a1 = V::load(panel + k * MR + W);
+        const float *xk = xp + k * NR;
+#pragma GCC unroll 32
+        for (int t = 0; t < NR; ++t) {
+            const F b = V::set1(xk[t]);
+            c0[t] = V::fmadd(a0, b, c0[t]);
+            c1[t] = V::fmadd(a1, b, c1[t]);
+        }
+    }
+#pragma GCC unroll 32
+    for (int t = 0; t < NR; ++t) {
+        if (t >= n_tok) break;
+        float *yt = y + t * ldy;
+        if (rows == MR) {
+            if (accumulate) {
+                c0[t] = V::add(c0[t], V::load(yt));
+                c1[t] = V::add(c1[t], V::load(yt + W));
+            }
+            V::store(yt, c0[t]);
+            V::store(yt + W, c1[t]);
+        } else {
+            const int r0 = rows < W ? rows : W, r1 = rows - r0;
+            if (accumulate) {
+                c0[t] = V::add(c0[t], V::load_n(yt, r0));
+                if (r1 > 0) c1[t] = V::add(c1[t], V::load_n(yt + W, r1));
+            }
+            V::store_n(yt, c0[t], r0);
+            if (r1 > 0) V::store_n(yt + W, c1[t], r1);
+        }
+    }
+}
+
+// ---- norms and activations ---------------------------------------------------
+
+void rms_norm(const float *x, const float *w, float *y, int64_t n, float eps) {
+    F s0 = V::zero(), s1 = V::zero();
+    int64_t i = 0;
+    for (; i + 2 * W <= n; i += 2 * W) {
+        const F a = V::load(x + i), b = V::load(x + i + W);
+        s0 = V::fmadd(a, a, s0);
+        s1 = V::fmadd(b, b, s1);
+    }
+    for (; i + W <= n; i += W) {
+        const F a = V::load(x + i);
+        s0 = V::fmadd(a, a, s0);
+    }
+    double ss = V::hsum(V::add(s0, s1));
+    for (; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
+    const float inv = static_cast<float>(1.0 / __builtin_sqrt(ss / static_cast<double>(n) + eps));
+    const F vinv = V::set1(inv);
+    i = 0;
+    if (w) {
+        for (; i + W <= n; i += W) V::store(y + i, V::mul(V::mul(V::load(x + i), vinv), V::load(w + i)));
+        for (; i < n; ++i) y[i] = x[i] * inv * w[i];
+    } else {
+        for (; i + W <= n; i += W) V::store(y + i, V::mul(V::load(x + i), vinv));
+        for (; i < n; ++i) y[i] = x[i] * inv;
+    }
+}
+
+void swiglu(const float *gate, const float *up, float *out, int64_t n) {
+    const F one = V::set1(1.0f), zero = V::zero();
+    int64_t i = 0;
+    for (; i + W <= n; i += W) {
+        const F g = V::load(gate + i);
+        const F silu = V::div(g, V::add(one, V::exp(V::sub(zero, g))));
+        V::store(out + i, V::mul(silu, V::load(up + i)));
+    }
+    for (; i < n; ++i) out[i] = gate[i] / (1.0f + __builtin_expf(-gate[i])) * up[i];
+}
+
+// ---- attention -----------------------------------------------------------------
+
+// p[j] = exp(s[j] - m) for j < nb (s = -inf gives 0); returns the sum.
+inline float exp_sum(float *s, int64_t nb, float m) {
+    const F vm = V::set1(m);
+    F acc = V::zero();
+    int64_t j = 0;
+    for (; j + W <= nb; j += W) {
+        const F p = V::exp(V::sub(V::load(s + j), vm));
+        V::store(s + j, p);
+        acc = V::add(acc, p);
+    }
+    float sum = V::hsum(acc);
+    for (; j < nb; ++j) {
+        s[j] = __builtin_expf(s[j] - m);
+        sum += s[j];
+    }
+    return sum;
+}
+
+// o[0..hd) = o * factor + sum_j p[j] * v_j
+inline void acc_values(float *o, float factor, const float *p, int64_t nb, const float *v, int64_t ld, int hd) {
+    int d = 0;
+    const F vf = V::set1(factor);
+    for (; d + 4 * W <= hd; d += 4 * W) {
+        F a0 = V::mul(V::load(o + d), vf), a1 = V::mul(V::load(o + d + W), vf);
+        F a2 = V::mul(V::load(o + d + 2 * W), vf), a3 = V::mul(V::load(o + d + 3 * W), vf);
+        for (int64_t j = 0; j < nb; ++j) {
+            if (p[j] == 0.0f) continue;
+            const F pj = V::set1(p[j]);
+            const float *vj = v + j * ld + d;
+            a0 = V::fmadd(pj, V::load(vj), a0);
+            a1 = V::fmadd(pj, V::load(vj + W), a1);
+            a2 = V::fmadd(pj, V::load(vj + 2 * W), a2);
+            a3 = V::fmadd(pj, V::load(vj + 3 * W), a3);
+        }
+        V::store(o + d, a0);
+        V::store(o + d + W, a1);
+        V::store(o + d + 2 * W, a2);
+        V::store(o + d + 3 * W, a3);
+    }
+    for (; d + W <= hd; d += W) {
+        F a0 = V::mul(V::load(o + d), vf);
+        for (int64_t j = 0; j < nb; ++j)
+            if (p[j] != 0.0f) a0 = V::fmadd(V::set1(p[j]), V::load(v + j * ld + d), a0);
+        V::store(o + d, a0);
+    }
+    for (; d < hd; ++d) {
+        float a = o[d] * factor;
+        for (int64_t j = 0; j < nb; ++j) a += p[j] * v[j * ld + d];
+        o[d] = a;
+    }
+}
+
+// s[j] = q . k_j for visible keys, -inf otherwise; returns the block maximum.
+inline float block_scores(const float *q, const float *k, int64_t ld, int64_t jb, int64_t nb, int hd,
+                          const int32_t *kv_pos, int32_t qp, float *s) {
+    float mx = -INFINITY;
+    for (int64_t j = 0; j < nb; ++j) {
+        if (kv_pos[jb + j] <= qp) {
+            s[j] = dot(q, k + (jb + j) * ld, hd);
+            mx = fmaxf_(mx, s[j]);
+        } else {
+            s[j] = -INFINITY;
+        }
+    }
+    return mx;
+}
+
+inline void scaled_query(const AttentionArgs &a, int64_t i, int h, float scale, float *qs) {
+    const float *q = a.q + i * a.ldq + static_cast<int64_t>(h) * a.head_dim;
+    for (int d = 0; d < a.head_dim; ++d) qs[d] = q[d] * scale;
+}
+
+void attn_partial(const AttentionArgs &a, float scale, int g, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
+                  float *o, float *m, float *l, float *scratch) {
+    const int ng = a.n_head / a.n_head_kv, hd = a.head_dim;
+    const float *kg = a.k + g * a.kv_head_stride, *vg = a.v + g * a.kv_head_stride;
+    const int64_t rows = (i1 - i0) * ng;
+    for (int64_t r = 0; r < rows; ++r) {
+        m[r] = -INFINITY;
+        l[r] = 0.0f;
+        for (int d = 0; d < hd; ++d) o[r * hd + d] = 0.0f;
+    }
+    float *s = scratch, *qs = scratch + 2 * kAttnKeyBlock;
+    // Key blocks outer so a block of K and V stays in L1 for all the rows.
+    for (int64_t jb = j0; jb < j1; jb += kAttnKeyBlock) {
+        const int64_t nb = min64(kAttnKeyBlock, j1 - jb);
+        for (int64_t i = i0; i < i1; ++i) {
+            const int32_t qp = a.q_pos[i];
+            for (int u = 0; u < ng; ++u) {
+                const int64_t r = (i - i0) * ng + u;
+                scaled_query(a, i, g * ng + u, scale, qs);
+                const float bmax = block_scores(qs, kg, a.ld_kv, jb, nb, hd, a.kv_pos, qp, s);
+                if (bmax == -INFINITY) continue;
+                const float mnew = fmaxf_(m[r], bmax);
+                const float factor = m[r] == -INFINITY ? 0.0f : __builtin_expf(m[r] - mnew);
+                const float sum = exp_sum(s, nb, mnew);
+                l[r] = l[r] * factor + sum;
+                acc_values(o + r * hd, factor, s, nb, vg + jb * a.ld_kv, a.ld_kv, hd);
+                m[r] = mnew;
+            }
+        }
+    }
+}
+
+void attn_colsum(const AttentionArgs &a, float scale, int g, int64_t j0, int64_t j1, const float *m,
+                 const float *l, float *scratch) {
+    const int ng = a.n_head / a.n_head_kv, hd = a.head_dim;
+    const float *kg = a.k + g * a.kv_head_stride;
+    float *s = scratch, *cs = scratch + kAttnKeyBlock, *qs = scratch + 2 * kAttnKeyBlock;
+    float *col = a.col_sums + g * a.n_kv;
+    const int64_t ib = a.obs_begin < 0 ? 0 : a.obs_begin;
+    for (int64_t jb = j0; jb < j1; jb += kAttnKeyBlock) {
+        const int64_t nb = min64(kAttnKeyBlock, j1 - jb);
+        for (int64_t j = 0; j < nb; ++j) cs[j] = 0.0f;
+        for (int64_t i = ib; i < a.n_q; ++i) {
+            for (int u = 0; u < ng; ++u) {
+                const int h = g * ng + u;
+                const float L = l[i * a.n_head + h];
+                if (!(L > 0.0f)) continue;
+                scaled_query(a, i, h, scale, qs);
+                if (block_scores(qs, kg, a.ld_kv, jb, nb, hd, a.kv_pos, a.q_pos[i], s) == -INFINITY) continue;
+                exp_sum(s, nb, m[i * a.n_head + h]);
+                const F inv = V::set1(1.0f / L);
+                int64_t j = 0;
+                for (; j + W <= nb; j += W) V::store(cs + j, V::fmadd(V::load(s + j), inv, V::load(cs + j)));
+                for (; j < nb; ++j) cs[j] += s[j] * (1.0f / L);
+            }
+        }
+        for (int64_t j = 0; j < nb; ++j) col[jb + j] += cs[j];
+    }
+}
+
+const lctx::cpu::KernelTable kTable = {
+    V::name, MR, NR, dequant_row, gemv, dot, gemm, rms_norm, swiglu, attn_partial, attn_colsum,
+};
+
+} // namespace

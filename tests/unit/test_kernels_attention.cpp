@@ -1,0 +1,128 @@
+// Flash attention of every SIMD variant against attention_ref (naive, double
+// softmax): GQA shapes, non-contiguous positions, key splits (long n_kv, few
+// queries), column sums, strided layouts and queries that see no key.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "common/error.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "test_kernels_util.h"
+
+using namespace lctx;
+
+namespace {
+
+struct Case {
+    int n_head, n_head_kv, head_dim;
+    int64_t n_q, n_kv, obs_begin;
+};
+
+// Keys at shuffled, gapped positions; queries after a prefix of them.
+void run_case(const Case &c, cpu::ThreadPool &pool, std::mt19937 &rng, bool with_colsums) {
+    const int64_t ldq = c.n_head * c.head_dim + 3, ldo = c.n_head * c.head_dim + 1;
+    const int64_t ld_kv = c.head_dim + 2, kv_head_stride = ld_kv * c.n_kv + 5;
+    auto q = test::random_floats(ldq * c.n_q, rng, -2.0f, 2.0f);
+    auto k = test::random_floats(kv_head_stride * c.n_head_kv, rng, -2.0f, 2.0f);
+    auto v = test::random_floats(kv_head_stride * c.n_head_kv, rng);
+    std::vector<int32_t> kv_pos(c.n_kv), q_pos(c.n_q);
+    for (int64_t j = 0; j < c.n_kv; ++j) kv_pos[j] = static_cast<int32_t>(3 * j + 7);   // gaps
+    std::shuffle(kv_pos.begin(), kv_pos.end(), rng);                                 // non-monotonic slots
+    std::uniform_int_distribution<int32_t> qp(0, static_cast<int32_t>(3 * c.n_kv + 10));
+    for (auto &p : q_pos) p = qp(rng);
+    q_pos[0] = 2;   // sees no key (first key position is 7): output must be zeros
+
+    cpu::AttentionArgs a;
+    a.q = q.data(); a.ldq = ldq;
+    a.k = k.data(); a.v = v.data(); a.ld_kv = ld_kv; a.kv_head_stride = kv_head_stride;
+    a.n_q = c.n_q; a.n_kv = c.n_kv;
+    a.n_head = c.n_head; a.n_head_kv = c.n_head_kv; a.head_dim = c.head_dim;
+    a.q_pos = q_pos.data(); a.kv_pos = kv_pos.data();
+    a.obs_begin = c.obs_begin;
+
+    std::vector<float> ref(ldo * c.n_q, 0.0f), ref_cs(c.n_head_kv * c.n_kv, 0.5f);
+    cpu::AttentionArgs r = a;
+    r.out = ref.data(); r.ldo = ldo;
+    if (with_colsums) r.col_sums = ref_cs.data();
+    cpu::attention_ref(r);
+
+    test::for_each_variant([&](cpu::SimdVariant, const char *name) {
+        std::vector<float> out(ldo * c.n_q, 7.0f), cs(c.n_head_kv * c.n_kv, 0.5f);
+        cpu::AttentionArgs f = a;
+        f.out = out.data(); f.ldo = ldo;
+        if (with_colsums) f.col_sums = cs.data();
+        cpu::attention(pool, f);
+        const std::string what = std::string(name) + " heads " + std::to_string(c.n_head) + "/" +
+                                 std::to_string(c.n_head_kv) + " hd " + std::to_string(c.head_dim) + " n_q " +
+                                 std::to_string(c.n_q) + " n_kv " + std::to_string(c.n_kv);
+        for (int64_t i = 0; i < c.n_q; ++i) {
+            ASSERT_LE(test::max_abs_diff(out.data() + i * ldo, ref.data() + i * ldo, c.n_head * c.head_dim), 2e-6)
+                << what << " query " << i;
+            ASSERT_EQ(out[i * ldo + c.n_head * c.head_dim], 7.0f) << "wrote past the row";
+        }
+        for (int d = 0; d < c.n_head * c.head_dim; ++d) ASSERT_EQ(out[d], 0.0f) << "query seeing no key";
+        std::vector<float> o_rows, r_rows;   // without the row padding
+        for (int64_t i = 0; i < c.n_q; ++i) {
+            o_rows.insert(o_rows.end(), out.begin() + i * ldo, out.begin() + i * ldo + c.n_head * c.head_dim);
+            r_rows.insert(r_rows.end(), ref.begin() + i * ldo, ref.begin() + i * ldo + c.n_head * c.head_dim);
+        }
+        EXPECT_LT(test::nmse(o_rows.data(), r_rows.data(), o_rows.size()), 1e-11) << what;
+        if (with_colsums) {
+            EXPECT_LE(test::max_abs_diff(cs.data(), ref_cs.data(), cs.size()), 1e-5) << what;
+            EXPECT_LT(test::nmse(cs.data(), ref_cs.data(), cs.size()), 1e-11) << what;
+        }
+    });
+}
+
+} // namespace
+
+TEST(KernelsAttention, MatchesReference) {
+    std::mt19937 rng(21);
+    cpu::ThreadPool pool1(1), pool2(2), pool3(3);
+    const Case cases[] = {
+        {9, 3, 64, 1, 1, 0},      {9, 3, 64, 1, 300, 0},  {9, 3, 64, 3, 130, 1},  {9, 3, 64, 17, 200, 5},
+        {9, 3, 64, 40, 77, 39},   {4, 2, 16, 64, 500, 0}, {4, 2, 16, 2, 9, 0},    {4, 4, 24, 5, 70, 2},
+        {2, 1, 13, 6, 65, 3},     {8, 1, 128, 4, 129, 0},
+    };
+    for (const Case &c : cases)
+        for (bool cs : {false, true}) {
+            run_case(c, c.n_q % 2 ? pool1 : pool3, rng, cs);
+            run_case(c, pool2, rng, cs);
+            if (HasFatalFailure()) return;
+        }
+}
+
+TEST(KernelsAttention, LongContextKeySplits) {
+    // Few queries over many keys: the kernel splits the keys across threads
+    // and merges the partial softmax states.
+    std::mt19937 rng(22);
+    cpu::ThreadPool pool(2), pool4(4);
+    run_case({9, 3, 64, 1, 20000, 0}, pool, rng, true);
+    run_case({4, 2, 16, 3, 9000, 1}, pool4, rng, true);
+}
+
+TEST(KernelsAttention, RejectsBadShapes) {
+    cpu::ThreadPool pool(1);
+    std::vector<float> buf(64);
+    int32_t pos = 0;
+    cpu::AttentionArgs a;
+    a.q = a.k = a.v = buf.data();
+    a.out = buf.data();
+    a.q_pos = a.kv_pos = &pos;
+    a.n_q = a.n_kv = 1;
+    a.n_head = 3;
+    a.n_head_kv = 2;   // not a divisor
+    a.head_dim = 8;
+    a.ldq = a.ldo = 24;
+    a.ld_kv = 8;
+    EXPECT_THROW(cpu::attention(pool, a), Error);
+    a.n_head_kv = 1;
+    a.ldq = 8;   // shorter than a row
+    EXPECT_THROW(cpu::attention(pool, a), Error);
+    a.ldq = 24;
+    a.q = nullptr;
+    EXPECT_THROW(cpu::attention_ref(a), Error);
+}

@@ -1,0 +1,58 @@
+// rms_norm and swiglu of every SIMD variant against formulas written here.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/cpu_kernels.h"
+#include "test_kernels_util.h"
+
+using namespace lctx;
+
+TEST(KernelsNorm, RmsNormMatchesFormula) {
+    std::mt19937 rng(5);
+    test::for_each_variant([&](cpu::SimdVariant, const char *name) {
+        for (int64_t n : {1, 7, 16, 33, 576, 1001}) {
+            auto x = test::random_floats(n, rng, -3.0f, 3.0f), w = test::random_floats(n, rng);
+            std::vector<float> want(n), want_nw(n), got(n), ref(n);
+            double ss = 0.0;
+            for (float v : x) ss += static_cast<double>(v) * v;
+            const double inv = 1.0 / std::sqrt(ss / n + 1e-5);
+            for (int64_t i = 0; i < n; ++i) {
+                want[i] = static_cast<float>(x[i] * inv * w[i]);
+                want_nw[i] = static_cast<float>(x[i] * inv);
+            }
+            cpu::rms_norm(x.data(), w.data(), got.data(), n, 1e-5f);
+            EXPECT_LT(test::nmse(got.data(), want.data(), n), 1e-12) << name << " n " << n;
+            EXPECT_LE(test::max_abs_diff(got.data(), want.data(), n), 2e-6) << name << " n " << n;
+            cpu::rms_norm(x.data(), nullptr, got.data(), n, 1e-5f);
+            EXPECT_LE(test::max_abs_diff(got.data(), want_nw.data(), n), 2e-6) << name << " n " << n;
+            cpu::rms_norm_ref(x.data(), w.data(), ref.data(), n, 1e-5f);
+            EXPECT_LE(test::max_abs_diff(ref.data(), want.data(), n), 1e-6) << "ref n " << n;
+            // in place
+            std::vector<float> inplace = x;
+            cpu::rms_norm(inplace.data(), w.data(), inplace.data(), n, 1e-5f);
+            EXPECT_LE(test::max_abs_diff(inplace.data(), want.data(), n), 2e-6);
+        }
+    });
+}
+
+TEST(KernelsNorm, SwigluMatchesFormula) {
+    std::mt19937 rng(6);
+    test::for_each_variant([&](cpu::SimdVariant, const char *name) {
+        for (int64_t n : {1, 5, 16, 31, 1536, 1537}) {
+            auto g = test::random_floats(n, rng, -12.0f, 12.0f), u = test::random_floats(n, rng, -2.0f, 2.0f);
+            if (n > 2) {
+                g[0] = -100.0f;   // exp(-g) overflows
+                g[1] = 100.0f;
+            }
+            std::vector<float> want(n), got(n);
+            for (int64_t i = 0; i < n; ++i) want[i] = static_cast<float>(g[i] / (1.0 + std::exp(-static_cast<double>(g[i]))) * u[i]);
+            cpu::swiglu(g.data(), u.data(), got.data(), n);
+            EXPECT_LT(test::nmse(got.data(), want.data(), n), 1e-12) << name << " n " << n;
+            for (int64_t i = 0; i < n; ++i)
+                ASSERT_NEAR(got[i], want[i], 1e-6 * (1.0 + std::fabs(want[i]))) << name << " i " << i << " g " << g[i];
+        }
+    });
+}

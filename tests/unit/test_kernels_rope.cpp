@@ -1,0 +1,125 @@
+// RoPE: NORMAL and NEOX layouts (with n_rot < head_dim and linear scaling)
+// against the textbook formula written here; YaRN against a double-precision
+// re-implementation of ggml's rope_yarn / ggml_rope_yarn_corr_dims.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "common/error.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "test_kernels_util.h"
+
+using namespace lctx;
+
+namespace {
+
+Hparams make_hp(int head_dim, int n_rot, RopeLayout layout, float base) {
+    Hparams hp;
+    hp.head_dim = head_dim;
+    hp.n_rot = n_rot;
+    hp.rope_layout = layout;
+    hp.rope_base = base;
+    return hp;
+}
+
+// Rotation of pair (a, b) of head dims by angle theta, scaled by mscale.
+void expect_rotated(const Hparams &hp, const std::vector<float> &in, const std::vector<float> &out, int64_t ld,
+                    int n_heads, const std::vector<int32_t> &pos,
+                    const std::function<void(int pair, int32_t p, double &theta, double &mscale)> &angle,
+                    double tol, const char *what) {
+    const int half = hp.n_rot / 2;
+    for (size_t t = 0; t < pos.size(); ++t)
+        for (int h = 0; h < n_heads; ++h) {
+            const float *x = in.data() + t * ld + h * hp.head_dim;
+            const float *y = out.data() + t * ld + h * hp.head_dim;
+            for (int i = 0; i < half; ++i) {
+                double theta, ms;
+                angle(i, pos[t], theta, ms);
+                const int a = hp.rope_layout == RopeLayout::NEOX ? i : 2 * i;
+                const int b = hp.rope_layout == RopeLayout::NEOX ? i + half : 2 * i + 1;
+                const double ya = (x[a] * std::cos(theta) - x[b] * std::sin(theta)) * ms;
+                const double yb = (x[a] * std::sin(theta) + x[b] * std::cos(theta)) * ms;
+                ASSERT_NEAR(y[a], ya, tol) << what << " t " << t << " h " << h << " i " << i;
+                ASSERT_NEAR(y[b], yb, tol) << what << " t " << t << " h " << h << " i " << i;
+            }
+            for (int d = hp.n_rot; d < hp.head_dim; ++d) ASSERT_EQ(y[d], x[d]) << what << " tail dim " << d;
+        }
+    // padding between rows is untouched
+    for (size_t t = 0; t < pos.size(); ++t)
+        for (int64_t d = static_cast<int64_t>(n_heads) * hp.head_dim; d < ld; ++d)
+            ASSERT_EQ(out[t * ld + d], in[t * ld + d]);
+}
+
+} // namespace
+
+TEST(KernelsRope, NormalAndNeoxMatchFormula) {
+    std::mt19937 rng(11);
+    const std::vector<int32_t> pos = {0, 1, 7, 100, 4095, 33, 70000};
+    for (RopeLayout layout : {RopeLayout::NORMAL, RopeLayout::NEOX})
+        for (auto [hd, nrot] : {std::pair{64, 64}, {64, 32}, {16, 10}, {128, 128}})
+            for (float fscale : {1.0f, 0.25f}) {
+                Hparams hp = make_hp(hd, nrot, layout, 10000.0f);
+                if (fscale != 1.0f) {
+                    hp.rope_scaling = RopeScaling::LINEAR;
+                    hp.rope_freq_scale = fscale;
+                }
+                const int n_heads = 3;
+                const int64_t ld = n_heads * hd + 5;
+                auto in = test::random_floats(ld * pos.size(), rng);
+                auto angle = [&](int i, int32_t p, double &theta, double &ms) {
+                    theta = fscale * p * std::pow(10000.0, -2.0 * i / nrot);
+                    ms = 1.0;
+                };
+                std::vector<float> out = in, out_ref = in;
+                cpu::rope(hp, out.data(), ld, pos.size(), n_heads, pos.data());
+                // float cos/sin of angles up to 7e4 rad: ~1e-11 relative in theta -> tiny
+                expect_rotated(hp, in, out, ld, n_heads, pos, angle, 2e-6, "rope");
+                cpu::rope_ref(hp, out_ref.data(), ld, pos.size(), n_heads, pos.data());
+                expect_rotated(hp, in, out_ref, ld, n_heads, pos, angle, 2e-6, "rope_ref");
+            }
+}
+
+TEST(KernelsRope, YarnMatchesDoubleReimplementation) {
+    std::mt19937 rng(12);
+    const std::vector<int32_t> pos = {0, 3, 511, 8191, 30000, 131071};
+    for (RopeLayout layout : {RopeLayout::NORMAL, RopeLayout::NEOX}) {
+        Hparams hp = make_hp(64, 64, layout, 10000.0f);
+        hp.rope_scaling = RopeScaling::YARN;
+        hp.rope_freq_scale = 0.125f;
+        hp.rope_orig_ctx = 4096;
+        hp.yarn_ext_factor = 1.0f;
+        hp.yarn_attn_factor = 1.0f;
+        hp.yarn_beta_fast = 32.0f;
+        hp.yarn_beta_slow = 1.0f;
+        // corr dims: n_dims * ln(n_orig / (beta * 2 pi)) / (2 ln base), floor/ceil, clamped
+        auto corr = [&](double beta) { return 64 * std::log(4096 / (beta * 2 * M_PI)) / (2 * std::log(10000.0)); };
+        const double lo = std::max(0.0, std::floor(corr(32.0))), hi = std::min(63.0, std::ceil(corr(1.0)));
+        auto angle = [&](int i, int32_t p, double &theta, double &ms) {
+            const double extrap = p * std::pow(10000.0, -2.0 * i / 64);
+            const double interp = 0.125 * extrap;
+            const double y = (i - lo) / std::max(0.001, hi - lo);
+            const double ramp = 1.0 - std::min(1.0, std::max(0.0, y));
+            theta = interp * (1 - ramp) + extrap * ramp;
+            ms = 1.0 + 0.1 * std::log(1.0 / 0.125);
+        };
+        const int n_heads = 2;
+        const int64_t ld = n_heads * 64;
+        auto in = test::random_floats(ld * pos.size(), rng);
+        std::vector<float> out = in, out_ref = in;
+        cpu::rope(hp, out.data(), ld, pos.size(), n_heads, pos.data());
+        expect_rotated(hp, in, out, ld, n_heads, pos, angle, 3e-6, "rope yarn");
+        cpu::rope_ref(hp, out_ref.data(), ld, pos.size(), n_heads, pos.data());
+        expect_rotated(hp, in, out_ref, ld, n_heads, pos, angle, 3e-6, "rope_ref yarn");
+    }
+}
+
+TEST(KernelsRope, RejectsBadRotDims) {
+    Hparams hp = make_hp(64, 65, RopeLayout::NORMAL, 10000.0f);
+    std::vector<float> x(64);
+    int32_t p = 0;
+    EXPECT_THROW(cpu::rope(hp, x.data(), 64, 1, 1, &p), Error);
+    hp.n_rot = 128;
+    EXPECT_THROW(cpu::rope_ref(hp, x.data(), 64, 1, 1, &p), Error);
+}

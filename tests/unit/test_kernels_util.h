@@ -1,0 +1,107 @@
+// Helpers shared by the kernel tests: random quantized weights with sane
+// fp16 scales, error metrics, and a loop over the SIMD variants this CPU runs.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/simd.h"
+#include "model/ggml_type.h"
+
+namespace lctx::test {
+
+// Byte offsets of the fp16 scale fields inside one block of each type.
+inline std::vector<size_t> scale_offsets(GgmlType t) {
+    switch (t) {
+    case GgmlType::Q4_0: case GgmlType::Q5_0: case GgmlType::Q8_0: return {0};
+    case GgmlType::Q4_1: case GgmlType::Q5_1: case GgmlType::Q4_K: case GgmlType::Q5_K: return {0, 2};
+    case GgmlType::Q2_K: return {80, 82};
+    case GgmlType::Q3_K: return {108};
+    case GgmlType::Q6_K: return {208};
+    default: return {};
+    }
+}
+
+// A random row-major matrix of type t: quantized blocks from random bytes with
+// their scales replaced by fp16 values in [0.002, 0.05] (never inf/NaN).
+struct RandomWeight {
+    std::vector<uint8_t> bytes;
+    WeightView view;
+    RandomWeight(GgmlType t, int64_t n_rows, int64_t n_cols, std::mt19937 &rng) {
+        const GgmlTypeInfo *info = ggml_type_info(static_cast<uint32_t>(t));
+        const size_t row_bytes = ggml_row_size(t, n_cols);
+        bytes.resize(row_bytes * n_rows + 64);
+        std::uniform_real_distribution<float> u(-1.0f, 1.0f), sc(0.002f, 0.05f);
+        std::uniform_int_distribution<int> byte(0, 255);
+        const int64_t n = n_rows * n_cols;
+        if (t == GgmlType::F32) {
+            for (int64_t i = 0; i < n; ++i) {
+                const float v = u(rng);
+                std::memcpy(bytes.data() + 4 * i, &v, 4);
+            }
+        } else if (t == GgmlType::F16 || t == GgmlType::BF16) {
+            for (int64_t i = 0; i < n; ++i) {
+                const uint16_t h = t == GgmlType::F16 ? fp32_to_fp16(u(rng)) : fp32_to_bf16(u(rng));
+                std::memcpy(bytes.data() + 2 * i, &h, 2);
+            }
+        } else {
+            for (auto &b : bytes) b = static_cast<uint8_t>(byte(rng));
+            const size_t n_blocks = static_cast<size_t>(n / info->block_size);
+            for (size_t b = 0; b < n_blocks; ++b)
+                for (size_t off : scale_offsets(t)) {
+                    const uint16_t h = fp32_to_fp16(sc(rng));
+                    std::memcpy(bytes.data() + b * info->type_size + off, &h, 2);
+                }
+        }
+        view.type = t;
+        view.n_rows = n_rows;
+        view.n_cols = n_cols;
+        view.row_bytes = row_bytes;
+        view.data = bytes.data();
+    }
+};
+
+inline std::vector<float> random_floats(size_t n, std::mt19937 &rng, float lo = -1.0f, float hi = 1.0f) {
+    std::uniform_real_distribution<float> u(lo, hi);
+    std::vector<float> v(n);
+    for (auto &x : v) x = u(rng);
+    return v;
+}
+
+// Normalised mean squared error sum (a - b)^2 / sum b^2.
+inline double nmse(const float *a, const float *b, size_t n) {
+    double num = 0.0, den = 0.0;
+    for (size_t i = 0; i < n; ++i) {
+        num += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
+        den += static_cast<double>(b[i]) * b[i];
+    }
+    return den > 0.0 ? num / den : num;
+}
+
+inline double max_abs_diff(const float *a, const float *b, size_t n) {
+    double m = 0.0;
+    for (size_t i = 0; i < n; ++i) {
+        const double d = std::fabs(static_cast<double>(a[i]) - b[i]);
+        if (!(d <= m)) m = d;   // NaN propagates as a failure
+    }
+    return m;
+}
+
+// Runs fn once per SIMD variant this CPU supports, with that variant forced.
+inline void for_each_variant(const std::function<void(cpu::SimdVariant, const char *)> &fn) {
+    const cpu::SimdVariant saved = cpu::active_variant();
+    for (cpu::SimdVariant v : {cpu::SimdVariant::SCALAR, cpu::SimdVariant::AVX2, cpu::SimdVariant::AVX512}) {
+        if (v > cpu::best_supported_variant()) continue;
+        cpu::set_simd_variant_for_testing(v);
+        SCOPED_TRACE(cpu::active_kernels().name);
+        fn(v, cpu::active_kernels().name);
+    }
+    cpu::set_simd_variant_for_testing(saved);
+}
+
+} // namespace lctx::test
