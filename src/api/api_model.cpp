@@ -1,4 +1,5 @@
 // Model loading and information getters.
+#include <cstring>
 #include <thread>
 
 #include "api/handles.h"

@@ -15,6 +15,9 @@
 namespace lctx {
 
 // Hooks for methods that look inside the forward pass. All optional.
+// A long batch is processed in sub-batches (at most 512 tokens) that each go
+// through all layers: on_qkv / on_hidden are then called once per layer per
+// sub-batch, sub-batches in token order, n_tok being the sub-batch's size.
 struct ForwardHooks {
     // Called for each layer with the pre-RoPE q [n_tok][n_head*head_dim],
     // k and v [n_tok][n_head_kv*head_dim] of the batch.
@@ -45,6 +48,10 @@ public:
 
     // Runs tokens[0..n) at positions pos[0..n) on top of `cache`, appending
     // their K/V. Writes logits (n_vocab per requested token) into `logits`.
+    // opt.n_layers = -1 runs the cache's layers; logits after an early exit
+    // apply the output norm and head to that layer's hidden state.
+    // A sub-batch attends to the slots filled so far, so a token never sees
+    // a later sub-batch's token even at a smaller position.
     // Throws lctx::Error on bad ids (LCTX_ERR_INVALID_ARG), a full cache
     // (LCTX_ERR_CONTEXT_FULL) or cancellation; the cache is then unchanged.
     void run(const int32_t *tokens, const int32_t *pos, int64_t n, KvCache &cache, const ForwardOptions &opt,

@@ -39,6 +39,9 @@ public:
     void clear() { size_ = 0; }
     // Keep only the slots listed (ascending) for all layers, in order.
     void compact(const std::vector<int64_t> &keep_slots);
+    // Moves slot s to position new_pos[s] (size() entries): every cached key
+    // is re-rotated by the delta new_pos[s] - positions()[s] (RoPE of hp).
+    void reposition(const std::vector<int32_t> &new_pos, const Hparams &hp);
 
 private:
     int32_t n_layers_, n_head_kv_, head_dim_;

@@ -1,0 +1,138 @@
+// A tiny random-weight llama model built in memory for the engine tests:
+// 2 layers, n_embd 64, 4 heads of 16, 2 KV heads, n_ff 128, a 300-token
+// SentencePiece vocab. Options break it in chosen ways for the loader tests.
+#pragma once
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gguf_test_writer.h"
+
+namespace engine_test {
+
+struct TinyOptions {
+    std::string arch = "llama";
+    bool tied = false;
+    int n_layer = 2;
+    int n_ctx = 4096;
+    std::string skip_tensor;    // leave this tensor out
+    std::string bad_tensor;     // write this tensor with one extra row
+    std::string scaling;        // rope.scaling.type if not empty
+    float scaling_factor = 0.0f;
+    std::string chat_template;
+    uint32_t seed = 1;
+};
+
+constexpr int kEmbd = 64, kHead = 4, kHeadKv = 2, kHeadDim = 16, kFf = 128, kVocab = 300;
+
+inline std::vector<uint8_t> make_tiny_llama(const TinyOptions &o = {}) {
+    using namespace gguf_test;
+    Writer w;
+    const std::string a = o.arch;
+    w.kv_str("general.architecture", a);
+    w.kv_str("general.name", "tiny");
+    w.kv<uint32_t>(a + ".block_count", U32, static_cast<uint32_t>(o.n_layer));
+    w.kv<uint32_t>(a + ".context_length", U32, static_cast<uint32_t>(o.n_ctx));
+    w.kv<uint32_t>(a + ".embedding_length", U32, kEmbd);
+    w.kv<uint32_t>(a + ".feed_forward_length", U32, kFf);
+    w.kv<uint32_t>(a + ".attention.head_count", U32, kHead);
+    w.kv<uint32_t>(a + ".attention.head_count_kv", U32, kHeadKv);
+    w.kv<float>(a + ".attention.layer_norm_rms_epsilon", F32, 1e-5f);
+    w.kv<float>(a + ".rope.freq_base", F32, 10000.0f);
+    if (!o.scaling.empty()) {
+        w.kv_str(a + ".rope.scaling.type", o.scaling);
+        w.kv<float>(a + ".rope.scaling.factor", F32, o.scaling_factor);
+        w.kv<uint32_t>(a + ".rope.scaling.original_context_length", U32, 256);
+    }
+    if (!o.chat_template.empty()) w.kv_str("tokenizer.chat_template", o.chat_template);
+
+    // SentencePiece vocab: <unk>, <s>, </s>, 256 byte tokens, 41 pieces.
+    std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
+    std::vector<int32_t> types = {2, 3, 3};
+    std::vector<float> scores = {0, 0, 0};
+    static const char hex[] = "0123456789ABCDEF";
+    for (int b = 0; b < 256; ++b) {
+        tokens.push_back(std::string("<0x") + hex[b >> 4] + hex[b & 15] + ">");
+        types.push_back(6);
+        scores.push_back(0);
+    }
+    const std::string sp = "\xE2\x96\x81";  // U+2581
+    std::vector<std::string> pieces = {sp};
+    for (char c = 'a'; c <= 'z'; ++c) pieces.push_back(std::string(1, c));
+    for (const char *p : {"t", "th", "the", "a", "s", "o"}) pieces.push_back(sp + p);
+    for (const char *p : {"he", "in", "an", "er", "on", "en", "at", "re"}) pieces.push_back(p);
+    for (size_t i = 0; i < pieces.size(); ++i) {
+        tokens.push_back(pieces[i]);
+        types.push_back(1);
+        scores.push_back(static_cast<float>(pieces[i].size()) - 0.01f * static_cast<float>(i));
+    }
+    while (tokens.size() < kVocab) {  // pad with unused tokens to a fixed size
+        tokens.push_back("<unused" + std::to_string(tokens.size()) + ">");
+        types.push_back(5);
+        scores.push_back(-1000);
+    }
+    w.kv_str("tokenizer.ggml.model", "llama");
+    w.kv_arr_str("tokenizer.ggml.tokens", tokens);
+    w.kv_arr<float>("tokenizer.ggml.scores", F32, scores);
+    w.kv_arr<int32_t>("tokenizer.ggml.token_type", I32, types);
+    w.kv<uint32_t>("tokenizer.ggml.unknown_token_id", U32, 0);
+    w.kv<uint32_t>("tokenizer.ggml.bos_token_id", U32, 1);
+    w.kv<uint32_t>("tokenizer.ggml.eos_token_id", U32, 2);
+
+    std::mt19937 rng(o.seed);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    auto add = [&](const std::string &name, int64_t cols, int64_t rows, float scale, float offset) {
+        if (name == o.skip_tensor) return;
+        if (name == o.bad_tensor) rows += 1;
+        std::vector<float> v(static_cast<size_t>(cols * rows));
+        for (float &x : v) x = offset + scale * normal(rng);
+        TensorSpec t;
+        t.name = name;
+        t.dims = rows == 1 ? std::vector<int64_t>{cols} : std::vector<int64_t>{cols, rows};
+        t.data = f32_bytes(v);
+        w.tensor(std::move(t));
+    };
+    auto mat = [&](const std::string &name, int64_t cols, int64_t rows) {
+        add(name, cols, rows, 1.0f / std::sqrt(static_cast<float>(cols)), 0.0f);
+    };
+    auto norm = [&](const std::string &name) { add(name, kEmbd, 1, 0.1f, 1.0f); };
+    add("token_embd.weight", kEmbd, kVocab, 1.0f, 0.0f);
+    norm("output_norm.weight");
+    if (!o.tied) mat("output.weight", kEmbd, kVocab);
+    for (int i = 0; i < o.n_layer; ++i) {
+        const std::string b = "blk." + std::to_string(i) + ".";
+        norm(b + "attn_norm.weight");
+        mat(b + "attn_q.weight", kEmbd, kHead * kHeadDim);
+        mat(b + "attn_k.weight", kEmbd, kHeadKv * kHeadDim);
+        mat(b + "attn_v.weight", kEmbd, kHeadKv * kHeadDim);
+        mat(b + "attn_output.weight", kHead * kHeadDim, kEmbd);
+        norm(b + "ffn_norm.weight");
+        mat(b + "ffn_gate.weight", kEmbd, kFf);
+        mat(b + "ffn_up.weight", kEmbd, kFf);
+        mat(b + "ffn_down.weight", kFf, kEmbd);
+    }
+    return w.build();
+}
+
+// Path of the shared stories260K model, or "" when it is not there.
+inline std::string stories260k_path() {
+    std::string p = std::string(LCTX_SOURCE_DIR) + "/../shared/models/stories260K.gguf";
+    if (const char *d = std::getenv("LCTX_MODELS_DIR")) {
+        const std::string q = std::string(d) + "/stories260K.gguf";
+        if (FILE *f = std::fopen(q.c_str(), "rb")) {
+            std::fclose(f);
+            return q;
+        }
+    }
+    if (FILE *f = std::fopen(p.c_str(), "rb")) {
+        std::fclose(f);
+        return p;
+    }
+    return "";
+}
+
+} // namespace engine_test
