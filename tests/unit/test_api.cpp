@@ -231,8 +231,12 @@ TEST_F(Api, SelectionFromAnotherSessionIsRefused) {
     lctx_selection *sel = nullptr;
     ASSERT_EQ(lctx_select(a, q.data(), q.size(), &sel), LCTX_OK);
     ASSERT_EQ(lctx_select(b, q.data(), q.size(), nullptr), LCTX_ERR_INVALID_ARG);
+    lctx_selection *own = nullptr;
+    ASSERT_EQ(lctx_select(b, q.data(), q.size(), &own), LCTX_OK);
     EXPECT_EQ(lctx_recompute(b, sel), LCTX_ERR_INVALID_ARG);
     EXPECT_THAT(lctx_session_last_error(b), HasSubstr("another session"));
+    EXPECT_EQ(lctx_recompute(b, own), LCTX_OK);
+    lctx_selection_free(own);
     lctx_selection_free(sel);
     lctx_session_free(a);
     lctx_session_free(b);
