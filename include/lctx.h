@@ -226,13 +226,28 @@ typedef enum lctx_stage {
 
 typedef struct lctx_session_params {
     uint32_t    struct_size;   /* sizeof(lctx_session_params): set by default_params */
-    lctx_method method;        /* LCTX_METHOD_FULL is the only method implemented so far */
+    lctx_method method;        /* LCTX_METHOD_FULL or LCTX_METHOD_REFORM */
     int32_t     n_ctx;         /* FULL: KV cache capacity in tokens (document + question +
                                   answer). <= 0: n_ctx_train of the model. */
     int32_t     n_threads;     /* <= 0: the model's n_threads */
     int32_t     n_batch;       /* tokens per forward batch while feeding; <= 0: 512 */
     lctx_progress_fn progress; /* optional, called during long calls */
     void       *progress_user_data;
+    /* REFORM (LCTX_METHOD_REFORM); 0 = derived from the model's trained context
+     * n_ctx_train (values given for an 8K model such as SmolLM2). n_ctx above is
+     * REFORM's decode cache: gathered tokens + question + answer. */
+    int32_t     reform_chunk;        /* C: tokens per encoding step; n_ctx_train/4 (2048) */
+    int32_t     reform_budget;       /* B: working-cache tokens per layer and KV head; = chunk (2048) */
+    int32_t     reform_recompute;    /* R: document tokens gathered for recompute; n_ctx_train/2 (4096) */
+    int32_t     reform_sink;         /* first tokens the working cache always keeps; min(256, B/8) */
+    int32_t     reform_recent;       /* most recent tokens it always keeps; min(256, B/8) */
+    int32_t     reform_obs;          /* last queries of each chunk whose attention scores eviction; 128 */
+    int32_t     reform_keep_first;   /* first document tokens always gathered; min(256, R/8) */
+    int32_t     reform_keep_last;    /* last document tokens always gathered; min(256, R/8) */
+    int32_t     reform_pool_half;    /* score max-pool half width (kernel 2*half+1); 64; < 0: no pooling */
+    bool        reform_h2o_per_chunk;/* true: eviction scores of the last chunk only (default: accumulated) */
+    const char *reform_heads_path;   /* JSON head profile (lctx heads); NULL: the built-in profile for the
+                                        model, else a fallback of mid-layer V heads (with a log warning) */
 } lctx_session_params;
 
 LCTX_API void lctx_session_default_params(lctx_session_params *out);
@@ -283,6 +298,22 @@ LCTX_API LCTX_NODISCARD lctx_status lctx_decode(lctx_session *session, const lct
 /* Logits (n_vocab floats) that the next lctx_decode samples from; NULL before
  * recompute. Valid until the next call on this session. */
 LCTX_API const float *lctx_session_logits(const lctx_session *session);
+
+/* REFORM index persistence: a document is encoded once (feed + build_index)
+ * and questioned many times, also by other processes. The file holds the token
+ * ids, the per-token embeddings, the final working cache, the head profile and
+ * a fingerprint of the model, with a version and a checksum.
+ * lctx_index_save: the session must be REFORM and indexed (any stage after
+ * lctx_build_index). lctx_session_load_index: creates a REFORM session in stage
+ * INDEXED; params may be NULL, its method is ignored, and its selection and
+ * decode fields (reform_recompute, reform_keep_first/last, reform_pool_half,
+ * n_ctx, n_threads) apply; the encoding sizes come from the file. A file
+ * made for another model, truncated or altered is refused (LCTX_ERR_FORMAT,
+ * or LCTX_ERR_INVALID_ARG for another model or head profile). */
+LCTX_API LCTX_NODISCARD lctx_status lctx_index_save(lctx_session *session, const char *path);
+LCTX_API LCTX_NODISCARD lctx_status lctx_session_load_index(const lctx_model *model, const char *path,
+                                                            const lctx_session_params *params,
+                                                            lctx_session **out);
 
 /* Selections */
 LCTX_API void    lctx_selection_free(lctx_selection *selection);

@@ -49,5 +49,8 @@ inline double now_s() {
 int cmd_inspect(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+int cmd_heads(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 
 } // namespace lctx::cli

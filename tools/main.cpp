@@ -11,6 +11,9 @@ static const char *kUsage =
     "  inspect MODEL                  print GGUF metadata and the tensor table\n"
     "  tokenize -m MODEL TEXT         print token ids on one line\n"
     "  generate -m MODEL -p TEXT      continue a prompt (answer on stdout, timings on stderr)\n"
+    "  bench -m MODEL                 prefill/decode throughput as JSON (--profile: per-op times)\n"
+    "  run -m MODEL --file DOC --question TEXT   answer a question about a long document (REFORM)\n"
+    "  heads -m MODEL                 measure a REFORM head profile (JSON)\n"
     "  version                        print the library version and build\n"
     "\n"
     "Run 'lctx COMMAND --help' for the options of a command.\n";
@@ -24,6 +27,9 @@ int main(int argc, char **argv) {
     if (!std::strcmp(cmd, "inspect")) return lctx::cli::cmd_inspect(argc - 2, argv + 2);
     if (!std::strcmp(cmd, "tokenize")) return lctx::cli::cmd_tokenize(argc - 2, argv + 2);
     if (!std::strcmp(cmd, "generate")) return lctx::cli::cmd_generate(argc - 2, argv + 2);
+    if (!std::strcmp(cmd, "bench")) return lctx::cli::cmd_bench(argc - 2, argv + 2);
+    if (!std::strcmp(cmd, "run")) return lctx::cli::cmd_run(argc - 2, argv + 2);
+    if (!std::strcmp(cmd, "heads")) return lctx::cli::cmd_heads(argc - 2, argv + 2);
     if (!std::strcmp(cmd, "version") || !std::strcmp(cmd, "--version")) {
         std::printf("%s\n", lctx_build_info());
         return 0;

@@ -4,6 +4,7 @@
 // then runs the column-sum pass over (KV head, key range) items so that each
 // column has one writer. attention_ref is the naive materialised version.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <vector>
 
@@ -14,8 +15,18 @@
 namespace lctx::cpu {
 namespace {
 
-constexpr int64_t kQueryBlock = 16;
-constexpr int64_t kMinKeysPerSplit = 1024;
+constexpr int64_t kMinQueryBlock = 16, kMaxQueryBlock = 128;
+constexpr int64_t kMinKeysPerSplit = 512;
+
+// Items claimed one at a time from a shared counter (costs differ: causal
+// query blocks see more keys the later they are).
+template <class Fn>
+void for_each_item_dynamic(ThreadPool &pool, int64_t n_items, const Fn &fn) {
+    std::atomic<int64_t> next{0};
+    pool.parallel_for(std::min<int64_t>(pool.size(), n_items), [&](int64_t, int64_t, int) {
+        for (int64_t item; (item = next.fetch_add(1, std::memory_order_relaxed)) < n_items;) fn(item);
+    });
+}
 
 void check(const AttentionArgs &a) {
     if (a.n_q < 0 || a.n_kv < 0) fail(LCTX_ERR_INVALID_ARG, "attention: negative sizes");
@@ -31,6 +42,11 @@ void check(const AttentionArgs &a) {
              static_cast<long long>(a.ldq), static_cast<long long>(a.ldo), static_cast<long long>(a.ld_kv));
 }
 
+float *grow(std::vector<float> &v, size_t n) {
+    if (v.size() < n) v.resize(n);
+    return v.data();
+}
+
 float scale_of(const AttentionArgs &a) {
     return a.scale != 0.0f ? a.scale : 1.0f / std::sqrt(static_cast<float>(a.head_dim));
 }
@@ -43,28 +59,36 @@ void attention(ThreadPool &pool, const AttentionArgs &a) {
     const KernelTable &kt = active_kernels();
     const float scale = scale_of(a);
     const int ng = a.n_head / a.n_head_kv, hd = a.head_dim;
-    const int64_t n_qb = (a.n_q + kQueryBlock - 1) / kQueryBlock;
+    // Large query blocks (the tiled kernel transposes each key block once per
+    // call), but at least 4 items per thread.
+    const int64_t want_items = 4 * pool.size();
+    int64_t qblock = kMaxQueryBlock;
+    while (qblock > kMinQueryBlock && a.n_head_kv * ((a.n_q + qblock - 1) / qblock) < want_items) qblock /= 2;
+    const int64_t n_qb = (a.n_q + qblock - 1) / qblock;
     const int64_t base_items = a.n_head_kv * n_qb;
     int64_t n_split = 1;
-    if (base_items < 2 * pool.size() && a.n_kv >= 2 * kMinKeysPerSplit)
-        n_split = std::min((4 * pool.size() + base_items - 1) / base_items, a.n_kv / kMinKeysPerSplit);
+    if (base_items < want_items && a.n_kv >= 2 * kMinKeysPerSplit)
+        n_split = std::min((want_items + base_items - 1) / base_items, a.n_kv / kMinKeysPerSplit);
 
     // Partial states, layout [split][kv head][query][head in group].
     const int64_t rows = a.n_q * a.n_head;
-    std::vector<float> po(static_cast<size_t>(n_split * rows * hd)), pm(n_split * rows), pl(n_split * rows);
+    // Every row of every item is written by attn_partial before the merge
+    // reads it, so the buffers are reused across calls without clearing
+    // (prefill: megabytes per layer).
+    thread_local std::vector<float> po_buf, pm_buf, pl_buf;
+    float *po = grow(po_buf, static_cast<size_t>(n_split * rows * hd));
+    float *pm = grow(pm_buf, static_cast<size_t>(n_split * rows)), *pl = grow(pl_buf, static_cast<size_t>(n_split * rows));
     const int64_t scratch_n = attn_scratch_floats(a);
-    pool.parallel_for(base_items * n_split, [&](int64_t b, int64_t e, int) {
+    // Later query blocks first: with causal positions they are the costly ones.
+    for_each_item_dynamic(pool, base_items * n_split, [&](int64_t item) {
         thread_local std::vector<float> scratch;
         if (static_cast<int64_t>(scratch.size()) < scratch_n) scratch.resize(scratch_n);
-        for (int64_t item = b; item < e; ++item) {
-            const int64_t s = item % n_split, qb = (item / n_split) % n_qb;
-            const int g = static_cast<int>(item / n_split / n_qb);
-            const int64_t i0 = qb * kQueryBlock, i1 = std::min(a.n_q, i0 + kQueryBlock);
-            const int64_t j0 = a.n_kv * s / n_split, j1 = a.n_kv * (s + 1) / n_split;
-            const int64_t r0 = (s * a.n_head_kv + g) * a.n_q * ng + i0 * ng;
-            kt.attn_partial(a, scale, g, i0, i1, j0, j1, po.data() + r0 * hd, pm.data() + r0, pl.data() + r0,
-                            scratch.data());
-        }
+        const int64_t s = item % n_split, qb = n_qb - 1 - (item / n_split) / a.n_head_kv;
+        const int g = static_cast<int>((item / n_split) % a.n_head_kv);
+        const int64_t i0 = qb * qblock, i1 = std::min(a.n_q, i0 + qblock);
+        const int64_t j0 = a.n_kv * s / n_split, j1 = a.n_kv * (s + 1) / n_split;
+        const int64_t r0 = (s * a.n_head_kv + g) * a.n_q * ng + i0 * ng;
+        kt.attn_partial(a, scale, g, i0, i1, j0, j1, po + r0 * hd, pm + r0, pl + r0, scratch.data());
     });
 
     // Merge splits, normalise, write out; keep the final (m, l) per [query][head].
@@ -84,7 +108,7 @@ void attention(ThreadPool &pool, const AttentionArgs &a) {
                     if (!(pl[idx(s)] > 0.0f)) continue;
                     const float f = std::exp(pm[idx(s)] - M);
                     L += pl[idx(s)] * f;
-                    const float *o = po.data() + idx(s) * hd;
+                    const float *o = po + idx(s) * hd;
                     for (int d = 0; d < hd; ++d) out[d] += o[d] * f;
                 }
                 if (L > 0.0f)

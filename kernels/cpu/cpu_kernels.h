@@ -20,6 +20,17 @@ const char *simd_variant();
 void matmul(ThreadPool &pool, const WeightView &W, const float *x, int64_t ldx, int64_t n_tok, float *y);
 void matmul_ref(const WeightView &W, const float *x, int64_t ldx, int64_t n_tok, float *y);
 
+// Several weights with the same n_cols applied to the same activations
+// (q/k/v, gate/up) as one pool job: y_j laid out as matmul's y for W_j.
+// Same results as one matmul per weight; fewer thread wake-ups and, for
+// prefill, the tokens are packed once.
+constexpr int kMaxMatmulJobs = 8;
+struct MatmulJob {
+    const WeightView *W;
+    float *y;
+};
+void matmul_multi(ThreadPool &pool, const MatmulJob *jobs, int n_jobs, const float *x, int64_t ldx, int64_t n_tok);
+
 // Row r of W as f32 (embedding lookup).
 void get_row(const WeightView &W, int64_t r, float *out);
 

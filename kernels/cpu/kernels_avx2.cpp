@@ -6,7 +6,8 @@
 namespace {
 struct V {
     static constexpr int W = 8;
-    static constexpr int NR = 6;    // 12 accumulators + 2 panel vectors + broadcast
+    static constexpr int MV = 2;   // GEMM: panel vectors x NR tokens (12 accumulators + 2 panel vectors + broadcast)
+    static constexpr int NR = 6;
     static constexpr const char *name = "avx2";
     using F = __m256;
     using I = __m256i;
@@ -24,6 +25,32 @@ struct V {
     static F sub(F a, F b) { return _mm256_sub_ps(a, b); }
     static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
     static F div(F a, F b) { return _mm256_div_ps(a, b); }
+    static F max(F a, F b) { return _mm256_max_ps(a, b); }
+    // dst[c * ldd + r] = src[r * lds + c] for an 8 x 8 tile: pairs of rows
+    // interleaved, then 4 x 4 blocks within 128-bit lanes, then the lanes.
+    static void transpose(const float *src, int64_t lds, float *dst, int64_t ldd) {
+        __m256 r[8], t[8];
+        for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + i * lds);
+        for (int i = 0; i < 8; i += 2) {
+            t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+            t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+        }
+        for (int i = 0; i < 8; i += 4) {   // r[i + m]: column 4L + m of rows i..i+3, in lane L
+            r[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+            r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+            r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+            r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+        }
+        for (int m = 0; m < 4; ++m) {
+            _mm256_storeu_ps(dst + m * ldd, _mm256_permute2f128_ps(r[m], r[4 + m], 0x20));
+            _mm256_storeu_ps(dst + (4 + m) * ldd, _mm256_permute2f128_ps(r[m], r[4 + m], 0x31));
+        }
+    }
+    static float hmax(F a) {
+        __m128 s = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+        s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+        return _mm_cvtss_f32(_mm_max_ss(s, _mm_movehdup_ps(s)));
+    }
     static float hsum(F a) {
         __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
         s = _mm_add_ps(s, _mm_movehl_ps(s, s));

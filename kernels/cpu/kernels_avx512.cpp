@@ -9,7 +9,8 @@
 namespace {
 struct V {
     static constexpr int W = 16;
-    static constexpr int NR = 12;   // 24 accumulators + 2 panel vectors + broadcast
+    static constexpr int MV = 4;   // GEMM: panel vectors x NR tokens (24 accumulators + 4 panel vectors + broadcast)
+    static constexpr int NR = 6;
     static constexpr const char *name = "avx512";
     using F = __m512;
     using I = __m512i;
@@ -25,6 +26,35 @@ struct V {
     static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
     static F div(F a, F b) { return _mm512_div_ps(a, b); }
     static float hsum(F a) { return _mm512_reduce_add_ps(a); }
+    static F max(F a, F b) { return _mm512_max_ps(a, b); }
+    // dst[c * ldd + r] = src[r * lds + c] for a 16 x 16 tile: pairs of rows
+    // interleaved, 4 x 4 blocks within 128-bit lanes, then a 4 x 4 transpose
+    // of the lanes.
+    static void transpose(const float *src, int64_t lds, float *dst, int64_t ldd) {
+        __m512 r[16], t[16];
+        for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * lds);
+        for (int i = 0; i < 16; i += 2) {
+            t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+            t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+        }
+        for (int i = 0; i < 16; i += 4) {   // r[i + m]: column 4L + m of rows i..i+3, in lane L
+            r[i] = _mm512_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+            r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+            r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+            r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+        }
+        for (int m = 0; m < 4; ++m) {   // column 4L + m = lanes L of r[m], r[4 + m], r[8 + m], r[12 + m]
+            const __m512 v0 = _mm512_shuffle_f32x4(r[m], r[4 + m], _MM_SHUFFLE(1, 0, 1, 0));
+            const __m512 v1 = _mm512_shuffle_f32x4(r[m], r[4 + m], _MM_SHUFFLE(3, 2, 3, 2));
+            const __m512 v2 = _mm512_shuffle_f32x4(r[8 + m], r[12 + m], _MM_SHUFFLE(1, 0, 1, 0));
+            const __m512 v3 = _mm512_shuffle_f32x4(r[8 + m], r[12 + m], _MM_SHUFFLE(3, 2, 3, 2));
+            _mm512_storeu_ps(dst + m * ldd, _mm512_shuffle_f32x4(v0, v2, _MM_SHUFFLE(2, 0, 2, 0)));
+            _mm512_storeu_ps(dst + (4 + m) * ldd, _mm512_shuffle_f32x4(v0, v2, _MM_SHUFFLE(3, 1, 3, 1)));
+            _mm512_storeu_ps(dst + (8 + m) * ldd, _mm512_shuffle_f32x4(v1, v3, _MM_SHUFFLE(2, 0, 2, 0)));
+            _mm512_storeu_ps(dst + (12 + m) * ldd, _mm512_shuffle_f32x4(v1, v3, _MM_SHUFFLE(3, 1, 3, 1)));
+        }
+    }
+    static float hmax(F a) { return _mm512_reduce_max_ps(a); }
     static I u8(const uint8_t *p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p))); }
     static I i8(const int8_t *p) { return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p))); }
     static I andi(I a, int m) { return _mm512_and_si512(a, _mm512_set1_epi32(m)); }
@@ -58,7 +88,11 @@ struct V {
 } // namespace
 
 #include "simd_impl.h"
+#include "gemv_avx512.h"
 
 namespace lctx::cpu {
-const KernelTable &kernel_table_avx512() { return kTable; }
+const KernelTable &kernel_table_avx512() {
+    static const KernelTable table = make_table_avx512();
+    return table;
+}
 } // namespace lctx::cpu

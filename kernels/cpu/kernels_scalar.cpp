@@ -8,6 +8,7 @@
 namespace {
 struct V {
     static constexpr int W = 1;
+    static constexpr int MV = 2;   // GEMM: panel vectors x NR tokens
     static constexpr int NR = 4;
     static constexpr const char *name = "scalar";
     using F = float;
@@ -23,7 +24,11 @@ struct V {
     static F sub(F a, F b) { return a - b; }
     static F mul(F a, F b) { return a * b; }
     static F div(F a, F b) { return a / b; }
+    static F max(F a, F b) { return a > b ? a : b; }
     static float hsum(F a) { return a; }
+    static float hmax(F a) { return a; }
+    // dst[c * ldd + r] = src[r * lds + c] for a W x W tile.
+    static void transpose(const float *src, int64_t lds, float *dst, int64_t ldd) { (void)lds, (void)ldd, *dst = *src; }
     static I u8(const uint8_t *p) { return *p; }
     static I i8(const int8_t *p) { return *p; }
     static I andi(I a, int m) { return a & m; }

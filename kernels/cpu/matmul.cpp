@@ -2,6 +2,7 @@
 // row-at-a-time for a few tokens, packed-panel GEMM for prefill) and how
 // their work is split over the pool; the arithmetic is in simd_impl.h.
 #include <algorithm>
+#include <cstdint>
 #include <cmath>
 #include <vector>
 
@@ -39,6 +40,14 @@ float *scratch(std::vector<float> &v, size_t n) {
     return v.data();
 }
 
+// 64-byte aligned: the GEMM micro-kernel's panel loads must not split cache
+// lines (measured: 15% of its speed).
+float *scratch_aligned(std::vector<float> &v, size_t n) {
+    if (v.size() < n + 16) v.resize(n + 16);
+    const uintptr_t p = reinterpret_cast<uintptr_t>(v.data());
+    return reinterpret_cast<float *>((p + 63) & ~static_cast<uintptr_t>(63));
+}
+
 // Rows [r0, r1) of W, one row dequantized at a time, dotted with every token.
 void rows_dot(const KernelTable &kt, const WeightView &W, const float *x, int64_t ldx, int64_t n_tok, float *y,
               int64_t r0, int64_t r1) {
@@ -50,30 +59,51 @@ void rows_dot(const KernelTable &kt, const WeightView &W, const float *x, int64_
     }
 }
 
-void gemv(ThreadPool &pool, const KernelTable &kt, const WeightView &W, const float *x, float *y) {
-    std::vector<float> xbsum(W.n_cols / 32 + 1);
-    if (W.n_cols % 32 == 0)
-        for (int64_t b = 0; b < W.n_cols / 32; ++b) {
-            float s = 0.0f;
-            for (int j = 0; j < 32; ++j) s += x[b * 32 + j];
-            xbsum[b] = s;
+// Block sums of x for the Q4_1 min term (n_cols % 32 == 0 for every 32-block type).
+void block_sums(const float *x, int64_t n, float *xbsum) {
+    for (int64_t b = 0; b < n / 32; ++b) {
+        float s = 0.0f;
+        for (int j = 0; j < 32; ++j) s += x[b * 32 + j];
+        xbsum[b] = s;
+    }
+}
+
+// One token: rows of all jobs in chunks of kGemvChunk (a chunk never spans
+// two jobs), one pool job for all of them.
+constexpr int64_t kGemvChunk = 16;
+
+void gemv_multi(ThreadPool &pool, const KernelTable &kt, const MatmulJob *jobs, int n_jobs, const float *x) {
+    const int64_t K = jobs[0].W->n_cols;
+    thread_local std::vector<float> xbsum_buf;
+    float *xbsum = scratch(xbsum_buf, static_cast<size_t>(K / 32 + 1));
+    block_sums(x, K % 32 == 0 ? K : 0, xbsum);
+    int64_t first[kMaxMatmulJobs + 1];
+    first[0] = 0;
+    for (int j = 0; j < n_jobs; ++j) first[j + 1] = first[j] + (jobs[j].W->n_rows + kGemvChunk - 1) / kGemvChunk;
+    pool.parallel_for(first[n_jobs], [&](int64_t b, int64_t e, int) {
+        int j = 0;
+        for (int64_t c = b; c < e;) {
+            while (c >= first[j + 1]) ++j;
+            const WeightView &W = *jobs[j].W;
+            const int64_t c1 = std::min(e, first[j + 1]);   // chunks of job j in this range
+            const int64_t r0 = (c - first[j]) * kGemvChunk, r1 = std::min(W.n_rows, (c1 - first[j]) * kGemvChunk);
+            if (!kt.gemv(W.type, W.row(r0), W.row_bytes, r1 - r0, W.n_cols, x, xbsum, jobs[j].y + r0))
+                rows_dot(kt, W, x, W.n_cols, 1, jobs[j].y, r0, r1);
+            c = c1;
         }
-    const int64_t chunk = 16;   // rows per work unit, so threads stay balanced
-    pool.parallel_for((W.n_rows + chunk - 1) / chunk, [&](int64_t b, int64_t e, int) {
-        const int64_t r0 = b * chunk, r1 = std::min(W.n_rows, e * chunk);
-        if (!kt.gemv(W.type, W.row(r0), W.row_bytes, r1 - r0, W.n_cols, x, xbsum.data(), y + r0))
-            rows_dot(kt, W, x, W.n_cols, 1, y, r0, r1);
     });
 }
 
-void gemm(ThreadPool &pool, const KernelTable &kt, const WeightView &W, const float *x, int64_t ldx,
-          int64_t n_tok, float *y) {
-    const int64_t K = W.n_cols, MR = kt.mr, NR = kt.nr;
-    const int64_t n_panels = (W.n_rows + MR - 1) / MR, n_tiles = (n_tok + NR - 1) / NR;
+// Prefill: tokens packed once for all jobs, then (job, panel, token chunk)
+// items in one pool job; consecutive items share a panel.
+void gemm_multi(ThreadPool &pool, const KernelTable &kt, const MatmulJob *jobs, int n_jobs, const float *x,
+                int64_t ldx, int64_t n_tok) {
+    const int64_t K = jobs[0].W->n_cols, MR = kt.mr, NR = kt.nr;
+    const int64_t n_tiles = (n_tok + NR - 1) / NR;
 
-    // Tokens packed once per call, tile by tile: xp[tile][k][t] (zero-padded).
+    // Tokens packed tile by tile: xp[tile][k][t] (zero-padded).
     thread_local std::vector<float> xp_buf;
-    float *xp = scratch(xp_buf, static_cast<size_t>(n_tiles * K * NR));
+    float *xp = scratch_aligned(xp_buf, static_cast<size_t>(n_tiles * K * NR));
     pool.parallel_for(n_tiles, [&](int64_t b, int64_t e, int) {
         for (int64_t tile = b; tile < e; ++tile) {
             float *dst = xp + tile * K * NR;
@@ -87,26 +117,37 @@ void gemm(ThreadPool &pool, const KernelTable &kt, const WeightView &W, const fl
         }
     });
 
-    // Work items: (panel, token chunk), consecutive items share a panel. Token
-    // chunks only when there are too few panels to keep every thread busy.
-    const int64_t want = 2 * pool.size();
-    const int64_t n_chunks = n_panels >= want ? 1 : std::min(n_tiles, (want + n_panels - 1) / n_panels);
+    // Token chunks when the panels alone would leave threads idle: the items
+    // (split evenly, in order) should be many or a multiple of the threads
+    // (9 panels on 2 threads would leave one thread a tenth idle).
+    int64_t n_panels = 0;
+    for (int j = 0; j < n_jobs; ++j) n_panels += (jobs[j].W->n_rows + MR - 1) / MR;
+    const int64_t n_thr = pool.size();
+    int64_t n_chunks = 1;
+    while (n_chunks < n_tiles && (n_panels * n_chunks) % n_thr != 0 && n_panels * n_chunks < 16 * n_thr) ++n_chunks;
+    int64_t first[kMaxMatmulJobs + 1];   // first panel of each job
+    first[0] = 0;
+    for (int j = 0; j < n_jobs; ++j) first[j + 1] = first[j] + (jobs[j].W->n_rows + MR - 1) / MR;
+
     pool.parallel_for(n_panels * n_chunks, [&](int64_t b, int64_t e, int) {
         thread_local std::vector<float> panel_buf, rows_buf;
-        float *panel = scratch(panel_buf, static_cast<size_t>(MR * K));
+        float *panel = scratch_aligned(panel_buf, static_cast<size_t>(MR * K));
         float *rows = scratch(rows_buf, static_cast<size_t>(MR * K));
         int64_t packed = -1;
+        int j = 0;
         for (int64_t item = b; item < e; ++item) {
-            const int64_t p = item / n_chunks, c = item % n_chunks;
-            const int64_t r0 = p * MR, n_r = std::min(MR, W.n_rows - r0);
-            if (packed != p) {   // dequantize MR rows, then transpose into panel[k][r]
+            const int64_t gp = item / n_chunks, c = item % n_chunks;
+            while (gp >= first[j + 1]) ++j;
+            const WeightView &W = *jobs[j].W;
+            float *y = jobs[j].y;
+            const int64_t r0 = (gp - first[j]) * MR, n_r = std::min(MR, W.n_rows - r0);
+            if (packed != gp) {   // dequantize MR rows, then transpose into panel[k][r]
                 for (int64_t r = 0; r < n_r; ++r) dequant(kt, W, r0 + r, rows + r * K);
-                for (int64_t k0 = 0; k0 < K; k0 += 64) {
-                    const int64_t k1 = std::min(K, k0 + 64);
-                    for (int64_t r = 0; r < MR; ++r)
-                        for (int64_t k = k0; k < k1; ++k) panel[k * MR + r] = r < n_r ? rows[r * K + k] : 0.0f;
-                }
-                packed = p;
+                // Contiguous writes; the MR rows' current lines stay in L1.
+                for (int64_t r = n_r; r < MR; ++r) std::fill(rows + r * K, rows + (r + 1) * K, 0.0f);
+                for (int64_t k = 0; k < K; ++k)
+                    for (int64_t r = 0; r < MR; ++r) panel[k * MR + r] = rows[r * K + k];
+                packed = gp;
             }
             const int64_t t0 = n_tiles * c / n_chunks, t1 = n_tiles * (c + 1) / n_chunks;
             for (int64_t k0 = 0; k0 < K; k0 += kKc) {
@@ -123,22 +164,40 @@ void gemm(ThreadPool &pool, const KernelTable &kt, const WeightView &W, const fl
 
 } // namespace
 
-void matmul(ThreadPool &pool, const WeightView &W, const float *x, int64_t ldx, int64_t n_tok, float *y) {
-    check_weight(W, "matmul");
+void matmul_multi(ThreadPool &pool, const MatmulJob *jobs, int n_jobs, const float *x, int64_t ldx, int64_t n_tok) {
+    if (n_jobs < 1 || n_jobs > kMaxMatmulJobs || !jobs)
+        fail(LCTX_ERR_INVALID_ARG, "matmul: %d weights in one call (1 to %d)", n_jobs, kMaxMatmulJobs);
+    for (int j = 0; j < n_jobs; ++j) {
+        if (!jobs[j].W) fail(LCTX_ERR_INVALID_ARG, "matmul: null weight");
+        check_weight(*jobs[j].W, "matmul");
+        if (jobs[j].W->n_cols != jobs[0].W->n_cols)
+            fail(LCTX_ERR_INVALID_ARG, "matmul: weights of %lld and %lld columns share one input",
+                 static_cast<long long>(jobs[0].W->n_cols), static_cast<long long>(jobs[j].W->n_cols));
+    }
     if (n_tok <= 0) return;
-    if (!x || !y || ldx < W.n_cols)
+    for (int j = 0; j < n_jobs; ++j)
+        if (!jobs[j].y) fail(LCTX_ERR_INVALID_ARG, "matmul: null output");
+    if (!x || ldx < jobs[0].W->n_cols)
         fail(LCTX_ERR_INVALID_ARG, "matmul: bad activations (ldx %lld < %lld columns or null pointer)",
-             static_cast<long long>(ldx), static_cast<long long>(W.n_cols));
+             static_cast<long long>(ldx), static_cast<long long>(jobs[0].W->n_cols));
     const KernelTable &kt = active_kernels();
     if (n_tok == 1) {
-        gemv(pool, kt, W, x, y);
+        gemv_multi(pool, kt, jobs, n_jobs, x);
     } else if (n_tok < kMinGemmTokens) {
-        pool.parallel_for((W.n_rows + 15) / 16, [&](int64_t b, int64_t e, int) {
-            rows_dot(kt, W, x, ldx, n_tok, y, b * 16, std::min(W.n_rows, e * 16));
-        });
+        for (int j = 0; j < n_jobs; ++j) {
+            const WeightView &W = *jobs[j].W;
+            pool.parallel_for((W.n_rows + 15) / 16, [&](int64_t b, int64_t e, int) {
+                rows_dot(kt, W, x, ldx, n_tok, jobs[j].y, b * 16, std::min(W.n_rows, e * 16));
+            });
+        }
     } else {
-        gemm(pool, kt, W, x, ldx, n_tok, y);
+        gemm_multi(pool, kt, jobs, n_jobs, x, ldx, n_tok);
     }
+}
+
+void matmul(ThreadPool &pool, const WeightView &W, const float *x, int64_t ldx, int64_t n_tok, float *y) {
+    const MatmulJob job{&W, y};
+    matmul_multi(pool, &job, 1, x, ldx, n_tok);
 }
 
 void matmul_ref(const WeightView &W, const float *x, int64_t ldx, int64_t n_tok, float *y) {

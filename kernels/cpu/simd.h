@@ -48,8 +48,12 @@ struct KernelTable {
 
 // Keys per block in the attention kernels; scratch needed per call.
 constexpr int64_t kAttnKeyBlock = 64;
+// The tiled kernel (many rows) needs K transposed (head_dim x block), a
+// 6-row score tile and an aligned copy of the V block (rows padded to 16
+// floats), all 64-byte aligned; the key-at-a-time kernel needs less.
 inline int64_t attn_scratch_floats(const AttentionArgs &a) {
-    return 2 * kAttnKeyBlock + 2 * static_cast<int64_t>(a.head_dim) + 64;
+    const int64_t hd = a.head_dim, hd_pad = (hd + 15) / 16 * 16;
+    return (hd + 6 + hd_pad) * kAttnKeyBlock + 16 + 2 * kAttnKeyBlock + 2 * hd + 64;
 }
 
 const KernelTable &kernel_table_scalar();

@@ -182,6 +182,7 @@ inline float row_dot_q32(const uint8_t *w, const float *x, const float *xbsum, i
     int64_t b = 0;
     for (; b + 2 <= nb; b += 2) {
         const uint8_t *b0 = w + b * BYTES, *b1 = b0 + BYTES;
+        __builtin_prefetch(b0 + 2048);   // weights stream from DRAM: see gemv_avx512.h
         acc0 = V::fmadd(V::set1(V::h2f(rd16(b0))), block_dot_q32<T>(b0, x + b * 32), acc0);
         acc1 = V::fmadd(V::set1(V::h2f(rd16(b1))), block_dot_q32<T>(b1, x + b * 32 + 32), acc1);
         if constexpr (T == GgmlType::Q4_1) {
@@ -233,46 +234,47 @@ bool gemv(GgmlType t, const uint8_t *w, size_t row_bytes, int64_t n_rows, int64_
 }
 
 // ---- GEMM micro-kernel -------------------------------------------------------
-// MR = 2 vectors of weight rows (packed panel[k * MR + r]) times NR tokens
-// (packed xp[k * NR + t]): 2 * NR accumulators stay in registers; per k, two
-// vector loads and NR broadcasts feed 2 * NR FMAs.
-constexpr int MR = 2 * W;
+// MR = MV vectors of weight rows (packed panel[k * MR + r]) times NR tokens
+// (packed xp[k * NR + t]): MV * NR accumulators stay in registers; per k, MV
+// vector loads and NR broadcasts feed MV * NR FMAs.
+constexpr int MV = V::MV;
+constexpr int MR = MV * W;
 constexpr int NR = V::NR;
 
 void gemm(const float *panel, const float *xp, int64_t kc, int n_tok, float *y, int64_t ldy, int rows,
           bool accumulate) {
-    F c0[NR], c1[NR];
+    F c[NR][MV];
 #pragma GCC unroll 32
-    for (int t = 0; t < NR; ++t) c0[t] = c1[t] = V::zero();
+    for (int t = 0; t < NR; ++t)
+#pragma GCC unroll 4
+        for (int v = 0; v < MV; ++v) c[t][v] = V::zero();
     for (int64_t k = 0; k < kc; ++k) {
-        const F a0 = V::load(panel + k * MR), a1 = V::load(panel + k * MR + W);
+        F a[MV];
+#pragma GCC unroll 4
+        for (int v = 0; v < MV; ++v) a[v] = V::load(panel + k * MR + v * W);
         const float *xk = xp + k * NR;
 #pragma GCC unroll 32
         for (int t = 0; t < NR; ++t) {
             const F b = V::set1(xk[t]);
-            c0[t] = V::fmadd(a0, b, c0[t]);
-            c1[t] = V::fmadd(a1, b, c1[t]);
+#pragma GCC unroll 4
+            for (int v = 0; v < MV; ++v) c[t][v] = V::fmadd(a[v], b, c[t][v]);
         }
     }
 #pragma GCC unroll 32
     for (int t = 0; t < NR; ++t) {
         if (t >= n_tok) break;
         float *yt = y + t * ldy;
-        if (rows == MR) {
-            if (accumulate) {
-                c0[t] = V::add(c0[t], V::load(yt));
-                c1[t] = V::add(c1[t], V::load(yt + W));
+#pragma GCC unroll 4
+        for (int v = 0; v < MV; ++v) {
+            const int n = rows - v * W;
+            if (n <= 0) break;
+            if (n >= W) {
+                if (accumulate) c[t][v] = V::add(c[t][v], V::load(yt + v * W));
+                V::store(yt + v * W, c[t][v]);
+            } else {
+                if (accumulate) c[t][v] = V::add(c[t][v], V::load_n(yt + v * W, n));
+                V::store_n(yt + v * W, c[t][v], n);
             }
-            V::store(yt, c0[t]);
-            V::store(yt + W, c1[t]);
-        } else {
-            const int r0 = rows < W ? rows : W, r1 = rows - r0;
-            if (accumulate) {
-                c0[t] = V::add(c0[t], V::load_n(yt, r0));
-                if (r1 > 0) c1[t] = V::add(c1[t], V::load_n(yt + W, r1));
-            }
-            V::store_n(yt, c0[t], r0);
-            if (r1 > 0) V::store_n(yt + W, c1[t], r1);
         }
     }
 }
@@ -390,9 +392,23 @@ inline void scaled_query(const AttentionArgs &a, int64_t i, int h, float scale, 
     for (int d = 0; d < a.head_dim; ++d) qs[d] = q[d] * scale;
 }
 
+} // namespace
+
+#include "simd_attn_tiled.h"
+
+namespace {
+
+// Few rows (decode: one query, the heads of a group): key-at-a-time dots,
+// no transposed copy of K. Many rows: the tiled kernel.
+constexpr int64_t kTiledMinRows = 8;
+
 void attn_partial(const AttentionArgs &a, float scale, int g, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
                   float *o, float *m, float *l, float *scratch) {
     const int ng = a.n_head / a.n_head_kv, hd = a.head_dim;
+    if ((i1 - i0) * ng >= kTiledMinRows) {
+        attn_partial_tiled(a, scale, g, i0, i1, j0, j1, o, m, l, scratch);
+        return;
+    }
     const float *kg = a.k + g * a.kv_head_stride, *vg = a.v + g * a.kv_head_stride;
     const int64_t rows = (i1 - i0) * ng;
     for (int64_t r = 0; r < rows; ++r) {

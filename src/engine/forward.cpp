@@ -5,6 +5,7 @@
 #include "engine/forward.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "common/error.h"
@@ -33,7 +34,35 @@ void norm_rows(cpu::ThreadPool &pool, const float *x, const WeightView &w, float
     });
 }
 
+// Profiling laps: lap(op) charges the time since the previous lap to op.
+// Without a profile it is one predictable branch.
+struct Laps {
+    ForwardProfile *p;
+    std::chrono::steady_clock::time_point t0;
+    explicit Laps(ForwardProfile *prof) : p(prof) {
+        if (p) t0 = std::chrono::steady_clock::now();
+    }
+    void lap(ForwardProfile::Op op) {
+        if (!p) return;
+        const auto t = std::chrono::steady_clock::now();
+        p->seconds[op] += std::chrono::duration<double>(t - t0).count();
+        t0 = t;
+    }
+};
+
 } // namespace
+
+const char *ForwardProfile::name(int op) {
+    static const char *const names[N_OPS] = {"embed",       "norm",   "qkv",       "rope",     "kv_store", "attention",
+                                             "attn_output", "ffn_gate_up", "swiglu", "ffn_down", "residual", "output"};
+    return op >= 0 && op < N_OPS ? names[op] : "?";
+}
+
+double ForwardProfile::total() const {
+    double t = 0.0;
+    for (double s : seconds) t += s;
+    return t;
+}
 
 Forward::Forward(const Model &model, cpu::ThreadPool &pool) : model_(model), pool_(pool) {}
 
@@ -69,6 +98,8 @@ void Forward::run(const int32_t *tokens, const int32_t *pos, int64_t n, KvCache 
             case LogitsMode::ALL: logits.assign(static_cast<size_t>(n * V), 0.0f); break;
         }
         ForwardHooks *hooks = opt.hooks;
+        Laps laps(opt.profile);
+        if (opt.profile) opt.profile->tokens += n;
         std::vector<std::vector<float>> *col_sums = hooks ? hooks->col_sums : nullptr;
         if (col_sums) {
             col_sums->assign(static_cast<size_t>(n_layers), {});
@@ -90,6 +121,7 @@ void Forward::run(const int32_t *tokens, const int32_t *pos, int64_t n, KvCache 
             const int64_t nb = std::min(kSubBatch, n - b0);
             const int64_t n_kv = base + b0 + nb;   // slots filled once this sub-batch is stored
             for (int64_t t = 0; t < nb; ++t) cpu::get_row(model_.tok_embd(), tokens[b0 + t], x_.data() + t * E);
+            laps.lap(ForwardProfile::EMBED);
 
             for (int32_t l = 0; l < n_layers; ++l) {
                 if (opt.keep_going && !opt.keep_going()) fail(LCTX_ERR_CANCELLED, "forward pass cancelled");
@@ -97,12 +129,16 @@ void Forward::run(const int32_t *tokens, const int32_t *pos, int64_t n, KvCache 
 
                 // --- attention
                 norm_rows(pool_, x_.data(), L.attn_norm, xn_.data(), nb, E, hp.rms_eps);
-                cpu::matmul(pool_, L.wq, xn_.data(), E, nb, q_.data());
-                cpu::matmul(pool_, L.wk, xn_.data(), E, nb, k_.data());
-                cpu::matmul(pool_, L.wv, xn_.data(), E, nb, v_.data());
+                laps.lap(ForwardProfile::NORM);
+                const cpu::MatmulJob qkv[3] = {{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}};
+                cpu::matmul_multi(pool_, qkv, 3, xn_.data(), E, nb);
+                laps.lap(ForwardProfile::QKV);
                 if (hooks && hooks->on_qkv) hooks->on_qkv(l, q_.data(), k_.data(), v_.data(), nb);
-                cpu::rope(hp, q_.data(), Q, nb, hp.n_head, pos + b0);
-                cpu::rope(hp, k_.data(), KV, nb, hp.n_head_kv, pos + b0);
+                pool_.parallel_for(nb, [&](int64_t t0, int64_t t1, int) {
+                    cpu::rope(hp, q_.data() + t0 * Q, Q, t1 - t0, hp.n_head, pos + b0 + t0);
+                    cpu::rope(hp, k_.data() + t0 * KV, KV, t1 - t0, hp.n_head_kv, pos + b0 + t0);
+                });
+                laps.lap(ForwardProfile::ROPE);
 
                 // Store into the cache, head-major: keys(l) + h * head_stride + slot * D.
                 for (int32_t h = 0; h < H_kv; ++h) {
@@ -113,6 +149,7 @@ void Forward::run(const int32_t *tokens, const int32_t *pos, int64_t n, KvCache 
                         std::memcpy(vc + t * D, v_.data() + t * KV + h * D, D * sizeof(float));
                     }
                 }
+                laps.lap(ForwardProfile::KV_STORE);
 
                 cpu::AttentionArgs a;
                 a.q = q_.data();
@@ -145,16 +182,26 @@ void Forward::run(const int32_t *tokens, const int32_t *pos, int64_t n, KvCache 
                     for (int32_t h = 0; h < H_kv; ++h)
                         add_into(dst.data() + h * (base + n), cols.data() + h * n_kv, n_kv);
                 }
+                laps.lap(ForwardProfile::ATTENTION);
                 cpu::matmul(pool_, L.wo, attn_.data(), Q, nb, xn_.data());
+                laps.lap(ForwardProfile::ATTN_OUT);
                 add_into(x_.data(), xn_.data(), nb * E);
+                laps.lap(ForwardProfile::RESIDUAL);
 
                 // --- MLP
                 norm_rows(pool_, x_.data(), L.ffn_norm, xn_.data(), nb, E, hp.rms_eps);
-                cpu::matmul(pool_, L.ffn_gate, xn_.data(), E, nb, gate_.data());
-                cpu::matmul(pool_, L.ffn_up, xn_.data(), E, nb, up_.data());
-                cpu::swiglu(gate_.data(), up_.data(), tmp_.data(), nb * F);
+                laps.lap(ForwardProfile::NORM);
+                const cpu::MatmulJob gate_up[2] = {{&L.ffn_gate, gate_.data()}, {&L.ffn_up, up_.data()}};
+                cpu::matmul_multi(pool_, gate_up, 2, xn_.data(), E, nb);
+                laps.lap(ForwardProfile::FFN_GATE_UP);
+                pool_.parallel_for(nb, [&](int64_t t0, int64_t t1, int) {
+                    cpu::swiglu(gate_.data() + t0 * F, up_.data() + t0 * F, tmp_.data() + t0 * F, (t1 - t0) * F);
+                });
+                laps.lap(ForwardProfile::SWIGLU);
                 cpu::matmul(pool_, L.ffn_down, tmp_.data(), F, nb, attn_.data());
+                laps.lap(ForwardProfile::FFN_DOWN);
                 add_into(x_.data(), attn_.data(), nb * E);
+                laps.lap(ForwardProfile::RESIDUAL);
 
                 if (hooks && hooks->on_hidden) hooks->on_hidden(l, x_.data(), nb);
             }
@@ -174,6 +221,7 @@ void Forward::run(const int32_t *tokens, const int32_t *pos, int64_t n, KvCache 
             if (nr > 0) {
                 norm_rows(pool_, x_.data() + r0 * E, model_.output_norm(), xn_.data(), nr, E, hp.rms_eps);
                 cpu::matmul(pool_, model_.output(), xn_.data(), E, nr, dst);
+                laps.lap(ForwardProfile::OUTPUT);
             }
         }
     } catch (...) {

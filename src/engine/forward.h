@@ -33,6 +33,18 @@ struct ForwardHooks {
 
 enum class LogitsMode { NONE, LAST, ALL };
 
+// Optional per-op wall-clock breakdown (lctx bench --profile). Times are
+// added to seconds[op] across calls; with ForwardOptions::profile null the
+// forward pass reads no clock.
+struct ForwardProfile {
+    enum Op { EMBED, NORM, QKV, ROPE, KV_STORE, ATTENTION, ATTN_OUT, FFN_GATE_UP, SWIGLU, FFN_DOWN, RESIDUAL,
+              OUTPUT, N_OPS };
+    double seconds[N_OPS] = {};
+    int64_t tokens = 0;   // tokens forwarded while profiling
+    static const char *name(int op);
+    double total() const;
+};
+
 struct ForwardOptions {
     int32_t n_layers = -1;            // layers to run (early exit); -1: all
     LogitsMode logits = LogitsMode::LAST;
@@ -40,6 +52,7 @@ struct ForwardOptions {
     // Progress / cancellation between layers: return false to stop (the
     // batch's slots are then removed from the cache and Error CANCELLED thrown).
     std::function<bool()> keep_going;
+    ForwardProfile *profile = nullptr;   // optional, see ForwardProfile
 };
 
 class Forward {

@@ -5,6 +5,7 @@
 
 #include "common/error.h"
 #include "session/method_full.h"
+#include "session/method_reform.h"
 
 namespace lctx {
 
@@ -56,7 +57,11 @@ Session::Session(const Model &model, const lctx_session_params &params)
         pool_ = std::make_unique<cpu::ThreadPool>(std::max(1, n_threads));
         method_ = std::make_unique<FullMethod>(model, *pool_, n_ctx, n_batch);
         break;
-    case LCTX_METHOD_REFORM: case LCTX_METHOD_ILRE: case LCTX_METHOD_REATTENTION: case LCTX_METHOD_REFRESHKV:
+    case LCTX_METHOD_REFORM:
+        pool_ = std::make_unique<cpu::ThreadPool>(std::max(1, n_threads));
+        method_ = std::make_unique<ReformMethod>(model, *pool_, params);
+        break;
+    case LCTX_METHOD_ILRE: case LCTX_METHOD_REATTENTION: case LCTX_METHOD_REFRESHKV:
     case LCTX_METHOD_TRUNCATE: case LCTX_METHOD_STREAMING: case LCTX_METHOD_H2O: case LCTX_METHOD_TOVA:
     case LCTX_METHOD_SNAPKV: case LCTX_METHOD_INFINIPOT: case LCTX_METHOD_INFLLM:
         fail(LCTX_ERR_UNSUPPORTED, "method '%s' is not implemented yet in this version of lctx",
@@ -132,6 +137,23 @@ void Session::recompute(const Selection &selection) {
     has_logits_ = true;
     rng_seeded_ = false;
     stage_ = LCTX_STAGE_DECODING;
+}
+
+void Session::save_index(const std::string &path) {
+    auto *reform = dynamic_cast<ReformMethod *>(method_.get());
+    if (!reform) fail(LCTX_ERR_UNSUPPORTED, "lctx_index_save: only REFORM sessions have an index (this one is '%s')",
+                      method_name(params_.method));
+    expect_stage("lctx_index_save", {LCTX_STAGE_INDEXED, LCTX_STAGE_SELECTED, LCTX_STAGE_DECODING});
+    reform->save_index(path);
+}
+
+void Session::load_index(const std::string &path) {
+    auto *reform = dynamic_cast<ReformMethod *>(method_.get());
+    if (!reform) fail(LCTX_ERR_UNSUPPORTED, "lctx_session_load_index: only REFORM sessions have an index");
+    if (stage_ != LCTX_STAGE_FEEDING || method_->n_fed() != 0)
+        fail(LCTX_ERR_STATE, "lctx_session_load_index: the session has already read tokens");
+    reform->load_index(path, params_);
+    stage_ = LCTX_STAGE_INDEXED;
 }
 
 int32_t Session::decode(const lctx_sampling_params &sampling) {

@@ -34,6 +34,11 @@ public:
     uint64_t id() const { return id_; }
     const float *logits() const { return has_logits_ ? logits_.data() : nullptr; }
     void cancel() { cancel_.store(true); }
+    // REFORM index persistence (LCTX_ERR_UNSUPPORTED for other methods).
+    // load_index needs a new session and leaves it INDEXED.
+    void save_index(const std::string &path);
+    void load_index(const std::string &path);
+    Method &method() { return *method_; }
 
 private:
     void expect_stage(const char *call, std::initializer_list<lctx_stage> allowed) const;

@@ -1,0 +1,199 @@
+#!/usr/bin/env python3
+"""Side-by-side CPU benchmark of lctx and llama.cpp on the same GGUF.
+
+One command (from the repository root):
+
+    .venv/bin/python bench/run.py            # SmolLM2 Q4_1, all cores, 3 repeats
+
+Each repeat runs `lctx bench` and then bench/llama_cpp_bench.py (llama.cpp
+through llama-cpp-python) in fresh processes with the same thread count,
+prompt lengths and decode setting, so load from elsewhere hits both sides of a
+repeat alike. Reports min/median/max over the repeats and the ratio of the
+medians (lctx / llama.cpp), then one `lctx bench --profile` run for the
+per-op breakdown and the GEMM share of the FMA peak. Writes a Markdown report
+(default docs/results/bench-smollm2.md) and the raw JSON next to it.
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def sh(cmd, **kw):
+    r = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if r.returncode != 0:
+        sys.exit(f"failed ({r.returncode}): {' '.join(map(str, cmd))}\n{r.stderr[-2000:]}")
+    return r.stdout
+
+
+def machine():
+    info = {"platform": platform.platform(), "python": platform.python_version()}
+    try:
+        cpu = Path("/proc/cpuinfo").read_text()
+        info["cpu"] = next(l.split(":", 1)[1].strip() for l in cpu.splitlines() if l.startswith("model name"))
+        flags = next(l for l in cpu.splitlines() if l.startswith("flags")).split()
+        info["simd_flags"] = " ".join(f for f in flags if f.startswith(("avx512", "avx2", "fma", "amx", "avx_vnni")))
+    except (OSError, StopIteration):
+        pass
+    info["logical_cpus"] = os.cpu_count()
+    try:
+        mem = Path("/proc/meminfo").read_text().splitlines()[0].split()[1]
+        info["ram_gib"] = round(int(mem) / 2**20, 1)
+    except (OSError, IndexError, ValueError):
+        pass
+    return info
+
+
+def loadavg():
+    try:
+        return Path("/proc/loadavg").read_text().split()[:3]
+    except OSError:
+        return ["?"] * 3
+
+
+def stats(v):
+    return (min(v), statistics.median(v), max(v)) if v else (float("nan"),) * 3
+
+
+def main():
+    ap = argparse.ArgumentParser(description="lctx vs llama.cpp, same GGUF, same threads")
+    ap.add_argument("-m", "--model", default=str(ROOT / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"))
+    ap.add_argument("-t", "--threads", type=int, default=os.cpu_count())
+    ap.add_argument("-p", "--prompts", default="512,2048,8192")
+    ap.add_argument("--decode-ctx", type=int, default=8192)
+    ap.add_argument("-n", "--n-decode", type=int, default=32)
+    ap.add_argument("-r", "--repeats", type=int, default=3)
+    ap.add_argument("--lctx", default=None, help="lctx binary (default $LCTX_BUILD_DIR/tools/lctx, build/release)")
+    ap.add_argument("--python", default=None, help="Python with llama-cpp-python (default .venv/bin/python)")
+    ap.add_argument("--flash-attn", default="auto", choices=["auto", "on", "off"], help="llama.cpp setting")
+    ap.add_argument("--no-llama", action="store_true", help="measure lctx only")
+    ap.add_argument("--no-profile", action="store_true")
+    ap.add_argument("--reform", default="", help="REFORM encode lengths for lctx, e.g. 32768,131072")
+    ap.add_argument("--reform-baseline", action="store_true",
+                    help="also llama.cpp full prefill of each REFORM length, once (slow: hours at 128K on 2 cores)")
+    ap.add_argument("-o", "--out", default=str(ROOT / "docs" / "results" / "bench-smollm2.md"))
+    args = ap.parse_args()
+
+    build = Path(os.environ.get("LCTX_BUILD_DIR", ROOT / "build" / "release"))
+    lctx = Path(args.lctx) if args.lctx else (build if build.is_absolute() else ROOT / build) / "tools" / "lctx"
+    if not lctx.exists():
+        sys.exit(f"{lctx} not found: build lctx first (scripts/setup.sh) or pass --lctx")
+    py = args.python or str(ROOT / ".venv" / "bin" / "python")
+    if not Path(py).exists():
+        py = sys.executable
+    if not Path(args.model).exists():
+        sys.exit(f"model {args.model} not found (scripts/fetch-models.sh)")
+    common = ["-m", args.model, "-t", str(args.threads), "-p", args.prompts, "--decode-ctx", str(args.decode_ctx),
+              "-n", str(args.n_decode), "-r", "1"]
+    prompts = [int(x) for x in args.prompts.split(",")]
+
+    load_before = loadavg()
+    runs = {"lctx": [], "llama.cpp": []}
+    for r in range(args.repeats):
+        print(f"repeat {r + 1}/{args.repeats}: lctx", file=sys.stderr, flush=True)
+        reform = ["--reform", args.reform] if args.reform else []
+        runs["lctx"].append(json.loads(sh([str(lctx), "bench"] + common + reform)))
+        if not args.no_llama:
+            print(f"repeat {r + 1}/{args.repeats}: llama.cpp", file=sys.stderr, flush=True)
+            runs["llama.cpp"].append(json.loads(sh([py, str(ROOT / "bench" / "llama_cpp_bench.py"), "--flash-attn",
+                                                    args.flash_attn] + common)))
+    baseline = {}
+    if args.reform and args.reform_baseline and not args.no_llama:
+        for n in [int(x) for x in args.reform.split(",")]:
+            print(f"llama.cpp full prefill of {n} tokens (REFORM baseline)", file=sys.stderr, flush=True)
+            res = json.loads(sh([py, str(ROOT / "bench" / "llama_cpp_bench.py"), "-m", args.model, "-t",
+                                 str(args.threads), "-p", str(n), "--decode-ctx", "0", "-r", "1"]))
+            baseline[n] = res["prefill"][0]["tok_s"][0]
+    profile = None
+    if not args.no_profile:
+        print("profile run (lctx)", file=sys.stderr, flush=True)
+        profile = json.loads(sh([str(lctx), "bench", "--profile"] + common))
+    load_after = loadavg()
+
+    def series(engine, key):
+        out = []
+        for run in runs[engine]:
+            if key == "decode":
+                out += run.get("decode", {}).get("tok_s", [])
+            else:
+                out += next(p["tok_s"] for p in run["prefill"] if p["n_prompt"] == key)
+        return out
+
+    rows = [(f"prefill {p} tokens (tok/s)", p) for p in prompts]
+    if args.decode_ctx > 0:
+        rows.append((f"decode after {args.decode_ctx} tokens (tok/s)", "decode"))
+    table = []
+    for label, key in rows:
+        a = stats(series("lctx", key))
+        b = stats(series("llama.cpp", key)) if not args.no_llama else (float("nan"),) * 3
+        table.append((label, a, b, a[1] / b[1] if b[1] == b[1] and b[1] > 0 else float("nan")))
+    rss = (max(r["peak_rss_mib"] for r in runs["lctx"]),
+           max((r["peak_rss_mib"] for r in runs["llama.cpp"]), default=float("nan")))
+
+    m = machine()
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    f3 = lambda t: f"{t[0]:.1f} / {t[1]:.1f} / {t[2]:.1f}"
+    md = [f"# lctx vs llama.cpp: {Path(args.model).name}, {args.threads} threads", "",
+          f"Generated by `bench/run.py` on {now}; {args.repeats} repeats, each a fresh `lctx bench` and a fresh "
+          "llama.cpp process (same GGUF, same thread count, random token ids, logits of the last token only).", "",
+          "| measurement | lctx min / median / max | llama.cpp min / median / max | lctx / llama.cpp (medians) |",
+          "|---|---|---|---|"]
+    for label, a, b, ratio in table:
+        md.append(f"| {label} | {f3(a)} | {f3(b)} | **{ratio:.2f}x** |")
+    for n in [int(x) for x in args.reform.split(",")] if args.reform else []:
+        a = stats([v for run in runs["lctx"] for e in run.get("reform", []) if e["n_doc"] == n for v in e["tok_s"]])
+        b = baseline.get(n)
+        md.append(f"| REFORM encode {n} tokens vs llama.cpp full prefill (tok/s) | {f3(a)} | "
+                  + (f"{b:.1f} (one run) | **{a[1] / b:.2f}x** |" if b else "not measured | |"))
+    md.append(f"| peak RSS (MiB) | {rss[0]:.0f} | {rss[1]:.0f} (Python process) | |")
+    md += ["", "## Machine", ""]
+    for k, v in m.items():
+        md.append(f"- {k}: {v}")
+    md.append(f"- lctx: {runs['lctx'][0]['build']} (SIMD variant {runs['lctx'][0]['simd']})")
+    if runs["llama.cpp"]:
+        ll = runs["llama.cpp"][0]
+        md.append(f"- llama.cpp: {ll['engine']}; {ll['system_info']}; settings {json.dumps(ll['settings'])}")
+    md.append(f"- load average (1/5/15 min) before: {' '.join(load_before)}, after: {' '.join(load_after)} "
+              "(other work on the machine shows up here; repeats interleave the two engines)")
+    if profile and "profile" in profile:
+        pr = profile["profile"]
+        md += ["", "## Where lctx spends its time (`lctx bench --profile`, one run)", "",
+               f"Measured FMA peak (f32, all threads, tiny register-only loop): {profile['fma_peak_gflops']:.0f} GFLOP/s.", ""]
+        keys = [k for k in pr if k.startswith("prefill_")] + (["decode"] if "decode" in pr else [])
+        ops = [k for k in pr[keys[0]]["seconds"] if k not in ("total", "tokens")]
+        md.append("| op | " + " | ".join(keys) + " |")
+        md.append("|---|" + "---|" * len(keys))
+        for op in ops:
+            cells = []
+            for k in keys:
+                s = pr[k]["seconds"]
+                cells.append(f"{s[op]:.3f} s ({100 * s[op] / s['total']:.0f}%)")
+            md.append(f"| {op} | " + " | ".join(cells) + " |")
+        md.append("| total | " + " | ".join(f"{pr[k]['seconds']['total']:.3f} s" for k in keys) + " |")
+        md.append("")
+        for k in keys:
+            if k.startswith("prefill_"):
+                md.append(f"- {k}: matmuls at {pr[k]['matmul_gflops']:.0f} GFLOP/s = "
+                          f"{100 * pr[k]['matmul_peak_fraction']:.0f}% of the FMA peak")
+            else:
+                md.append(f"- decode: the weight matrices stream at {pr[k]['weight_gb_s']:.1f} GB/s")
+    if not args.reform:
+        md += ["", "REFORM encode throughput is not in this run: `bench/run.py --reform 32768,131072 "
+               "[--reform-baseline]` adds it (see bench/README.md).", ""]
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("\n".join(md))
+    out.with_suffix(".json").write_text(json.dumps({"runs": runs, "profile": profile, "machine": m, "reform_baseline": baseline,
+                                                     "load_before": load_before, "load_after": load_after}, indent=1))
+    print("\n".join(md))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,3 @@
+module github.com/lctx/lctx/bindings/go
+
+go 1.19

@@ -1,0 +1,224 @@
+package lctx
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+const doc = "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. " +
+	"One day, she saw a big red ball under a tree. "
+
+func root() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+func tinyModel(t *testing.T) *Model {
+	t.Helper()
+	path := os.Getenv("LCTX_TINY_MODEL")
+	if path == "" {
+		path = filepath.Join(root(), "..", "shared", "models", "stories260K.gguf")
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Skipf("tiny model not found at %s (set LCTX_TINY_MODEL)", path)
+	}
+	m, err := LoadModel(path, &ModelParams{Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	return m
+}
+
+// Every function of the header is called somewhere in this package.
+func TestWholeAPIIsReachable(t *testing.T) {
+	hdr, err := os.ReadFile(filepath.Join(root(), "include", "lctx.h"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := regexp.MustCompile(`LCTX_API\s+(?:LCTX_NODISCARD\s+)?[\w\s\*]+?\b(lctx_\w+)\s*\(`).FindAllStringSubmatch(string(hdr), -1)
+	var src strings.Builder
+	files, _ := filepath.Glob(filepath.Join(root(), "bindings", "go", "*.go"))
+	for _, f := range files {
+		if !strings.HasSuffix(f, "_test.go") {
+			b, _ := os.ReadFile(f)
+			src.Write(b)
+		}
+	}
+	if len(names) < 40 {
+		t.Fatalf("parsed only %d functions from lctx.h", len(names))
+	}
+	for _, n := range names {
+		if !strings.Contains(src.String(), "C."+n[1]+"(") {
+			t.Errorf("%s is not wrapped by the Go binding", n[1])
+		}
+	}
+}
+
+func TestErrors(t *testing.T) {
+	_, err := LoadModel("/nonexistent/x.gguf", nil)
+	var e *Error
+	if !errors.As(err, &e) || e.Status != ErrIO || !errors.Is(err, ErrIO) {
+		t.Fatalf("want an ErrIO *Error, got %v", err)
+	}
+	if !strings.Contains(e.Message, "/nonexistent/x.gguf") {
+		t.Errorf("message lacks the path: %q", e.Message)
+	}
+	if _, err := LoadModelFromMemory([]byte("not gguf"), nil); !errors.Is(err, ErrFormat) {
+		t.Errorf("want ErrFormat, got %v", err)
+	}
+	if Version() == "" || BuildInfo() == "" || VersionNumber() <= 0 || StatusString(ErrState) == "" {
+		t.Error("version or status text empty")
+	}
+}
+
+func TestTokenizer(t *testing.T) {
+	m := tinyModel(t)
+	if m.Architecture() != "llama" || m.NVocab() != 512 || m.NLayer() <= 0 {
+		t.Fatalf("unexpected model info %s %d %d", m.Architecture(), m.NVocab(), m.NLayer())
+	}
+	toks, err := m.Tokenize(doc, true, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if toks[0] != m.TokenBOS() {
+		t.Errorf("no BOS: %v", toks[:3])
+	}
+	text, err := m.Detokenize(toks, false)
+	if err != nil || strings.TrimSpace(text) != strings.TrimSpace(doc) {
+		t.Errorf("roundtrip: %q %v", text, err)
+	}
+	var joined []byte
+	for _, tk := range toks[1:] {
+		p, err := m.TokenToPiece(tk, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		joined = append(joined, p...)
+	}
+	if strings.TrimSpace(string(joined)) != strings.TrimSpace(doc) {
+		t.Errorf("pieces: %q", joined)
+	}
+	if _, err := m.TokenToPiece(Token(m.NVocab()+3), false); !errors.Is(err, ErrInvalidArg) {
+		t.Errorf("bad token: %v", err)
+	}
+	if v, ok := m.Meta("general.architecture"); !ok || v != "llama" {
+		t.Errorf("meta: %q %v", v, ok)
+	}
+	if _, ok := m.Meta("no.such.key"); ok {
+		t.Error("absent key found")
+	}
+	if _, err := m.ChatApply([]ChatMessage{{"user", "hi"}}, true); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("chat template: %v", err)
+	}
+	if p, s := m.PromptParts(); p != "" || s != "\n" {
+		t.Errorf("prompt parts %q %q", p, s)
+	}
+}
+
+func ask(t *testing.T, m *Model, q string) string {
+	s, err := NewSession(m, &SessionParams{NCtx: 512, Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.FeedText(doc + doc); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	if err := s.Ask(q, 16, nil, func(p string) bool { out.WriteString(p); return true }); err != nil {
+		t.Fatal(err)
+	}
+	return out.String()
+}
+
+func TestStagesAndGreedy(t *testing.T) {
+	m := tinyModel(t)
+	s, err := NewSession(m, &SessionParams{NCtx: 512, Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Decode(nil); !errors.Is(err, ErrState) || s.LastError() == "" {
+		t.Fatalf("decode before recompute: %v", err)
+	}
+	if err := s.FeedText(doc); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.BuildIndex(); err != nil || s.Stage() != StageIndexed {
+		t.Fatal(err, s.Stage())
+	}
+	q, _ := m.Tokenize(" She", false, false)
+	sel, err := s.Select(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pos := sel.Positions()
+	if int64(len(pos)) != sel.Size() || len(sel.Scores()) != len(pos) {
+		t.Errorf("selection sizes %d %d %d", sel.Size(), len(pos), len(sel.Scores()))
+	}
+	for i := 1; i < len(pos); i++ {
+		if pos[i] <= pos[i-1] || pos[i] >= s.NFed() {
+			t.Fatalf("positions not ascending in range: %v", pos)
+		}
+	}
+	if err := s.Recompute(sel); err != nil {
+		t.Fatal(err)
+	}
+	sel.Close()
+	logits := s.Logits()
+	best := 0
+	for i, v := range logits {
+		if v > logits[best] {
+			best = i
+		}
+	}
+	tok, err := s.Decode(nil)
+	if err != nil || int(tok) != best || len(logits) != m.NVocab() {
+		t.Fatalf("greedy %d != argmax %d (%v)", tok, best, err)
+	}
+	a, b := ask(t, m, " Lily saw a"), ask(t, m, " Lily saw a")
+	if a == "" || a != b {
+		t.Errorf("ask not deterministic: %q %q", a, b)
+	}
+}
+
+func TestProgressCancelAndLog(t *testing.T) {
+	m := tinyModel(t)
+	var calls int
+	s, err := NewSession(m, &SessionParams{NCtx: 512, Threads: 1, Batch: 8,
+		Progress: func(d float32) bool { calls++; return d > 0 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	err = s.FeedText(doc)
+	if !errors.Is(err, ErrCancelled) || calls == 0 {
+		t.Fatalf("want cancel, got %v after %d calls", err, calls)
+	}
+	if s.Stage() != StageFeeding {
+		t.Error("session not left valid")
+	}
+	var logged int
+	SetLogger(func(l LogLevel, msg string) { logged++ }, LogDebug)
+	s2, err := NewSession(m, &SessionParams{NCtx: 64, Threads: 1})
+	if err == nil {
+		s2.Close()
+	}
+	SetLogger(nil, LogError)
+	if _, err := NewSession(m, &SessionParams{Method: Method(11)}); err == nil {
+		t.Error("an unimplemented method was accepted")
+	}
+}
+
+func TestCompleteUTF8(t *testing.T) {
+	e := []byte("h\xc3\xa9")
+	if completeUTF8(e) != 3 || completeUTF8(e[:2]) != 1 || completeUTF8([]byte("\xe2\x82")) != 0 {
+		t.Error("completeUTF8")
+	}
+}

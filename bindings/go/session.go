@@ -1,0 +1,320 @@
+package lctx
+
+/*
+#include <stdlib.h>
+#include "lctx.h"
+int lctxgo_progress(float done, void *user_data);
+*/
+import "C"
+
+import (
+	"runtime"
+	"runtime/cgo"
+	"unicode/utf8"
+	"unsafe"
+)
+
+// Method of reading a long document.
+type Method int32
+
+const (
+	MethodFull   Method = C.LCTX_METHOD_FULL
+	MethodReform Method = C.LCTX_METHOD_REFORM
+)
+
+// Stage of a session, in order.
+type Stage int32
+
+const (
+	StageFeeding  Stage = C.LCTX_STAGE_FEEDING
+	StageIndexed  Stage = C.LCTX_STAGE_INDEXED
+	StageSelected Stage = C.LCTX_STAGE_SELECTED
+	StageDecoding Stage = C.LCTX_STAGE_DECODING
+)
+
+// SessionParams: zero fields keep the library defaults (see lctx.h).
+type SessionParams struct {
+	Method   Method
+	NCtx     int32
+	Threads  int32
+	Batch    int32
+	Progress func(done float32) (cancel bool) // called during long calls
+	// Configure, if set, edits the C params last (fields added to lctx.h
+	// before this struct knows them): p is a *C.lctx_session_params.
+	Configure func(p unsafe.Pointer)
+}
+
+// Session reads one document and answers questions about it. Use it from
+// one goroutine at a time; Cancel may be called from any goroutine.
+type Session struct {
+	h        *C.lctx_session
+	model    *Model
+	progress unsafe.Pointer // handle box of the progress function
+}
+
+func (p *SessionParams) native() (C.lctx_session_params, unsafe.Pointer) {
+	var c C.lctx_session_params
+	C.lctx_session_default_params(&c)
+	var box unsafe.Pointer
+	if p != nil {
+		c.method = C.lctx_method(p.Method)
+		if p.NCtx != 0 {
+			c.n_ctx = C.int32_t(p.NCtx)
+		}
+		if p.Threads != 0 {
+			c.n_threads = C.int32_t(p.Threads)
+		}
+		if p.Batch != 0 {
+			c.n_batch = C.int32_t(p.Batch)
+		}
+		if p.Progress != nil {
+			box = newHandleBox(cgo.NewHandle(p.Progress))
+			c.progress = C.lctx_progress_fn(C.lctxgo_progress)
+			c.progress_user_data = box
+		}
+		if p.Configure != nil {
+			p.Configure(unsafe.Pointer(&c))
+		}
+	}
+	return c, box
+}
+
+// NewSession creates a session on m (free it before the model).
+func NewSession(m *Model, p *SessionParams) (*Session, error) {
+	c, box := p.native()
+	s := &Session{model: m, progress: box}
+	if err := check("lctx_session_create", C.lctx_session_create(m.h, &c, &s.h)); err != nil {
+		freeHandleBox(box)
+		return nil, err
+	}
+	runtime.SetFinalizer(s, (*Session).Close)
+	return s, nil
+}
+
+// LoadIndex creates a REFORM session in stage Indexed from a file written
+// by SaveIndex.
+func LoadIndex(m *Model, path string, p *SessionParams) (*Session, error) {
+	cpath := C.CString(path)
+	defer C.free(unsafe.Pointer(cpath))
+	c, box := p.native()
+	s := &Session{model: m, progress: box}
+	if err := check("lctx_session_load_index", C.lctx_session_load_index(m.h, cpath, &c, &s.h)); err != nil {
+		freeHandleBox(box)
+		return nil, err
+	}
+	runtime.SetFinalizer(s, (*Session).Close)
+	return s, nil
+}
+
+// Close frees the session; safe to call twice.
+func (s *Session) Close() {
+	if s != nil && s.h != nil {
+		C.lctx_session_free(s.h)
+		s.h = nil
+		freeHandleBox(s.progress)
+		s.progress = nil
+	}
+}
+
+func (s *Session) Stage() Stage      { return Stage(C.lctx_session_stage(s.h)) }
+func (s *Session) NFed() int64       { return int64(C.lctx_session_n_fed(s.h)) }
+func (s *Session) LastError() string { return C.GoString(C.lctx_session_last_error(s.h)) }
+func (s *Session) Cancel()           { C.lctx_session_cancel(s.h) }
+func (s *Session) Model() *Model     { return s.model }
+
+func tokPtr(t []Token) *C.lctx_token {
+	if len(t) == 0 {
+		return nil
+	}
+	return (*C.lctx_token)(unsafe.Pointer(&t[0]))
+}
+
+// Feed appends document tokens (stage 1).
+func (s *Session) Feed(tokens []Token) error {
+	return check("lctx_feed_chunk", C.lctx_feed_chunk(s.h, tokPtr(tokens), C.size_t(len(tokens))))
+}
+
+// FeedText tokenizes text (with BOS before the first chunk) and feeds it.
+func (s *Session) FeedText(text string) error {
+	toks, err := s.model.Tokenize(text, s.NFed() == 0, false)
+	if err != nil {
+		return err
+	}
+	return s.Feed(toks)
+}
+
+// BuildIndex seals the document (stage 2).
+func (s *Session) BuildIndex() error { return check("lctx_build_index", C.lctx_build_index(s.h)) }
+
+// SaveIndex writes the REFORM index of an indexed session to path.
+func (s *Session) SaveIndex(path string) error {
+	cpath := C.CString(path)
+	defer C.free(unsafe.Pointer(cpath))
+	return check("lctx_index_save", C.lctx_index_save(s.h, cpath))
+}
+
+// Selection is the set of document tokens chosen for a question.
+type Selection struct{ h *C.lctx_selection }
+
+// Select chooses document tokens for a question (stage 3).
+func (s *Session) Select(query []Token) (*Selection, error) {
+	sel := &Selection{}
+	if err := check("lctx_select", C.lctx_select(s.h, tokPtr(query), C.size_t(len(query)), &sel.h)); err != nil {
+		return nil, err
+	}
+	runtime.SetFinalizer(sel, (*Selection).Close)
+	return sel, nil
+}
+
+func (sel *Selection) Close() {
+	if sel != nil && sel.h != nil {
+		C.lctx_selection_free(sel.h)
+		sel.h = nil
+	}
+}
+
+func (sel *Selection) Size() int64 { return int64(C.lctx_selection_size(sel.h)) }
+
+// Positions of the selected tokens, ascending.
+func (sel *Selection) Positions() []int64 {
+	out := make([]int64, sel.Size()+1)
+	n := C.lctx_selection_positions(sel.h, (*C.int64_t)(unsafe.Pointer(&out[0])), C.int64_t(len(out)))
+	return out[:n]
+}
+
+// Scores of the selected tokens.
+func (sel *Selection) Scores() []float32 {
+	out := make([]float32, sel.Size()+1)
+	n := C.lctx_selection_scores(sel.h, (*C.float)(unsafe.Pointer(&out[0])), C.int64_t(len(out)))
+	return out[:n]
+}
+
+// Recompute builds the decode cache from a selection (stage 4).
+func (s *Session) Recompute(sel *Selection) error {
+	return check("lctx_recompute", C.lctx_recompute(s.h, sel.h))
+}
+
+// Sampling parameters; nil means greedy.
+type Sampling struct {
+	Temperature   float32
+	TopK          int32
+	TopP          float32 // 0 means off (1)
+	MinP          float32
+	RepeatPenalty float32 // 0 means off (1)
+	RepeatLastN   int32   // 0 keeps the default window
+	Seed          uint64
+}
+
+func (sp *Sampling) native() C.lctx_sampling_params {
+	var c C.lctx_sampling_params
+	C.lctx_sampling_default_params(&c)
+	if sp != nil {
+		c.temperature = C.float(sp.Temperature)
+		c.top_k = C.int32_t(sp.TopK)
+		if sp.TopP > 0 {
+			c.top_p = C.float(sp.TopP)
+		}
+		c.min_p = C.float(sp.MinP)
+		if sp.RepeatPenalty > 0 {
+			c.repeat_penalty = C.float(sp.RepeatPenalty)
+		}
+		if sp.RepeatLastN != 0 {
+			c.repeat_last_n = C.int32_t(sp.RepeatLastN)
+		}
+		c.seed = C.uint64_t(sp.Seed)
+	}
+	return c
+}
+
+// Decode samples the next token (stage 5).
+func (s *Session) Decode(sp *Sampling) (Token, error) {
+	c := sp.native()
+	var t C.lctx_token
+	if err := check("lctx_decode", C.lctx_decode(s.h, &c, &t)); err != nil {
+		return -1, err
+	}
+	return Token(t), nil
+}
+
+// Logits returns a copy of the logits the next Decode samples from (nil
+// before Recompute).
+func (s *Session) Logits() []float32 {
+	p := C.lctx_session_logits(s.h)
+	if p == nil {
+		return nil
+	}
+	n := s.model.NVocab()
+	out := make([]float32, n)
+	copy(out, unsafe.Slice((*float32)(unsafe.Pointer(p)), n))
+	return out
+}
+
+// Generate decodes up to maxTokens tokens, stopping at end-of-generation,
+// and calls yield with each text piece (UTF-8 characters split over tokens
+// are held back until complete). yield returning false stops early.
+func (s *Session) Generate(maxTokens int, sp *Sampling, yield func(piece string) bool) error {
+	var pending []byte
+	for i := 0; i < maxTokens; i++ {
+		t, err := s.Decode(sp)
+		if err != nil {
+			return err
+		}
+		if s.model.IsEOG(t) {
+			break
+		}
+		b, err := s.model.TokenToPiece(t, false)
+		if err != nil {
+			return err
+		}
+		pending = append(pending, b...)
+		cut := completeUTF8(pending)
+		if cut > 0 {
+			if !yield(string(pending[:cut])) {
+				return nil
+			}
+			pending = append(pending[:0], pending[cut:]...)
+		}
+	}
+	if len(pending) > 0 {
+		yield(string(pending))
+	}
+	return nil
+}
+
+// completeUTF8 is the length of b without a trailing incomplete character.
+func completeUTF8(b []byte) int {
+	n := len(b)
+	for k := 1; k <= 3 && k <= n; k++ {
+		if utf8.RuneStart(b[n-k]) {
+			if !utf8.FullRune(b[n-k:]) {
+				return n - k
+			}
+			break
+		}
+	}
+	return n
+}
+
+// Ask seals the document on the first question, selects and recomputes for
+// the question, and streams the answer to yield. Ask again for more
+// questions on the same document.
+func (s *Session) Ask(question string, maxTokens int, sp *Sampling, yield func(piece string) bool) error {
+	if s.Stage() == StageFeeding {
+		if err := s.BuildIndex(); err != nil {
+			return err
+		}
+	}
+	q, err := s.model.Tokenize(question, false, true)
+	if err != nil {
+		return err
+	}
+	sel, err := s.Select(q)
+	if err != nil {
+		return err
+	}
+	defer sel.Close()
+	if err := s.Recompute(sel); err != nil {
+		return err
+	}
+	return s.Generate(maxTokens, sp, yield)
+}

@@ -1,0 +1,220 @@
+package org.lctx;
+
+import java.lang.ref.Cleaner;
+import java.nio.ByteBuffer;
+import java.nio.CharBuffer;
+import java.nio.charset.CharsetDecoder;
+import java.nio.charset.CodingErrorAction;
+import java.nio.charset.StandardCharsets;
+import java.util.function.Consumer;
+
+/**
+ * One document read with one method, then questions about it. Use a session
+ * from one thread at a time; {@link #cancel()} may be called from any thread.
+ */
+public final class Session implements AutoCloseable {
+    /** Called during long calls with done in [0,1]; return true to cancel. */
+    @FunctionalInterface
+    public interface Progress {
+        boolean onProgress(float done);
+    }
+
+    /** Session parameters; {@link #configure} reaches every lctx_session_params field. */
+    public static final class Params {
+        public int method = lctx_method.LCTX_METHOD_FULL;
+        public int nCtx = 0;
+        public int nThreads = 0;
+        public int nBatch = 0;
+        public Progress progress;
+        public Consumer<lctx_session_params> configure;
+
+        public Params method(int m) { method = m; return this; }
+        public Params nCtx(int n) { nCtx = n; return this; }
+        public Params nThreads(int n) { nThreads = n; return this; }
+        public Params nBatch(int n) { nBatch = n; return this; }
+        public Params progress(Progress p) { progress = p; return this; }
+        public Params configure(Consumer<lctx_session_params> c) { configure = c; return this; }
+    }
+
+    /** Native state freed by close() or, as a safety net, by the Cleaner. It
+     * holds the Model so that a model is never freed before its sessions. */
+    private static final class Handle implements Runnable {
+        volatile SWIGTYPE_p_lctx_session ptr;
+        final long progressRef;
+        final Model model;
+
+        Handle(SWIGTYPE_p_lctx_session ptr, long progressRef, Model model) {
+            this.ptr = ptr;
+            this.progressRef = progressRef;
+            this.model = model;
+        }
+
+        @Override
+        public synchronized void run() {
+            if (ptr != null) {
+                LctxNative.lctx_session_free(ptr);
+                ptr = null;
+                LctxNative.lctxsw_global_ref_free(progressRef);
+            }
+        }
+    }
+
+    private final Model model;
+    private final Handle handle;
+    private final Cleaner.Cleanable cleanable;
+
+    Session(Model model, Params params) {
+        this(model, params, null);
+    }
+
+    private Session(Model model, Params params, String indexPath) {
+        this.model = model;
+        lctx_session_params p = new lctx_session_params();
+        LctxNative.lctx_session_default_params(p);
+        p.setMethod(params.method);
+        if (params.nCtx != 0) p.setN_ctx(params.nCtx);
+        if (params.nThreads != 0) p.setN_threads(params.nThreads);
+        if (params.nBatch != 0) p.setN_batch(params.nBatch);
+        if (params.configure != null) params.configure.accept(p);
+        Progress prog = params.progress;
+        long ref = LctxNative.lctxsw_session_params_set_progress(p,
+                prog == null ? null : new ProgressAdapter(prog));
+        long[] out = new long[1];
+        try {
+            if (indexPath == null) LctxNative.lctx_session_create(model.ptr(), p, out);
+            else LctxNative.lctx_session_load_index(model.ptr(), indexPath, p, out);
+        } catch (RuntimeException e) {
+            LctxNative.lctxsw_global_ref_free(ref);
+            throw e;
+        } finally {
+            p.delete();
+        }
+        handle = new Handle(new SWIGTYPE_p_lctx_session(out[0], false), ref, model);
+        cleanable = Model.CLEANER.register(this, handle);
+        model.register(this);
+    }
+
+    /** A REFORM session in stage INDEXED from a file written by {@link #saveIndex}. */
+    public static Session loadIndex(Model model, String path, Params params) {
+        return new Session(model, params, path);
+    }
+
+    /** The native trampoline calls onProgress(float) by name. */
+    static final class ProgressAdapter {
+        private final Progress p;
+
+        ProgressAdapter(Progress p) {
+            this.p = p;
+        }
+
+        boolean onProgress(float done) {
+            return p.onProgress(done);
+        }
+    }
+
+    SWIGTYPE_p_lctx_session ptr() {
+        SWIGTYPE_p_lctx_session p = handle.ptr;
+        if (p == null) throw new IllegalStateException("the session is closed");
+        return p;
+    }
+
+    @Override
+    public void close() {
+        cleanable.clean();
+    }
+
+    public Model model() { return model; }
+    public int stage() { return LctxNative.lctx_session_stage(ptr()); }
+    public long nFed() { return LctxNative.lctx_session_n_fed(ptr()); }
+    public String lastError() { return LctxNative.lctx_session_last_error(ptr()); }
+    public void cancel() { LctxNative.lctx_session_cancel(ptr()); }
+
+    /** Stage 1: append document tokens. */
+    public void feed(int[] tokens) { LctxNative.lctx_feed_chunk(ptr(), tokens); }
+
+    /** Tokenizes text (BOS before the first chunk) and feeds it; returns the token count. */
+    public int feedText(String text) {
+        int[] t = model.tokenize(text, nFed() == 0, false);
+        feed(t);
+        return t.length;
+    }
+
+    public void buildIndex() { LctxNative.lctx_build_index(ptr()); }
+
+    public void saveIndex(String path) { LctxNative.lctx_index_save(ptr(), path); }
+
+    public Selection select(int[] query) {
+        long[] out = new long[1];
+        LctxNative.lctx_select(ptr(), query, out);
+        return new Selection(new SWIGTYPE_p_lctx_selection(out[0], false));
+    }
+
+    public void recompute(Selection sel) { LctxNative.lctx_recompute(ptr(), sel.ptr()); }
+
+    public int decode(Sampling sampling) {
+        lctx_sampling_params p = (sampling == null ? Sampling.greedy() : sampling).toNative();
+        try {
+            int[] tok = new int[1];
+            LctxNative.lctx_decode(ptr(), p, tok);
+            return tok[0];
+        } finally {
+            p.delete();
+        }
+    }
+
+    /** A copy of the logits the next decode samples from (empty before recompute). */
+    public float[] logits() {
+        float[] l = LctxNative.lctx_session_logits(ptr(), model.ptr());
+        return l == null ? new float[0] : l;
+    }
+
+    /** Decodes up to maxTokens tokens (stops at end of generation), passing
+     * each text piece to onPiece; UTF-8 split over tokens is held back. */
+    public void generate(int maxTokens, Sampling sampling, Consumer<String> onPiece) {
+        CharsetDecoder dec = StandardCharsets.UTF_8.newDecoder()
+                .onMalformedInput(CodingErrorAction.REPLACE).onUnmappableCharacter(CodingErrorAction.REPLACE);
+        ByteBuffer pending = ByteBuffer.allocate(64);
+        CharBuffer chars = CharBuffer.allocate(256);
+        for (int i = 0; i < maxTokens; i++) {
+            int tok = decode(sampling);
+            if (model.isEog(tok)) break;
+            byte[] piece = model.tokenToPiece(tok, false);
+            if (pending.remaining() < piece.length) {
+                ByteBuffer bigger = ByteBuffer.allocate(pending.capacity() + piece.length * 2);
+                pending.flip();
+                bigger.put(pending);
+                pending = bigger;
+            }
+            pending.put(piece);
+            pending.flip();
+            if (chars.capacity() < pending.remaining() * 2) chars = CharBuffer.allocate(pending.remaining() * 2);
+            chars.clear();
+            dec.decode(pending, chars, false);
+            pending.compact();
+            chars.flip();
+            if (chars.hasRemaining()) onPiece.accept(chars.toString());
+        }
+        pending.flip();
+        chars.clear();
+        dec.decode(pending, chars, true);
+        dec.flush(chars);
+        chars.flip();
+        if (chars.hasRemaining()) onPiece.accept(chars.toString());
+    }
+
+    /** Seals the document on the first question, selects, recomputes and
+     * streams the answer. Ask again for more questions on the same document. */
+    public void ask(String question, int maxTokens, Sampling sampling, Consumer<String> onPiece) {
+        if (stage() == lctx_stage.LCTX_STAGE_FEEDING) buildIndex();
+        try (Selection sel = select(model.tokenize(question, false, true))) {
+            recompute(sel);
+        }
+        generate(maxTokens, sampling, onPiece);
+    }
+
+    public String ask(String question, int maxTokens) {
+        StringBuilder sb = new StringBuilder();
+        ask(question, maxTokens, null, sb::append);
+        return sb.toString();
+    }
+}

@@ -1,0 +1,169 @@
+package org.lctx;
+
+import static org.junit.jupiter.api.Assertions.*;
+
+import java.lang.reflect.Method;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Optional;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.Assumptions;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+class BindingTest {
+    static final String DOC = "Once upon a time, there was a little girl named Lily. She loved to play outside "
+            + "in the park. One day, she saw a big red ball under a tree. ";
+    static Path root = Path.of(System.getenv().getOrDefault("LCTX_SOURCE_DIR", "."));
+    static Model model;
+
+    @BeforeAll
+    static void load() {
+        String p = System.getenv("LCTX_TINY_MODEL");
+        Path tiny = p != null ? Path.of(p) : root.resolve("../shared/models/stories260K.gguf");
+        Assumptions.assumeTrue(Files.exists(tiny), "tiny model not found: " + tiny);
+        model = new Model(tiny.toString(), 1, true);
+    }
+
+    @AfterAll
+    static void free() {
+        if (model != null) model.close();
+    }
+
+    @Test
+    void everyHeaderFunctionIsWrapped() throws Exception {
+        String h = Files.readString(root.resolve("include/lctx.h"));
+        Matcher m = Pattern.compile("LCTX_API\\s+(?:LCTX_NODISCARD\\s+)?[\\w\\s*]+?\\b(lctx_\\w+)\\s*\\(").matcher(h);
+        List<String> missing = new ArrayList<>();
+        int n = 0;
+        while (m.find()) {
+            n++;
+            boolean found = false;
+            for (Method meth : LctxNative.class.getMethods()) found |= meth.getName().equals(m.group(1));
+            if (!found) missing.add(m.group(1));
+        }
+        assertTrue(n > 40);
+        assertEquals(List.of(), missing);
+    }
+
+    @Test
+    void versionAndStatus() {
+        assertFalse(Lctx.version().isEmpty());
+        assertTrue(Lctx.versionNumber() > 0 || Lctx.version().startsWith("0.0"));
+        assertFalse(Lctx.statusString(lctx_status.LCTX_ERR_STATE).isEmpty());
+    }
+
+    @Test
+    void loadErrorsCarryTheMessage() {
+        LctxException e = assertThrows(LctxException.class, () -> new Model("/nonexistent/m.gguf"));
+        assertEquals(lctx_status.LCTX_ERR_IO, e.status());
+        assertTrue(e.getMessage().contains("/nonexistent/m.gguf"), e.getMessage());
+        e = assertThrows(LctxException.class, () -> Model.fromBytes("not a gguf".getBytes(StandardCharsets.UTF_8)));
+        assertEquals(lctx_status.LCTX_ERR_FORMAT, e.status());
+    }
+
+    @Test
+    void tokenizer() {
+        assertEquals("llama", model.architecture());
+        assertEquals(512, model.nVocab());
+        int[] t = model.tokenize(DOC, true, false);
+        assertEquals(model.tokenBos(), t[0]);
+        assertEquals(DOC.strip(), model.detokenize(t, false).strip());
+        StringBuilder sb = new StringBuilder();
+        for (int i = 1; i < t.length; i++) sb.append(new String(model.tokenToPiece(t[i], false), StandardCharsets.UTF_8));
+        assertEquals(DOC.strip(), sb.toString().strip());
+        assertEquals(Optional.of("llama"), model.meta("general.architecture"));
+        assertEquals(Optional.empty(), model.meta("no.such.key"));
+        LctxException e = assertThrows(LctxException.class, () -> model.tokenToPiece(model.nVocab() + 3, false));
+        assertEquals(lctx_status.LCTX_ERR_INVALID_ARG, e.status());
+        e = assertThrows(LctxException.class,
+                () -> model.chatApply(List.of(new Model.ChatMessage("user", "hi")), true));
+        assertEquals(lctx_status.LCTX_ERR_UNSUPPORTED, e.status());
+        assertArrayEquals(new String[] {"", "\n"}, model.promptParts());
+    }
+
+    @Test
+    void stagesAndGreedyIsArgmax() {
+        try (Session s = model.newSession(new Session.Params().nCtx(512).nThreads(1))) {
+            LctxException e = assertThrows(LctxException.class, () -> s.decode(null));
+            assertEquals(lctx_status.LCTX_ERR_STATE, e.status());
+            assertEquals(e.getMessage(), s.lastError());
+            int n = s.feedText(DOC);
+            assertEquals(n, s.nFed());
+            s.buildIndex();
+            assertEquals(lctx_stage.LCTX_STAGE_INDEXED, s.stage());
+            try (Selection sel = s.select(model.tokenize(" She", false, false))) {
+                long[] pos = sel.positions();
+                assertEquals(sel.size(), pos.length);
+                assertEquals(pos.length, sel.scores().length);
+                for (int i = 1; i < pos.length; i++) assertTrue(pos[i] > pos[i - 1] && pos[i] < n);
+                s.recompute(sel);
+            }
+            float[] logits = s.logits();
+            assertEquals(model.nVocab(), logits.length);
+            int best = 0;
+            for (int i = 1; i < logits.length; i++) if (logits[i] > logits[best]) best = i;
+            assertEquals(best, s.decode(null));
+        }
+    }
+
+    @Test
+    void askManyIsDeterministic() {
+        String[] a = new String[2];
+        for (int r = 0; r < 2; r++) {
+            try (Session s = model.newSession(new Session.Params().nCtx(512).nThreads(1))) {
+                s.feedText(DOC + DOC);
+                a[r] = s.ask(" Lily saw a", 16) + "|" + s.ask(" The ball was", 16);
+            }
+        }
+        assertEquals(a[0], a[1]);
+        assertTrue(a[0].length() > 2);
+    }
+
+    @Test
+    void progressCancelAndExceptionPropagation() {
+        AtomicInteger calls = new AtomicInteger();
+        try (Session s = model.newSession(new Session.Params().nCtx(512).nThreads(1).nBatch(8)
+                .progress(d -> calls.incrementAndGet() > 1))) {
+            LctxException e = assertThrows(LctxException.class, () -> s.feedText(DOC));
+            assertTrue(e.isCancelled());
+            assertTrue(calls.get() >= 2);
+            assertEquals(lctx_stage.LCTX_STAGE_FEEDING, s.stage());
+        }
+        try (Session s = model.newSession(new Session.Params().nCtx(512).nThreads(1).nBatch(8)
+                .progress(d -> { throw new IllegalStateException("from the callback"); }))) {
+            IllegalStateException e = assertThrows(IllegalStateException.class, () -> s.feedText(DOC));
+            assertEquals("from the callback", e.getMessage());
+        }
+    }
+
+    @Test
+    void closeIsIdempotentAndModelClosesSessions() {
+        Model m = new Model(root.resolve("../shared/models/stories260K.gguf").toString());
+        Session s = m.newSession(new Session.Params().nCtx(64));
+        m.close();
+        m.close();
+        assertThrows(IllegalStateException.class, s::nFed);
+        assertThrows(IllegalStateException.class, m::nVocab);
+    }
+
+    @Test
+    void logHandlerAndUnknownMethod() {
+        List<String> got = new ArrayList<>();
+        Lctx.setLogHandler((level, msg) -> got.add(msg), Lctx.LOG_DEBUG);
+        try (Session s = model.newSession(new Session.Params().nCtx(64).nThreads(1))) {
+            s.feedText("Hello");
+        } finally {
+            Lctx.setLogHandler(null, Lctx.LOG_ERROR);
+        }
+        LctxException e = assertThrows(LctxException.class,
+                () -> model.newSession(new Session.Params().method(lctx_method.LCTX_METHOD_INFLLM)));
+        assertEquals(lctx_status.LCTX_ERR_UNSUPPORTED, e.status());
+    }
+}

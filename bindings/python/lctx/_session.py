@@ -1,0 +1,219 @@
+"""Session: one document read with one method, then questions about it."""
+from __future__ import annotations
+
+import codecs
+from array import array
+from dataclasses import dataclass
+from typing import Callable, Iterator, Optional, Union
+
+from . import capi
+from ._enums import Method, Stage
+from ._model import Model, Tokens
+
+Progress = Callable[[float], Optional[bool]]
+
+
+@dataclass
+class Sampling:
+    """Sampling parameters; the defaults are greedy (temperature 0)."""
+    temperature: float = 0.0
+    top_k: int = 0
+    top_p: float = 1.0
+    min_p: float = 0.0
+    repeat_penalty: float = 1.0
+    repeat_last_n: int = 64
+    seed: int = 0
+
+    def _native(self):
+        p = capi.lctx_sampling_params()
+        capi.lctx_sampling_default_params(p)
+        for k, v in self.__dict__.items():
+            setattr(p, k, v)
+        return p
+
+
+class Selection:
+    """The document tokens chosen for a question (positions ascending, scores)."""
+
+    def __init__(self, handle) -> None:
+        self._h = handle
+
+    def close(self) -> None:
+        if self._h is not None:
+            capi.lctx_selection_free(self._h)
+            self._h = None
+
+    __enter__ = lambda self: self
+    __exit__ = lambda self, *exc: self.close()
+
+    def __del__(self) -> None:
+        self.close()
+
+    def __len__(self) -> int:
+        return capi.lctx_selection_size(self._h)
+
+    @property
+    def positions(self) -> array:
+        """array('q') of document positions."""
+        return capi.lctx_selection_positions(self._h)
+
+    @property
+    def scores(self) -> array:
+        """array('f') of the scores of those positions."""
+        return capi.lctx_selection_scores(self._h)
+
+
+class Session:
+    """A session on a Model. Keyword arguments set lctx_session_params fields
+    by name (method, n_ctx, n_threads, n_batch, reform_* ...). progress(done)
+    is called during long calls; returning True cancels (CancelledError).
+    chat=True frames the document and each question as one user turn of the
+    model's chat template (see Model.prompt_parts)."""
+
+    def __init__(self, model: Model, *, method: Method = Method.FULL, progress: Optional[Progress] = None,
+                 chat: bool = False, **params) -> None:
+        self._h = None
+        self.model = model
+        p = capi.lctx_session_params()
+        capi.lctx_session_default_params(p)
+        p.method = int(method)
+        for k, v in params.items():
+            if k.startswith("_") or k in ("struct_size", "progress", "progress_user_data") or not hasattr(p, k):
+                raise TypeError(f"unknown session parameter {k!r}")
+            setattr(p, k, v)
+        self._progress = progress  # must outlive the native session
+        capi.lctxsw_session_params_set_progress(p, progress)
+        self._params = p
+        self._h = capi.lctx_session_create(model.handle, p)
+        model._sessions.add(self)
+        self._chat = model.prompt_parts() if chat else None
+
+    @classmethod
+    def load_index(cls, model: Model, path: str, *, progress: Optional[Progress] = None, chat: bool = False,
+                   **params) -> "Session":
+        """A REFORM session in stage INDEXED from a file written by save_index()."""
+        self = cls.__new__(cls)
+        self._h = None
+        self.model = model
+        p = capi.lctx_session_params()
+        capi.lctx_session_default_params(p)
+        for k, v in params.items():
+            setattr(p, k, v)
+        self._progress = progress
+        capi.lctxsw_session_params_set_progress(p, progress)
+        self._params = p
+        import os
+        self._h = capi.lctx_session_load_index(model.handle, os.fspath(path), p)
+        model._sessions.add(self)
+        self._chat = model.prompt_parts() if chat else None
+        return self
+
+    # -- lifetime -------------------------------------------------------
+    def close(self) -> None:
+        if self._h is not None:
+            capi.lctx_session_free(self._h)
+            self._h = None
+
+    def __enter__(self) -> "Session":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    @property
+    def handle(self):
+        if self._h is None:
+            raise ValueError("the session is closed")
+        return self._h
+
+    # -- state ------------------------------------------------------------
+    stage = property(lambda self: Stage(capi.lctx_session_stage(self.handle)))
+    n_fed = property(lambda self: capi.lctx_session_n_fed(self.handle))
+    last_error = property(lambda self: capi.lctx_session_last_error(self.handle))
+
+    def cancel(self) -> None:
+        """Asks the running call (on another thread) to stop; thread-safe."""
+        capi.lctx_session_cancel(self.handle)
+
+    @property
+    def logits(self) -> array:
+        """array('f') copy of the logits the next decode samples from (empty before recompute)."""
+        return capi.lctx_session_logits(self.handle, self.model.handle)
+
+    # -- the five stages ------------------------------------------------
+    def feed(self, document: Union[str, bytes, Tokens]) -> int:
+        """Stage 1: append document text (tokenized; BOS and, with chat=True,
+        the turn prefix before the first chunk) or token ids. Returns the
+        number of tokens fed."""
+        if isinstance(document, (str, bytes)):
+            first = self.n_fed == 0
+            if self._chat is not None and first:
+                document = self._chat[0] + (document if isinstance(document, str) else document.decode())
+            document = self.model.tokenize(document, add_special=first, parse_special=self._chat is not None)
+        capi.lctx_feed_chunk(self.handle, document)
+        return len(document)
+
+    def build_index(self) -> None:
+        capi.lctx_build_index(self.handle)
+
+    def select(self, query: Union[str, bytes, Tokens]) -> Selection:
+        if isinstance(query, (str, bytes)):
+            query = self.model.tokenize(query, add_special=False, parse_special=True)
+        return Selection(capi.lctx_select(self.handle, query))
+
+    def recompute(self, selection: Selection) -> None:
+        capi.lctx_recompute(self.handle, selection._h)
+
+    def decode(self, sampling: Optional[Sampling] = None) -> int:
+        return capi.lctx_decode(self.handle, (sampling or Sampling())._native())
+
+    def save_index(self, path: str) -> None:
+        import os
+        capi.lctx_index_save(self.handle, os.fspath(path))
+
+    # -- generation -------------------------------------------------------
+    def tokens(self, max_tokens: int = 256, sampling: Optional[Sampling] = None) -> Iterator[int]:
+        """Decoded token ids until an end-of-generation token or max_tokens."""
+        native = (sampling or Sampling())._native()
+        for _ in range(max_tokens):
+            tok = capi.lctx_decode(self.handle, native)
+            if self.model.is_eog(tok):
+                return
+            yield tok
+
+    def generate(self, max_tokens: int = 256, sampling: Optional[Sampling] = None) -> Iterator[str]:
+        """Text pieces of the decoded tokens; a UTF-8 character split over
+        tokens is held back until complete."""
+        dec = codecs.getincrementaldecoder("utf-8")("replace")
+        for tok in self.tokens(max_tokens, sampling):
+            piece = dec.decode(self.model.token_to_piece(tok))
+            if piece:
+                yield piece
+        tail = dec.decode(b"", final=True)
+        if tail:
+            yield tail
+
+    def ask_stream(self, question: str, max_tokens: int = 256, sampling: Optional[Sampling] = None) -> Iterator[str]:
+        """Seals the document on the first question, then select + recompute +
+        generate. Ask as many questions as you like: the document is read once."""
+        if self.stage == Stage.FEEDING:
+            self.build_index()
+        if self._chat is not None:
+            question = "\n\n" + question + self._chat[1]
+        with self.select(question) as sel:
+            self.recompute(sel)
+        return self.generate(max_tokens, sampling)
+
+    def ask(self, question: str, max_tokens: int = 256, sampling: Optional[Sampling] = None) -> str:
+        return "".join(self.ask_stream(question, max_tokens, sampling))
+
+    def __repr__(self) -> str:
+        if self._h is None:
+            return "<lctx.Session closed>"
+        return f"<lctx.Session stage={self.stage.name} n_fed={self.n_fed}>"

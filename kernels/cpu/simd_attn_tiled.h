@@ -1,0 +1,198 @@
+// Tiled flash attention for many query rows (prefill), part of simd_impl.h
+// (same vector type V, internal linkage). Per key block of kAttnKeyBlock
+// keys, K is transposed once into kt[d][key] and shared by all rows of the
+// call; rows then go in tiles of RT:
+//   scores  RT rows x (4 vectors of keys): q[d] broadcast times kt[d][..],
+//   softmax the online update of (m, l) per row, probabilities in place,
+//   P.V     RT rows x (4 vectors of head dims) accumulators over the keys.
+// Each FMA's operands come from L1 (kt and the V block: 2 x 16 KiB at
+// head_dim 64), and every vector load feeds RT FMAs.
+#pragma once
+
+namespace {
+
+constexpr int RT = 6;                  // query rows per register tile (24 accumulators)
+constexpr int KB = static_cast<int>(kAttnKeyBlock);
+constexpr int CJ = 4 * W;              // keys per score tile, head dims per P.V tile
+static_assert(KB % CJ == 0, "a key block is whole score tiles");
+
+inline F load_part(const float *p, int n) { return n >= W ? V::load(p) : V::load_n(p, n); }
+inline void store_part(float *p, F v, int n) {
+    if (n >= W) V::store(p, v);
+    else V::store_n(p, v, n);
+}
+
+// st[rr][0..KB) = scale * q_rr . k_j (keys beyond the block are zero columns of kt).
+template <int R>
+inline void tile_scores(const float *const *q, const float *kt, int hd, float scale, float *st) {
+    const F vs = V::set1(scale);
+    for (int c0 = 0; c0 < KB; c0 += CJ) {
+        F acc[R][4];
+#pragma GCC unroll 8
+        for (int rr = 0; rr < R; ++rr) acc[rr][0] = acc[rr][1] = acc[rr][2] = acc[rr][3] = V::zero();
+        for (int d = 0; d < hd; ++d) {
+            const float *kd = kt + static_cast<int64_t>(d) * KB + c0;
+            const F k0 = V::load(kd), k1 = V::load(kd + W), k2 = V::load(kd + 2 * W), k3 = V::load(kd + 3 * W);
+#pragma GCC unroll 8
+            for (int rr = 0; rr < R; ++rr) {
+                const F qb = V::set1(q[rr][d]);
+                acc[rr][0] = V::fmadd(qb, k0, acc[rr][0]);
+                acc[rr][1] = V::fmadd(qb, k1, acc[rr][1]);
+                acc[rr][2] = V::fmadd(qb, k2, acc[rr][2]);
+                acc[rr][3] = V::fmadd(qb, k3, acc[rr][3]);
+            }
+        }
+#pragma GCC unroll 8
+        for (int rr = 0; rr < R; ++rr)
+            for (int c = 0; c < 4; ++c) V::store(st + rr * KB + c0 + c * W, V::mul(acc[rr][c], vs));
+    }
+}
+
+// o_rr[d] = o_rr[d] * fac[rr] + sum_j st[rr][j] * v_j[d] for the head dims
+// [d0, d0 + n) of one tile, n <= CJ.
+template <int R>
+inline void tile_pv(float *const *o, const float *fac, const float *st, const float *v, int64_t ld, int64_t nb,
+                    int d0, int n) {
+    const int nv = (n + W - 1) / W;
+    int cnt[4];
+    for (int c = 0; c < 4; ++c) cnt[c] = c < nv ? (n - c * W < W ? n - c * W : W) : 0;
+    F acc[R][4];
+#pragma GCC unroll 8
+    for (int rr = 0; rr < R; ++rr) {
+        const F f = V::set1(fac[rr]);
+        for (int c = 0; c < 4; ++c) acc[rr][c] = cnt[c] > 0 ? V::mul(load_part(o[rr] + d0 + c * W, cnt[c]), f) : V::zero();
+    }
+    if (n == CJ) {
+        for (int64_t j = 0; j < nb; ++j) {
+            const float *vj = v + j * ld + d0;
+            const F v0 = V::load(vj), v1 = V::load(vj + W), v2 = V::load(vj + 2 * W), v3 = V::load(vj + 3 * W);
+#pragma GCC unroll 8
+            for (int rr = 0; rr < R; ++rr) {
+                const F p = V::set1(st[rr * KB + j]);
+                acc[rr][0] = V::fmadd(p, v0, acc[rr][0]);
+                acc[rr][1] = V::fmadd(p, v1, acc[rr][1]);
+                acc[rr][2] = V::fmadd(p, v2, acc[rr][2]);
+                acc[rr][3] = V::fmadd(p, v3, acc[rr][3]);
+            }
+        }
+    } else {   // head-dim tail: partial vectors
+        for (int64_t j = 0; j < nb; ++j) {
+            const float *vj = v + j * ld + d0;
+            F vv[4];
+            for (int c = 0; c < 4; ++c) vv[c] = cnt[c] > 0 ? load_part(vj + c * W, cnt[c]) : V::zero();
+#pragma GCC unroll 8
+            for (int rr = 0; rr < R; ++rr) {
+                const F p = V::set1(st[rr * KB + j]);
+                for (int c = 0; c < 4; ++c) acc[rr][c] = V::fmadd(p, vv[c], acc[rr][c]);
+            }
+        }
+    }
+#pragma GCC unroll 8
+    for (int rr = 0; rr < R; ++rr)
+        for (int c = 0; c < 4; ++c)
+            if (cnt[c] > 0) store_part(o[rr] + d0 + c * W, acc[rr][c], cnt[c]);
+}
+
+// Rows [r0, r0 + R) of the call against one transposed key block.
+template <int R>
+void attn_tile(const AttentionArgs &a, float scale, int g, int64_t i0, int64_t r0, int64_t jb, int64_t nb,
+               int32_t block_max_pos, const float *kt, const float *vb, int64_t ldv, float *o, float *m, float *l,
+               float *st) {
+    const int ng = a.n_head / a.n_head_kv, hd = a.head_dim;
+    const float *q[R];
+    float *orow[R];
+    float fac[R];
+    for (int rr = 0; rr < R; ++rr) {
+        const int64_t r = r0 + rr, i = i0 + r / ng;
+        q[rr] = a.q + i * a.ldq + static_cast<int64_t>(g * ng + r % ng) * hd;
+        orow[rr] = o + r * hd;
+    }
+    tile_scores<R>(q, kt, hd, scale, st);
+
+    bool any = false;
+    for (int rr = 0; rr < R; ++rr) {
+        const int64_t r = r0 + rr;
+        const int32_t qp = a.q_pos[i0 + r / ng];
+        float *s = st + rr * KB;
+        if (block_max_pos > qp)   // some key of the block is after the query
+            for (int64_t j = 0; j < nb; ++j)
+                if (a.kv_pos[jb + j] > qp) s[j] = -INFINITY;
+        for (int64_t j = nb; j < KB; ++j) s[j] = -INFINITY;
+        F vm = V::load(s);
+        for (int j = W; j < KB; j += W) vm = V::max(vm, V::load(s + j));
+        const float bmax = V::hmax(vm);
+        if (bmax == -INFINITY) {   // the row sees no key here: unchanged
+            for (int j = 0; j < KB; ++j) s[j] = 0.0f;
+            fac[rr] = 1.0f;
+            continue;
+        }
+        const float mnew = fmaxf_(m[r], bmax);
+        fac[rr] = m[r] == -INFINITY ? 0.0f : __builtin_expf(m[r] - mnew);
+        l[r] = l[r] * fac[rr] + exp_sum(s, KB, mnew);
+        m[r] = mnew;
+        any = true;
+    }
+    if (!any) return;
+    for (int d0 = 0; d0 < hd; d0 += CJ) tile_pv<R>(orow, fac, st, vb, ldv, nb, d0, hd - d0 < CJ ? hd - d0 : CJ);
+}
+
+// kt[d * KB + j] = k[j * ld + d] for j < nb, d < hd: W x W register
+// transposes where whole tiles fit, scalar copies at the edges.
+inline void transpose_keys(const float *k, int64_t ld, int64_t nb, int hd, float *kt) {
+    int64_t j = 0;
+    for (; j + W <= nb; j += W) {
+        int d = 0;
+        for (; d + W <= hd; d += W) V::transpose(k + j * ld + d, ld, kt + static_cast<int64_t>(d) * KB + j, KB);
+        for (; d < hd; ++d)
+            for (int64_t jj = j; jj < j + W; ++jj) kt[static_cast<int64_t>(d) * KB + jj] = k[jj * ld + d];
+    }
+    for (; j < nb; ++j)
+        for (int d = 0; d < hd; ++d) kt[static_cast<int64_t>(d) * KB + j] = k[j * ld + d];
+}
+
+// Same contract as attn_partial (see simd.h); scratch: attn_scratch_floats.
+void attn_partial_tiled(const AttentionArgs &a, float scale, int g, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
+                        float *o, float *m, float *l, float *scratch) {
+    const int ng = a.n_head / a.n_head_kv, hd = a.head_dim;
+    const float *kg = a.k + g * a.kv_head_stride, *vg = a.v + g * a.kv_head_stride;
+    const int64_t rows = (i1 - i0) * ng;
+    for (int64_t r = 0; r < rows; ++r) {
+        m[r] = -INFINITY;
+        l[r] = 0.0f;
+    }
+    for (int64_t x = 0; x < rows * hd; ++x) o[x] = 0.0f;
+    // 64-byte aligned buffers: split-line vector loads cost ~15% in the
+    // GEMM micro-kernel, and KV cache rows need not be line-aligned, so the
+    // V block is copied (16 KiB per block, shared by all rows of the call).
+    float *kt = reinterpret_cast<float *>((reinterpret_cast<uintptr_t>(scratch) + 63) & ~static_cast<uintptr_t>(63));
+    float *st = kt + static_cast<int64_t>(hd) * KB, *vcopy = st + RT * KB;
+    const int64_t ldv = (hd + 15) / 16 * 16;
+    int32_t qmax = a.q_pos[i0];
+    for (int64_t i = i0; i < i1; ++i) qmax = a.q_pos[i] > qmax ? a.q_pos[i] : qmax;
+    for (int64_t jb = j0; jb < j1; jb += KB) {
+        const int64_t nb = min64(KB, j1 - jb);
+        int32_t pmin = a.kv_pos[jb];
+        for (int64_t j = 1; j < nb; ++j) pmin = a.kv_pos[jb + j] < pmin ? a.kv_pos[jb + j] : pmin;
+        if (pmin > qmax) continue;   // every key of the block is after every query (causal prefill)
+        int32_t pmax = a.kv_pos[jb];
+        for (int64_t j = 1; j < nb; ++j) pmax = a.kv_pos[jb + j] > pmax ? a.kv_pos[jb + j] : pmax;
+        transpose_keys(kg + jb * a.ld_kv, a.ld_kv, nb, hd, kt);
+        if (nb < KB)
+            for (int d = 0; d < hd; ++d)
+                for (int64_t j = nb; j < KB; ++j) kt[static_cast<int64_t>(d) * KB + j] = 0.0f;
+        for (int64_t j = 0; j < nb; ++j) std::memcpy(vcopy + j * ldv, vg + (jb + j) * a.ld_kv, sizeof(float) * hd);
+        const float *vb = vcopy;
+        int64_t r0 = 0;
+        for (; r0 + RT <= rows; r0 += RT) attn_tile<RT>(a, scale, g, i0, r0, jb, nb, pmax, kt, vb, ldv, o, m, l, st);
+        switch (rows - r0) {
+        case 5: attn_tile<5>(a, scale, g, i0, r0, jb, nb, pmax, kt, vb, ldv, o, m, l, st); break;
+        case 4: attn_tile<4>(a, scale, g, i0, r0, jb, nb, pmax, kt, vb, ldv, o, m, l, st); break;
+        case 3: attn_tile<3>(a, scale, g, i0, r0, jb, nb, pmax, kt, vb, ldv, o, m, l, st); break;
+        case 2: attn_tile<2>(a, scale, g, i0, r0, jb, nb, pmax, kt, vb, ldv, o, m, l, st); break;
+        case 1: attn_tile<1>(a, scale, g, i0, r0, jb, nb, pmax, kt, vb, ldv, o, m, l, st); break;
+        default: break;
+        }
+    }
+}
+
+} // namespace

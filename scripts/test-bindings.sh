@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Builds and tests the language bindings against build/release (or
+# $LCTX_BUILD_DIR): Python and Java (SWIG), Go (cgo), Rust (if present), the
+# ABI guard, the packages (CPack install test) and the examples in C, Python,
+# Java and Go. Installs missing Debian packages (apt-get update only then).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+build="${LCTX_BUILD_DIR:-$root/build/release}"
+python="${PYTHON:-$root/.venv/bin/python}"
+[[ -x "$python" ]] || python="$(command -v python3)"
+
+need=()
+command -v swig >/dev/null || need+=(swig)
+command -v javac >/dev/null || need+=(default-jdk-headless)
+[[ -f /usr/share/java/junit-platform-console-standalone.jar ]] || need+=(junit5)
+command -v go >/dev/null || need+=(golang-go)
+command -v pkg-config >/dev/null || need+=(pkg-config)
+command -v dpkg-deb >/dev/null || need+=(dpkg)
+if [[ -f bindings/rust/Cargo.toml ]]; then command -v bindgen >/dev/null || need+=(bindgen); fi
+if ((${#need[@]})); then
+    echo "test-bindings: installing ${need[*]} (apt)"
+    SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO="sudo"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+export JAVA_HOME="${JAVA_HOME:-$(dirname "$(dirname "$(readlink -f "$(command -v javac)")")")}"
+
+rust=OFF
+[[ -f bindings/rust/Cargo.toml ]] && command -v cargo >/dev/null && rust=ON
+echo "test-bindings: configuring $build with the bindings"
+cmake -S . -B "$build" -DLCTX_BUILD_TESTS=ON -DLCTX_BINDINGS_PYTHON=ON -DLCTX_BINDINGS_JAVA=ON \
+    -DLCTX_BINDINGS_GO=ON -DLCTX_BINDINGS_RUST=$rust -DPython3_EXECUTABLE="$python" >/dev/null
+cmake --build "$build" -j"$(nproc)" --target lctx lctx_python lctx_java lctx_abi_layout
+
+echo "== binding tests"
+ctest --test-dir "$build" --output-on-failure -R '^(python_binding|java_binding|go_binding|rust_binding|abi_guard|packaging_install)$'
+
+echo "== examples"
+model="$root/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+[[ -f "$model" ]] || model="${LCTX_TINY_MODEL:-$root/../shared/models/stories260K.gguf}"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+cat > "$tmp/doc.txt" <<'TXT'
+The lighthouse on Gull Island was built in 1871 by the engineer Mara Quill. It stands 42 metres tall
+and its lamp can be seen 30 kilometres out at sea. The keeper, Tom Reyes, lives there with a grey cat.
+TXT
+question="Who built the lighthouse?"
+n=24
+declare -A out
+cc -std=c99 -Wall -Werror examples/c/ask.c -Iinclude -L"$build" -Wl,-rpath,"$build" -llctx -o "$tmp/ask"
+out[c]="$("$tmp/ask" "$model" "$tmp/doc.txt" "$question" $n)"
+out[python]="$(PYTHONPATH="$build/bindings/python" "$python" examples/python/ask.py "$model" "$tmp/doc.txt" "$question" $n)"
+out[java]="$(java -cp "$build/bindings/java/lctx.jar" examples/java/Ask.java "$model" "$tmp/doc.txt" "$question" $n)"
+out[go]="$(cd examples/go && CGO_LDFLAGS="-L$build -Wl,-rpath,$build" GOPROXY=off GOFLAGS=-mod=mod \
+    go run . "$model" "$tmp/doc.txt" "$question" $n)"
+if [[ -f examples/rust/Cargo.toml && $rust == ON ]]; then
+    out[rust]="$(cd examples/rust && LCTX_LIB_DIR="$build" LD_LIBRARY_PATH="$build" \
+        cargo run --offline --quiet --target-dir "$build/bindings/rust-target" -- "$model" "$tmp/doc.txt" "$question" $n)"
+fi
+passed=0 failed=0
+for lang in "${!out[@]}"; do
+    printf '%-7s %s\n' "$lang:" "${out[$lang]}"
+    # Same model, same greedy decoding: every language must print the same answer.
+    if [[ -n "${out[$lang]}" && "${out[$lang]}" == "${out[c]}" ]]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+done
+echo "examples: $passed passed, $failed failed"
+((failed == 0))

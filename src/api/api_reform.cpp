@@ -1,0 +1,44 @@
+// REFORM index persistence: lctx_index_save, lctx_session_load_index.
+#include <string>
+
+#include "api/handles.h"
+
+using lctx::api::guarded;
+using lctx::api::require;
+
+extern "C" {
+
+LCTX_API lctx_status lctx_index_save(lctx_session *s, const char *path) {
+    if (!s || !s->session)
+        return lctx::api::set_error(LCTX_ERR_INVALID_ARG, "lctx_index_save: session is NULL");
+    return guarded(s, [&] {
+        require(path, "lctx_index_save", "path");
+        s->session->save_index(path);
+    });
+}
+
+LCTX_API lctx_status lctx_session_load_index(const lctx_model *model, const char *path,
+                                             const lctx_session_params *params, lctx_session **out) {
+    if (out) *out = nullptr;
+    return guarded(nullptr, [&] {
+        require(out, "lctx_session_load_index", "out");
+        require(model, "lctx_session_load_index", "model");
+        require(path, "lctx_session_load_index", "path");
+        lctx_session_params p;
+        lctx_session_default_params(&p);
+        if (params) {
+            if (params->struct_size < sizeof(lctx_session_params))
+                lctx::fail(LCTX_ERR_INVALID_ARG, "lctx_session_params.struct_size is %u, expected %zu",
+                           params->struct_size, sizeof(lctx_session_params));
+            p = *params;
+        }
+        p.method = LCTX_METHOD_REFORM;
+        auto s = std::make_unique<lctx_session>();
+        s->owner = model;
+        s->session = std::make_unique<lctx::Session>(*model->model, p);
+        s->session->load_index(path);
+        *out = s.release();
+    });
+}
+
+} // extern "C"

@@ -1,0 +1,177 @@
+#include "session/method_reform.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "session/index_file.h"
+#include "session/query_mask.h"
+#include "session/selector.h"
+
+namespace lctx {
+
+ReformMethod::ReformMethod(const Model &model, cpu::ThreadPool &pool, const lctx_session_params &sp)
+    : model_(model), pool_(pool), params_(reform_params_from(model.hparams(), sp)),
+      profile_(choose_head_profile(model.hparams(), sp.reform_heads_path ? sp.reform_heads_path : "")),
+      forward_(model, pool) {
+    EncoderConfig cfg;
+    cfg.chunk = params_.chunk;
+    cfg.budget = params_.budget;
+    cfg.sink = params_.sink;
+    cfg.recent = params_.recent;
+    cfg.obs = params_.obs;
+    cfg.accumulate = params_.h2o_accumulate;
+    make_encoder(cfg);
+}
+
+void ReformMethod::make_encoder(const EncoderConfig &cfg) {
+    encoder_ = std::make_unique<ReformEncoder>(model_, pool_, cfg, profile_.heads);
+    store_ = std::make_unique<EmbeddingStore>(encoder_->dim());
+}
+
+void ReformMethod::feed(const int32_t *tokens, size_t n, Progress &progress) {
+    if (sealed_) fail(LCTX_ERR_STATE, "REFORM: the document is sealed");
+    const size_t before = doc_ids_.size();
+    doc_ids_.insert(doc_ids_.end(), tokens, tokens + n);
+    const int64_t C = params_.chunk;
+    try {
+        while (static_cast<int64_t>(doc_ids_.size()) - encoder_->n_encoded() >= C) {
+            const int64_t at = encoder_->n_encoded();
+            const double frac = n ? double(std::max<int64_t>(0, at - int64_t(before))) / double(n) : 1.0;
+            if (!progress.keep_going(frac))
+                fail(LCTX_ERR_CANCELLED, "cancelled after %lld of %zu tokens", (long long)(at - int64_t(before)), n);
+            encoder_->step(doc_ids_.data() + at, C, *store_, [&] { return progress.keep_going(frac); });
+        }
+    } catch (...) {
+        // Keep what was encoded (and what was pending before this call).
+        doc_ids_.resize(std::max<size_t>(before, static_cast<size_t>(encoder_->n_encoded())));
+        throw;
+    }
+    progress.keep_going(1.0);
+}
+
+void ReformMethod::finish(Progress &progress) {
+    const int64_t at = encoder_->n_encoded(), rest = static_cast<int64_t>(doc_ids_.size()) - at;
+    if (rest > 0) encoder_->step(doc_ids_.data() + at, rest, *store_, [&] { return progress.keep_going(0.5); });
+    sealed_ = true;
+    progress.keep_going(1.0);
+}
+
+Selection ReformMethod::select(const std::vector<int32_t> &query, Progress &progress) {
+    if (!sealed_) fail(LCTX_ERR_STATE, "REFORM: select before build_index");
+    const int64_t q = static_cast<int64_t>(query.size()), N = store_->size();
+    encoder_->embed_query(query.data(), q, last_qemb_, [&] { return progress.keep_going(0.2); });
+    last_mask_ = query_score_mask(model_.tokenizer(), query);
+    const int32_t D = encoder_->dim();
+    std::vector<float> qs;
+    for (int64_t u = 0; u < q; ++u)
+        if (last_mask_[u]) qs.insert(qs.end(), last_qemb_.begin() + u * D, last_qemb_.begin() + (u + 1) * D);
+    const int64_t nq = static_cast<int64_t>(qs.size()) / D;
+    last_s_.assign(static_cast<size_t>(N), 0.0f);
+    for (int64_t t = 0; t < N;) {
+        const int64_t len = std::min(N - t, store_->contiguous_from(t));
+        score_tokens(store_->row(t), len, D, qs.data(), nq, encoder_->n_heads(), last_s_.data() + t, &pool_);
+        t += len;
+    }
+    if (!progress.keep_going(0.8)) fail(LCTX_ERR_CANCELLED, "select cancelled");
+    last_p_.assign(static_cast<size_t>(N), 0.0f);
+    max_pool(last_s_.data(), N, params_.pool_half, last_p_.data());
+    Selection sel;
+    sel.positions = select_top(last_s_.data(), last_p_.data(), N, params_.recompute, params_.keep_first,
+                               params_.keep_last);
+    if (static_cast<int64_t>(sel.positions.size()) + q >= params_.n_ctx)
+        fail(LCTX_ERR_CONTEXT_FULL, "REFORM: %zu gathered tokens + a %lld-token query leave no room for an answer "
+             "in n_ctx = %lld: lower reform_recompute or raise n_ctx", sel.positions.size(), (long long)q,
+             (long long)params_.n_ctx);
+    sel.scores.reserve(sel.positions.size());
+    for (int64_t t : sel.positions) sel.scores.push_back(last_p_[static_cast<size_t>(t)]);
+    sel.query = query;
+    progress.keep_going(1.0);
+    return sel;
+}
+
+void ReformMethod::forward_decode(const int32_t *tokens, size_t n, Progress *progress, LogitsMode mode,
+                                  std::vector<float> &logits) {
+    KvCache &cache = *decode_cache_;
+    if (static_cast<int64_t>(n) > cache.capacity() - cache.size())
+        fail(LCTX_ERR_CONTEXT_FULL, "REFORM: the decode cache holds %lld of %lld tokens and cannot take %zu more: "
+             "raise n_ctx or lower reform_recompute", (long long)cache.size(), (long long)cache.capacity(), n);
+    std::vector<int32_t> pos;
+    const size_t nb = static_cast<size_t>(params_.n_batch);
+    for (size_t done = 0; done < n;) {
+        const size_t b = std::min(n - done, nb);
+        const double frac = double(done) / double(n);
+        if (progress && !progress->keep_going(frac))
+            fail(LCTX_ERR_CANCELLED, "recompute cancelled after %zu of %zu tokens", done, n);
+        pos.resize(b);
+        std::iota(pos.begin(), pos.end(), static_cast<int32_t>(cache.size()));
+        ForwardOptions opt;
+        opt.logits = done + b == n ? mode : LogitsMode::NONE;
+        if (progress) opt.keep_going = [progress, frac] { return progress->keep_going(frac); };
+        forward_.run(tokens + done, pos.data(), static_cast<int64_t>(b), cache, opt, logits);
+        ctx_tokens_.insert(ctx_tokens_.end(), tokens + done, tokens + done + b);
+        done += b;
+    }
+}
+
+void ReformMethod::recompute(const Selection &selection, Progress &progress, std::vector<float> &logits) {
+    const int64_t N = static_cast<int64_t>(doc_ids_.size());
+    std::vector<int32_t> ids;
+    ids.reserve(selection.positions.size() + selection.query.size());
+    int64_t prev = -1;
+    for (int64_t t : selection.positions) {
+        if (t <= prev || t >= N)
+            fail(LCTX_ERR_INVALID_ARG, "REFORM recompute: selected position %lld is out of range or not ascending",
+                 (long long)t);
+        ids.push_back(doc_ids_[static_cast<size_t>(t)]);
+        prev = t;
+    }
+    ids.insert(ids.end(), selection.query.begin(), selection.query.end());
+    if (ids.empty()) fail(LCTX_ERR_INVALID_ARG, "REFORM recompute: nothing to compute (empty selection and query)");
+    if (static_cast<int64_t>(ids.size()) > params_.n_ctx)
+        fail(LCTX_ERR_CONTEXT_FULL, "REFORM recompute: %zu tokens do not fit n_ctx = %lld", ids.size(),
+             (long long)params_.n_ctx);
+    if (!decode_cache_) decode_cache_ = std::make_unique<KvCache>(model_.hparams(), params_.n_ctx);
+    decode_cache_->clear();
+    ctx_tokens_.clear();
+    try {
+        forward_decode(ids.data(), ids.size(), &progress, LogitsMode::LAST, logits);
+    } catch (...) {
+        decode_cache_->clear();
+        ctx_tokens_.clear();
+        throw;
+    }
+    progress.keep_going(1.0);
+}
+
+void ReformMethod::append(int32_t token, std::vector<float> &logits) {
+    if (!decode_cache_) fail(LCTX_ERR_STATE, "REFORM: decode before recompute");
+    forward_decode(&token, 1, nullptr, LogitsMode::LAST, logits);
+}
+
+void ReformMethod::save_index(const std::string &path) const {
+    if (!sealed_) fail(LCTX_ERR_STATE, "lctx_index_save: call lctx_build_index first");
+    write_reform_index(path, model_, profile_, doc_ids_, *store_, *encoder_);
+}
+
+void ReformMethod::load_index(const std::string &path, const lctx_session_params &sp) {
+    if (!doc_ids_.empty() || sealed_) fail(LCTX_ERR_STATE, "REFORM: an index can only be loaded into a new session");
+    ReformIndexHeader h = read_reform_index_header(path, model_);
+    if (sp.reform_heads_path && *sp.reform_heads_path &&
+        profile_.heads_string() != h.profile.heads_string())
+        fail(LCTX_ERR_INVALID_ARG, "index %s was built with the head profile %s, not %s (%s)", path.c_str(),
+             h.profile.heads_string().c_str(), profile_.heads_string().c_str(), sp.reform_heads_path);
+    profile_ = h.profile;
+    params_.chunk = h.cfg.chunk;
+    params_.budget = h.cfg.budget;
+    params_.sink = h.cfg.sink;
+    params_.recent = h.cfg.recent;
+    params_.obs = h.cfg.obs;
+    params_.h2o_accumulate = h.cfg.accumulate;
+    make_encoder(h.cfg);
+    read_reform_index_body(h, doc_ids_, *store_, *encoder_);
+    sealed_ = true;
+}
+
+} // namespace lctx

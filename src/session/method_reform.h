@@ -1,0 +1,73 @@
+// REFORM (spec ../shared/docs/methods/reform.md): compress, gather, recompute.
+// feed = recurrent chunked encoding into a per-token embedding store (stage
+// boundaries depend only on the chunk size, not on the feed calls); finish =
+// encode the remainder; select = cosine scoring of the store against the
+// question's embeddings, max-pooled, forced first/last tokens, top-k to the
+// recompute budget; recompute = full forward over the gathered ids + query at
+// fresh consecutive positions; decode appends to that cache.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "engine/forward.h"
+#include "engine/kv_cache.h"
+#include "lctx.h"
+#include "session/embedding_store.h"
+#include "session/head_profile.h"
+#include "session/method.h"
+#include "session/reform_encoder.h"
+#include "session/reform_params.h"
+
+namespace lctx {
+
+class ReformMethod : public Method {
+public:
+    ReformMethod(const Model &model, cpu::ThreadPool &pool, const lctx_session_params &params);
+
+    void feed(const int32_t *tokens, size_t n, Progress &progress) override;
+    void finish(Progress &progress) override;
+    Selection select(const std::vector<int32_t> &query, Progress &progress) override;
+    void recompute(const Selection &selection, Progress &progress, std::vector<float> &logits) override;
+    void append(int32_t token, std::vector<float> &logits) override;
+    const std::vector<int32_t> &context_tokens() const override { return ctx_tokens_; }
+    int64_t n_fed() const override { return static_cast<int64_t>(doc_ids_.size()); }
+
+    // Index persistence (index_file.h); load requires a fresh method.
+    void save_index(const std::string &path) const;
+    void load_index(const std::string &path, const lctx_session_params &params);
+
+    // Introspection for tests, tools and diagnostics.
+    const ReformParams &params() const { return params_; }
+    const HeadProfile &profile() const { return profile_; }
+    const ReformEncoder &encoder() const { return *encoder_; }
+    const EmbeddingStore &store() const { return *store_; }
+    const std::vector<int32_t> &doc_ids() const { return doc_ids_; }
+    // Raw (s) and pooled (p) scores of every document token for the last select.
+    const std::vector<float> &last_raw_scores() const { return last_s_; }
+    const std::vector<float> &last_pooled_scores() const { return last_p_; }
+    const std::vector<bool> &last_query_mask() const { return last_mask_; }
+    // Query embeddings of the last select, [q][dim].
+    const std::vector<float> &last_query_embeddings() const { return last_qemb_; }
+
+private:
+    void make_encoder(const EncoderConfig &cfg);
+    void forward_decode(const int32_t *tokens, size_t n, Progress *progress, LogitsMode mode,
+                        std::vector<float> &logits);
+
+    const Model &model_;
+    cpu::ThreadPool &pool_;
+    ReformParams params_;
+    HeadProfile profile_;
+    std::unique_ptr<ReformEncoder> encoder_;
+    std::unique_ptr<EmbeddingStore> store_;
+    std::vector<int32_t> doc_ids_;
+    bool sealed_ = false;
+    Forward forward_;
+    std::unique_ptr<KvCache> decode_cache_;
+    std::vector<int32_t> ctx_tokens_;
+    std::vector<float> last_s_, last_p_, last_qemb_;
+    std::vector<bool> last_mask_;
+};
+
+} // namespace lctx

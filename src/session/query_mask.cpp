@@ -1,0 +1,62 @@
+#include "session/query_mask.h"
+
+#include <string>
+
+namespace lctx {
+
+std::vector<bool> query_score_mask(const Tokenizer &tok, const std::vector<int32_t> &query) {
+    const size_t n = query.size();
+    std::vector<bool> mask(n, false);
+    // Turn i: [start_i, end_i) with its role; the implicit first turn is "user".
+    std::vector<std::string> role(n);
+    std::vector<int> turn(n, 0);
+    std::vector<bool> header(n, false);
+    std::string cur = "user";
+    int t = 0;
+    bool in_header = false;
+    std::string header_text;
+    for (size_t i = 0; i < n; ++i) {
+        const int32_t id = query[i];
+        if (tok.is_control(id)) {
+            const std::string &text = tok.token_text(id);
+            // A start-of-turn marker opens a role header ("<|im_start|>",
+            // "<start_of_turn>"); other control tokens just end text.
+            if (text.find("start") != std::string::npos) {
+                in_header = true;
+                header_text.clear();
+                ++t;
+                cur.clear();
+            }
+            header[i] = true;
+            turn[i] = t;
+            role[i] = cur;
+            continue;
+        }
+        if (in_header) {
+            const std::string piece = tok.token_to_piece(id, false);
+            header_text += piece;
+            header[i] = true;
+            if (piece.find('\n') != std::string::npos) {
+                in_header = false;
+                size_t e = header_text.find_first_of(" \n");
+                cur = header_text.substr(0, e);
+            }
+        }
+        turn[i] = t;
+        role[i] = cur;
+    }
+    const int last_turn = t;
+    bool any = false;
+    for (size_t i = 0; i < n; ++i) {
+        if (header[i]) continue;
+        if (role[i] == "system") continue;
+        if (turn[i] == last_turn && turn[i] > 0 && (role[i] == "assistant" || role[i] == "model")) continue;
+        mask[i] = true;
+        any = true;
+    }
+    if (!any)   // nothing left (e.g. a bare control sequence): score every non-control token
+        for (size_t i = 0; i < n; ++i) mask[i] = !tok.is_control(query[i]);
+    return mask;
+}
+
+} // namespace lctx

@@ -1,0 +1,17 @@
+// Which query tokens REFORM scores (spec §5.1): the question text only.
+// Dropped: control tokens, the role header after a start-of-turn token (up
+// to its newline), system turns, and a final assistant turn (the generation
+// prefix, e.g. "<|im_start|>assistant\nThe answer is"). Text before any turn
+// marker counts as part of the user's turn (it continues the document).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/tokenizer.h"
+
+namespace lctx {
+
+std::vector<bool> query_score_mask(const Tokenizer &tok, const std::vector<int32_t> &query);
+
+} // namespace lctx

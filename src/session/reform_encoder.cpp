@@ -1,0 +1,208 @@
+#include "session/reform_encoder.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+#include "common/error.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "session/evictor_h2o.h"
+
+namespace lctx {
+
+void l2_normalize(const float *v, int32_t n, float *out) {
+    double ss = 0.0;
+    for (int32_t i = 0; i < n; ++i) ss += double(v[i]) * v[i];
+    const double norm = std::sqrt(ss);
+    const float inv = norm < 1e-20 ? 0.0f : static_cast<float>(1.0 / norm);
+    for (int32_t i = 0; i < n; ++i) out[i] = v[i] * inv;
+}
+
+ReformEncoder::ReformEncoder(const Model &model, cpu::ThreadPool &pool, const EncoderConfig &cfg,
+                             std::vector<HeadSpec> heads)
+    : model_(model), pool_(pool), forward_(model, pool), cfg_(cfg), heads_(std::move(heads)),
+      exit_(0), head_dim_(model.hparams().head_dim), n_kv_(model.hparams().n_head_kv),
+      cache_(model.hparams(), cfg.budget + cfg.chunk, [&] {
+          int32_t e = 0;
+          for (const HeadSpec &h : heads_) e = std::max(e, h.layer);
+          return e;
+      }()) {
+    if (heads_.empty()) fail(LCTX_ERR_INVALID_ARG, "REFORM encoder: no heads to capture");
+    exit_ = cache_.n_layers();
+    orig_.resize(static_cast<size_t>(exit_) * n_kv_);
+    score_.resize(static_cast<size_t>(exit_) * n_kv_);
+}
+
+void ReformEncoder::capture_exit_layer(const float *x, int64_t n, int64_t row0, const RowWriter &write) {
+    const Hparams &hp = model_.hparams();
+    const LayerWeights &L = model_.layers()[static_cast<size_t>(exit_)];
+    const int64_t E = hp.n_embd, D = head_dim_;
+    xn_.resize(static_cast<size_t>(n * E));
+    const float *w = reinterpret_cast<const float *>(L.attn_norm.data);
+    for (int64_t t = 0; t < n; ++t) cpu::rms_norm(x + t * E, w, xn_.data() + t * E, E, hp.rms_eps);
+    proj_.resize(static_cast<size_t>(n * D));
+    tmp_.resize(static_cast<size_t>(D));
+    for (size_t i = 0; i < heads_.size(); ++i) {
+        const HeadSpec &h = heads_[i];
+        if (h.layer != exit_) continue;
+        const WeightView &W = h.kind == HeadKind::Q ? L.wq : h.kind == HeadKind::K ? L.wk : L.wv;
+        WeightView sub = W;   // the head's D rows of the projection
+        sub.data = W.row(int64_t(h.head) * D);
+        sub.n_rows = D;
+        cpu::matmul(pool_, sub, xn_.data(), E, n, proj_.data());
+        for (int64_t t = 0; t < n; ++t) {
+            l2_normalize(proj_.data() + t * D, static_cast<int32_t>(D), tmp_.data());
+            write(row0 + t, static_cast<int32_t>(i * D), tmp_.data());
+        }
+    }
+}
+
+void ReformEncoder::run_capture(const int32_t *tokens, int64_t n, const RowWriter &write, ForwardHooks *extra,
+                                const std::function<bool()> &keep_going) {
+    const Hparams &hp = model_.hparams();
+    const int64_t D = head_dim_, E = hp.n_embd;
+    if (exit_ == 0) {
+        // Heads at layer 0 only: their input is the token embedding; no
+        // working cache exists.
+        std::vector<float> x(static_cast<size_t>(n * E));
+        for (int64_t t = 0; t < n; ++t) cpu::get_row(model_.tok_embd(), tokens[t], x.data() + t * E);
+        capture_exit_layer(x.data(), n, 0, write);
+        return;
+    }
+    ForwardHooks hooks;
+    if (extra) hooks = *extra;
+    // Hooks come per sub-batch in token order: count rows per layer.
+    std::vector<int64_t> done(static_cast<size_t>(exit_) + 1, 0);
+    std::vector<float> buf(static_cast<size_t>(D));
+    hooks.on_qkv = [&](int32_t l, const float *q, const float *k, const float *v, int64_t nt) {
+        for (size_t i = 0; i < heads_.size(); ++i) {
+            const HeadSpec &h = heads_[i];
+            if (h.layer != l) continue;
+            const float *src = h.kind == HeadKind::Q ? q : h.kind == HeadKind::K ? k : v;
+            const int64_t ld = (h.kind == HeadKind::Q ? hp.n_head : hp.n_head_kv) * D;
+            for (int64_t t = 0; t < nt; ++t) {
+                l2_normalize(src + t * ld + h.head * D, static_cast<int32_t>(D), buf.data());
+                write(done[l] + t, static_cast<int32_t>(i * D), buf.data());
+            }
+        }
+        done[l] += nt;
+    };
+    hooks.on_hidden = [&](int32_t l, const float *x, int64_t nt) {
+        if (l != exit_ - 1) return;
+        capture_exit_layer(x, nt, done[exit_], write);
+        done[exit_] += nt;
+    };
+    std::vector<int32_t> pos(static_cast<size_t>(n));
+    std::iota(pos.begin(), pos.end(), static_cast<int32_t>(cache_.size()));
+    ForwardOptions opt;
+    opt.n_layers = exit_;
+    opt.logits = LogitsMode::NONE;
+    opt.hooks = &hooks;
+    opt.keep_going = keep_going;
+    std::vector<float> no_logits;
+    forward_.run(tokens, pos.data(), n, cache_, opt, no_logits);
+}
+
+void ReformEncoder::step(const int32_t *tokens, int64_t m, EmbeddingStore &store,
+                         const std::function<bool()> &keep_going) {
+    if (m < 1 || m > cfg_.chunk)
+        fail(LCTX_ERR_INTERNAL, "REFORM step of %lld tokens (chunk %lld)", (long long)m, (long long)cfg_.chunk);
+    const int64_t base = n_encoded_, n0 = cache_.size();
+    store.reserve(base + m);
+    RowWriter write = [&](int64_t row, int32_t col, const float *v) { store.write(base + row, col, v, head_dim_); };
+    ForwardHooks extra;
+    extra.col_sums = &cols_;
+    extra.obs_begin = m - std::min(cfg_.obs, m);
+    run_capture(tokens, m, write, &extra, keep_going);   // throws with the cache unchanged
+
+    // From here on nothing throws except allocation failures.
+    const int64_t n = n0 + m;
+    for (int32_t l = 0; l < exit_; ++l) {
+        for (int32_t g = 0; g < n_kv_; ++g) {
+            std::vector<int64_t> &o = orig(l, g);
+            std::vector<float> &s = score(l, g);
+            const float *a = cols_[static_cast<size_t>(l)].data() + static_cast<size_t>(g) * n;
+            if (!cfg_.accumulate) std::fill(s.begin(), s.end(), 0.0f);
+            s.resize(static_cast<size_t>(n), 0.0f);
+            o.resize(static_cast<size_t>(n));
+            for (int64_t i = 0; i < m; ++i) o[n0 + i] = base + i;
+            for (int64_t i = 0; i < n; ++i) s[i] += a[i];
+        }
+    }
+    store.commit(base + m);
+    n_encoded_ = base + m;
+    if (n > cfg_.budget) evict();
+}
+
+void ReformEncoder::evict() {
+    const Hparams &hp = model_.hparams();
+    const int64_t n = cache_.size(), B = cfg_.budget, D = head_dim_;
+    // Keys are cached after RoPE at their slot's position: a survivor moving
+    // from slot s to slot i is rotated by i - s. The YaRN magnitude factor
+    // must not be applied twice, so it is cancelled for the delta rotation
+    // (as KvCache::reposition does).
+    Hparams rot = hp;
+    float mscale = hp.yarn_attn_factor;
+    if (hp.rope_scaling == RopeScaling::YARN && hp.yarn_ext_factor != 0.0f)
+        mscale *= 1.0f + 0.1f * std::log(1.0f / hp.rope_freq_scale);
+    rot.yarn_attn_factor = hp.yarn_attn_factor / mscale;
+    std::vector<int32_t> delta(static_cast<size_t>(B));
+    const size_t row = static_cast<size_t>(D) * sizeof(float);
+    for (int32_t l = 0; l < exit_; ++l) {
+        for (int32_t g = 0; g < n_kv_; ++g) {
+            std::vector<int64_t> &o = orig(l, g);
+            std::vector<float> &s = score(l, g);
+            const std::vector<int64_t> keep = h2o_keep(s.data(), o.data(), n, B, cfg_.sink, cfg_.recent);
+            float *k = cache_.keys(l) + g * cache_.head_stride();
+            float *v = cache_.values(l) + g * cache_.head_stride();
+            const int64_t nk = static_cast<int64_t>(keep.size());
+            for (int64_t i = 0; i < nk; ++i) {   // keep is ascending: moving forward is safe
+                const int64_t src = keep[i];
+                delta[i] = static_cast<int32_t>(i - src);
+                o[i] = o[src];
+                s[i] = s[src];
+                if (src == i) continue;
+                std::memmove(k + i * D, k + src * D, row);
+                std::memmove(v + i * D, v + src * D, row);
+            }
+            o.resize(static_cast<size_t>(nk));
+            s.resize(static_cast<size_t>(nk));
+            cpu::rope(rot, k, D, nk, 1, delta.data());
+        }
+    }
+    int32_t *pos = cache_.positions();
+    for (int64_t i = 0; i < B; ++i) pos[i] = static_cast<int32_t>(i);
+    cache_.truncate(B);
+}
+
+void ReformEncoder::embed_query(const int32_t *tokens, int64_t q, std::vector<float> &out,
+                                const std::function<bool()> &keep_going) {
+    if (exit_ > 0 && q > cache_.capacity() - cache_.size())
+        fail(LCTX_ERR_INVALID_ARG, "REFORM: the query has %lld tokens; at most %lld fit on top of the working cache "
+             "(the chunk size): shorten the question or raise reform_chunk", (long long)q,
+             (long long)(cache_.capacity() - cache_.size()));
+    const int32_t Dm = dim();
+    out.assign(static_cast<size_t>(q * Dm), 0.0f);
+    RowWriter write = [&](int64_t r, int32_t col, const float *v) {
+        std::memcpy(out.data() + r * Dm + col, v, static_cast<size_t>(head_dim_) * sizeof(float));
+    };
+    const int64_t n0 = cache_.size();
+    run_capture(tokens, q, write, nullptr, keep_going);
+    cache_.truncate(n0);   // select works "on a copy": the query rows are dropped
+}
+
+void ReformEncoder::restore(int64_t n_slots, int64_t n_encoded) {
+    if (n_slots < 0 || n_slots > cfg_.budget || (exit_ > 0 && n_slots > cache_.capacity()))
+        fail(LCTX_ERR_FORMAT, "REFORM: working cache of %lld slots does not fit the budget %lld",
+             (long long)n_slots, (long long)cfg_.budget);
+    cache_.clear();
+    if (exit_ > 0) cache_.append(n_slots);
+    int32_t *pos = cache_.positions();
+    for (int64_t i = 0; i < cache_.size(); ++i) pos[i] = static_cast<int32_t>(i);
+    n_encoded_ = n_encoded;
+    for (auto &o : orig_) o.assign(static_cast<size_t>(n_slots), 0);
+    for (auto &s : score_) s.assign(static_cast<size_t>(n_slots), 0.0f);
+}
+
+} // namespace lctx

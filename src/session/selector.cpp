@@ -1,0 +1,106 @@
+#include "session/selector.h"
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <limits>
+
+#include "model/ggml_type.h"
+
+namespace lctx {
+
+namespace {
+
+// fp16 -> fp32 through a table: the store is read once per question and the
+// scalar conversion would dominate the scoring time.
+const float *half_table() {
+    static const std::vector<float> table = [] {
+        std::vector<float> t(65536);
+        for (uint32_t h = 0; h < 65536; ++h) t[h] = fp16_to_fp32(static_cast<uint16_t>(h));
+        return t;
+    }();
+    return table.data();
+}
+
+void score_range(const uint16_t *emb, int64_t t0, int64_t t1, int32_t dim, const float *query, int64_t n_query,
+                 float inv_heads, float *s) {
+    const float *tab = half_table();
+    std::vector<float> row(static_cast<size_t>(dim));
+    for (int64_t t = t0; t < t1; ++t) {
+        const uint16_t *e = emb + t * dim;
+        for (int32_t i = 0; i < dim; ++i) row[i] = tab[e[i]];
+        float best = n_query > 0 ? -std::numeric_limits<float>::infinity() : 0.0f;
+        for (int64_t u = 0; u < n_query; ++u) {
+            const float *q = query + u * dim;
+            float acc = 0.0f;
+            for (int32_t i = 0; i < dim; ++i) acc += row[i] * q[i];
+            best = std::max(best, acc);
+        }
+        s[t] = best * inv_heads;
+    }
+}
+
+} // namespace
+
+void score_tokens(const uint16_t *emb, int64_t n, int32_t dim, const float *query, int64_t n_query,
+                  int32_t n_heads, float *s, cpu::ThreadPool *pool) {
+    const float inv = n_heads > 0 ? 1.0f / static_cast<float>(n_heads) : 1.0f;
+    if (!pool || n < 4096) {
+        score_range(emb, 0, n, dim, query, n_query, inv, s);
+        return;
+    }
+    // Each token's score depends only on its own row: the split does not
+    // change the result, so selections are identical for any thread count.
+    pool->parallel_for(n, [&](int64_t b, int64_t e, int) { score_range(emb, b, e, dim, query, n_query, inv, s); });
+}
+
+void max_pool(const float *s, int64_t n, int64_t half, float *p) {
+    // Monotonic deque of candidate maxima over the window [t - half, t + half].
+    std::deque<int64_t> dq;
+    int64_t next = 0;   // next index to push
+    for (int64_t t = 0; t < n; ++t) {
+        const int64_t hi = std::min(n - 1, t + half);
+        for (; next <= hi; ++next) {
+            while (!dq.empty() && s[dq.back()] <= s[next]) dq.pop_back();
+            dq.push_back(next);
+        }
+        while (dq.front() < t - half) dq.pop_front();
+        p[t] = s[dq.front()];
+    }
+}
+
+std::vector<int64_t> select_top(const float *s, const float *p, int64_t n, int64_t budget, int64_t first,
+                                int64_t last) {
+    std::vector<int64_t> out;
+    if (n <= budget) {
+        out.resize(static_cast<size_t>(n));
+        for (int64_t t = 0; t < n; ++t) out[t] = t;
+        return out;
+    }
+    const int64_t f = std::min(first, n), l0 = std::max(f, n - last);
+    std::vector<int64_t> rest;
+    rest.reserve(static_cast<size_t>(l0 - f));
+    for (int64_t t = 0; t < f; ++t) out.push_back(t);
+    for (int64_t t = f; t < l0; ++t) rest.push_back(t);
+    for (int64_t t = l0; t < n; ++t) out.push_back(t);
+    const int64_t want = std::min<int64_t>(budget - static_cast<int64_t>(out.size()), rest.size());
+    if (want > 0) {
+        // NaN never wins: it compares as the lowest score.
+        auto key = [](float v) { return std::isnan(v) ? -std::numeric_limits<float>::infinity() : v; };
+        auto better = [&](int64_t a, int64_t b) {
+            const float pa = key(p[a]), pb = key(p[b]);
+            if (pa != pb) return pa > pb;
+            const float sa = key(s[a]), sb = key(s[b]);
+            if (sa != sb) return sa > sb;
+            return a < b;
+        };
+        std::nth_element(rest.begin(), rest.begin() + want, rest.end(), better);
+        out.insert(out.end(), rest.begin(), rest.begin() + want);
+    } else if (want < 0) {
+        out.resize(static_cast<size_t>(budget));   // forced ranges larger than the budget
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+} // namespace lctx

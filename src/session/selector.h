@@ -1,0 +1,28 @@
+// REFORM's gather step (spec §5.3-5.5) as pure functions over arrays:
+// cosine score of every stored token (max over query tokens), centred
+// max-pooling, forced first/last tokens and top-k to the budget.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/cpu/thread_pool.h"
+
+namespace lctx {
+
+// s[t] = max_u dot(emb[t], query[u]) / n_heads for t < n: emb is fp16
+// [n][dim], query f32 [n_query][dim] (rows of unit-norm head blocks, so s is
+// the mean per-head cosine). n_query == 0 gives s = 0. pool may be null.
+void score_tokens(const uint16_t *emb, int64_t n, int32_t dim, const float *query, int64_t n_query,
+                  int32_t n_heads, float *s, cpu::ThreadPool *pool);
+
+// p[t] = max of s over [t - half, t + half] clipped to [0, n): O(n).
+void max_pool(const float *s, int64_t n, int64_t half, float *p);
+
+// Positions chosen for a budget of `budget` tokens, ascending: everything
+// when n <= budget; else [0, first) and [n - last, n) plus the best others by
+// (p desc, s desc, position asc) up to `budget` in all.
+std::vector<int64_t> select_top(const float *s, const float *p, int64_t n, int64_t budget, int64_t first,
+                                int64_t last);
+
+} // namespace lctx

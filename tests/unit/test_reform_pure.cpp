@@ -1,0 +1,282 @@
+// REFORM's pure parts against brute-force references on random arrays:
+// H2O eviction, scoring, max-pooling, top-k selection, query mask, JSON
+// head profiles and parameter validation.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <set>
+
+#include "common/error.h"
+#include "model/ggml_type.h"
+#include "session/evictor_h2o.h"
+#include "session/hash64.h"
+#include "session/head_profile.h"
+#include "session/mini_json.h"
+#include "session/reform_params.h"
+#include "session/selector.h"
+
+using namespace lctx;
+
+namespace {
+
+// Brute force H2O: sort every unprotected slot by (score desc, orig desc).
+std::vector<int64_t> h2o_brute(const std::vector<float> &score, const std::vector<int64_t> &orig, int64_t budget,
+                               int64_t sink, int64_t recent) {
+    const int64_t n = static_cast<int64_t>(score.size());
+    if (n <= budget) {
+        std::vector<int64_t> all(n);
+        for (int64_t i = 0; i < n; ++i) all[i] = i;
+        return all;
+    }
+    std::set<int64_t> keep;
+    std::vector<int64_t> others;
+    for (int64_t s = 0; s < n; ++s) {
+        if (orig[s] < sink || s >= n - recent) keep.insert(s);
+        else others.push_back(s);
+    }
+    std::stable_sort(others.begin(), others.end(), [&](int64_t a, int64_t b) {
+        return score[a] > score[b] || (score[a] == score[b] && orig[a] > orig[b]);
+    });
+    for (int64_t s : others) {
+        if (static_cast<int64_t>(keep.size()) >= budget) break;
+        keep.insert(s);
+    }
+    return {keep.begin(), keep.end()};
+}
+
+} // namespace
+
+TEST(ReformEvictor, MatchesBruteForceOnRandomArrays) {
+    std::mt19937 rng(7);
+    for (int trial = 0; trial < 300; ++trial) {
+        const int64_t n = 1 + rng() % 400, budget = 8 + rng() % 200;
+        const int64_t sink = rng() % 4 ? rng() % (budget / 3) : 0, recent = rng() % (budget / 3);
+        std::vector<float> score(n);
+        std::vector<int64_t> orig(n);
+        int64_t o = 0;
+        for (int64_t s = 0; s < n; ++s) {
+            o += 1 + (trial % 2 ? rng() % 5 : 0);   // gaps after earlier evictions
+            orig[s] = s < 3 ? s : o;
+            // Coarse values make ties frequent, so the tie rule is exercised.
+            score[s] = trial % 3 == 0 ? float(rng() % 7) : std::uniform_real_distribution<float>(0, 10)(rng);
+        }
+        auto got = h2o_keep(score.data(), orig.data(), n, budget, sink, recent);
+        auto want = h2o_brute(score, orig, budget, sink, recent);
+        ASSERT_EQ(got, want) << "trial " << trial;
+        EXPECT_EQ(static_cast<int64_t>(got.size()), std::min(n, budget));
+        for (int64_t s = std::max<int64_t>(0, n - recent); s < n && n > budget; ++s)
+            EXPECT_TRUE(std::binary_search(got.begin(), got.end(), s));
+    }
+}
+
+TEST(ReformSelector, ScoreMatchesDoubleReference) {
+    std::mt19937 rng(3);
+    std::normal_distribution<float> nd;
+    const int32_t heads = 4, d = 16, D = heads * d;
+    const int64_t n = 5000, nq = 7;
+    auto unit_blocks = [&](std::vector<float> &v) {
+        for (size_t r = 0; r < v.size() / D; ++r)
+            for (int h = 0; h < heads; ++h) {
+                double ss = 0;
+                for (int i = 0; i < d; ++i) ss += double(v[r * D + h * d + i]) * v[r * D + h * d + i];
+                for (int i = 0; i < d; ++i) v[r * D + h * d + i] = float(v[r * D + h * d + i] / std::sqrt(ss));
+            }
+    };
+    std::vector<float> ef(n * D), q(nq * D);
+    for (float &x : ef) x = nd(rng);
+    for (float &x : q) x = nd(rng);
+    unit_blocks(ef);
+    unit_blocks(q);
+    std::vector<uint16_t> e(ef.size());
+    for (size_t i = 0; i < e.size(); ++i) e[i] = fp32_to_fp16(ef[i]);
+    cpu::ThreadPool pool(2);
+    std::vector<float> s(n), s1(n);
+    score_tokens(e.data(), n, D, q.data(), nq, heads, s.data(), &pool);
+    score_tokens(e.data(), n, D, q.data(), nq, heads, s1.data(), nullptr);
+    EXPECT_EQ(s, s1);   // thread count does not change scores
+    for (int64_t t = 0; t < n; ++t) {
+        double best = -1e30;
+        for (int64_t u = 0; u < nq; ++u) {
+            double acc = 0;
+            for (int i = 0; i < D; ++i) acc += double(fp16_to_fp32(e[t * D + i])) * q[u * D + i];
+            best = std::max(best, acc / heads);
+        }
+        ASSERT_NEAR(s[t], best, 1e-5) << t;
+        ASSERT_LE(std::fabs(s[t]), 1.0 + 2e-3);   // a mean cosine
+    }
+    // A token identical to a query token scores 1 (up to fp16).
+    std::vector<uint16_t> same(D);
+    for (int i = 0; i < D; ++i) same[i] = fp32_to_fp16(q[2 * D + i]);
+    float one = 0;
+    score_tokens(same.data(), 1, D, q.data(), nq, heads, &one, nullptr);
+    EXPECT_NEAR(one, 1.0f, 2e-3);
+}
+
+TEST(ReformSelector, MaxPoolMatchesNaive) {
+    std::mt19937 rng(11);
+    for (int trial = 0; trial < 200; ++trial) {
+        const int64_t n = 1 + rng() % 600, half = rng() % 70;
+        std::vector<float> s(n), p(n);
+        for (float &x : s) x = trial % 2 ? float(rng() % 5) : std::uniform_real_distribution<float>(-1, 1)(rng);
+        max_pool(s.data(), n, half, p.data());
+        for (int64_t t = 0; t < n; ++t) {
+            float m = -2;
+            for (int64_t j = std::max<int64_t>(0, t - half); j <= std::min(n - 1, t + half); ++j) m = std::max(m, s[j]);
+            ASSERT_EQ(p[t], m) << "trial " << trial << " t " << t;
+        }
+    }
+}
+
+TEST(ReformSelector, TopKMatchesBruteForceAndIsNested) {
+    std::mt19937 rng(5);
+    for (int trial = 0; trial < 200; ++trial) {
+        const int64_t n = 1 + rng() % 800, first = rng() % 40, last = rng() % 40;
+        const int64_t budget = first + last + 1 + rng() % 300;
+        std::vector<float> s(n), p(n);
+        for (int64_t t = 0; t < n; ++t) {
+            s[t] = float(rng() % 9) / 8.0f;
+            p[t] = std::max(s[t], float(rng() % 9) / 8.0f);
+        }
+        auto got = select_top(s.data(), p.data(), n, budget, first, last);
+        // Brute force: full sort of the unforced tokens.
+        std::vector<int64_t> want;
+        if (n <= budget) {
+            for (int64_t t = 0; t < n; ++t) want.push_back(t);
+        } else {
+            std::vector<int64_t> rest;
+            for (int64_t t = 0; t < n; ++t) {
+                if (t < first || t >= n - last) want.push_back(t);
+                else rest.push_back(t);
+            }
+            std::sort(rest.begin(), rest.end(), [&](int64_t a, int64_t b) {
+                if (p[a] != p[b]) return p[a] > p[b];
+                if (s[a] != s[b]) return s[a] > s[b];
+                return a < b;
+            });
+            for (int64_t t : rest) {
+                if (static_cast<int64_t>(want.size()) >= budget) break;
+                want.push_back(t);
+            }
+            std::sort(want.begin(), want.end());
+        }
+        ASSERT_EQ(got, want) << "trial " << trial;
+        ASSERT_EQ(static_cast<int64_t>(got.size()), std::min(n, budget));
+        // Nested in the budget.
+        auto bigger = select_top(s.data(), p.data(), n, budget + 17, first, last);
+        EXPECT_TRUE(std::includes(bigger.begin(), bigger.end(), got.begin(), got.end()));
+    }
+}
+
+TEST(ReformProfile, JsonRoundTripAndErrors) {
+    HeadProfile p;
+    p.name = "test \"quoted\"\n";
+    p.model_shape = "llama:L4";
+    p.heads = {{3, HeadKind::V, 1}, {1, HeadKind::Q, 2}, {2, HeadKind::K, 0}};
+    const std::string js = head_profile_json(p, "  \"mnr\": {\"rows\": [[0, \"Q\", 1, 0.5]]}");
+    HeadProfile q = parse_head_profile(js, "mem");
+    EXPECT_EQ(q.name, p.name);
+    EXPECT_EQ(q.model_shape, p.model_shape);
+    EXPECT_EQ(q.heads, p.heads);
+    EXPECT_EQ(q.exit_layer(), 3);
+    EXPECT_EQ(q.heads_string(), "V1@L3,Q2@L1,K0@L2");
+    for (const char *bad : {"", "{", "[]", "{\"format\": \"lctx-head-profile\", \"version\": 1}",
+                            "{\"format\": \"lctx-head-profile\", \"version\": 2, \"heads\": []}",
+                            "{\"format\": \"lctx-head-profile\", \"version\": 1, \"heads\": [{\"layer\": 1}]}",
+                            "{\"format\": \"lctx-head-profile\", \"version\": 1, \"heads\": [{\"layer\": -1, "
+                            "\"kind\": \"V\", \"head\": 0}]}",
+                            "{\"format\": \"lctx-head-profile\", \"version\": 1, \"heads\": [{\"layer\": 1, "
+                            "\"kind\": \"X\", \"head\": 0}]}",
+                            "{\"format\": \"x\", \"version\": 1, \"heads\": [{\"layer\": 1, \"kind\": \"V\", "
+                            "\"head\": 0}]} trailing"}) {
+        try {
+            parse_head_profile(bad, "bad");
+            ADD_FAILURE() << "accepted: " << bad;
+        } catch (const Error &e) {
+            EXPECT_EQ(e.status(), LCTX_ERR_FORMAT) << bad;
+        }
+    }
+    Hparams hp;
+    hp.arch = "llama";
+    hp.n_layer = 4;
+    hp.n_head = 4;
+    hp.n_head_kv = 2;
+    hp.head_dim = 16;
+    validate_head_profile(q, hp);
+    q.heads.push_back({4, HeadKind::V, 0});
+    EXPECT_THROW(validate_head_profile(q, hp), Error);
+    q.heads.back() = {1, HeadKind::K, 2};   // only 2 KV heads
+    EXPECT_THROW(validate_head_profile(q, hp), Error);
+    HeadProfile fb = fallback_head_profile(hp);
+    EXPECT_FALSE(fb.heads.empty());
+    validate_head_profile(fb, hp);
+}
+
+TEST(ReformProfile, JsonParserEscapes) {
+    json::Value v = json::parse(R"({"a": "x\u00e9\ud83d\ude00\n", "b": [1, -2.5e3, true, null]})");
+    EXPECT_EQ(v.find("a")->str, "x\xC3\xA9\xF0\x9F\x98\x80\n");
+    EXPECT_EQ(v.find("b")->arr[1].num, -2500.0);
+    EXPECT_EQ(json::parse(json::quote("a\"b\\c\x01")).str, "a\"b\\c\x01");
+    std::string deep(200, '[');
+    EXPECT_THROW(json::parse(deep), Error);
+}
+
+TEST(ReformParams, DefaultsForAn8KModelAndRefusals) {
+    Hparams hp;
+    hp.n_ctx_train = 8192;
+    lctx_session_params sp{};
+    ReformParams p = reform_params_from(hp, sp);
+    EXPECT_EQ(p.chunk, 2048);
+    EXPECT_EQ(p.budget, 2048);
+    EXPECT_EQ(p.recompute, 4096);
+    EXPECT_EQ(p.sink, 256);
+    EXPECT_EQ(p.recent, 256);
+    EXPECT_EQ(p.obs, 128);
+    EXPECT_EQ(p.keep_first, 256);
+    EXPECT_EQ(p.keep_last, 256);
+    EXPECT_EQ(p.pool_half, 64);
+    EXPECT_EQ(p.n_ctx, 8192);
+    auto refused = [&](lctx_session_params s) {
+        try {
+            reform_params_from(hp, s);
+            return false;
+        } catch (const Error &e) {
+            return e.status() == LCTX_ERR_INVALID_ARG;
+        }
+    };
+    lctx_session_params s = sp;
+    s.reform_sink = 1024; s.reform_recent = 1024;           // S0 + Wr >= B
+    EXPECT_TRUE(refused(s));
+    s = sp; s.reform_keep_first = 2048; s.reform_keep_last = 2048;   // F + T >= R
+    EXPECT_TRUE(refused(s));
+    s = sp; s.reform_recompute = 8192;                       // R >= n_ctx
+    EXPECT_TRUE(refused(s));
+    s = sp; s.reform_chunk = 64; s.reform_obs = 65;          // Wobs > C
+    EXPECT_TRUE(refused(s));
+    s = sp; s.reform_chunk = 64; s.reform_budget = 48; s.reform_sink = 8; s.reform_recent = 8;
+    s.reform_obs = 16; s.reform_pool_half = 4;
+    ReformParams small = reform_params_from(hp, s);
+    EXPECT_EQ(small.budget, 48);
+    EXPECT_EQ(small.pool_half, 4);
+}
+
+TEST(ReformHash, StreamingEqualsOneShotAndDetectsChanges) {
+    std::vector<uint8_t> data(1000);
+    for (size_t i = 0; i < data.size(); ++i) data[i] = uint8_t(i * 31 + 7);
+    Hash64 a, b;
+    a.update(data.data(), data.size());
+    for (size_t i = 0; i < data.size();) {
+        size_t n = std::min<size_t>(1 + i % 13, data.size() - i);
+        b.update(data.data() + i, n);
+        i += n;
+    }
+    EXPECT_EQ(a.digest(), b.digest());
+    for (size_t pos : {0u, 7u, 500u, 999u}) {
+        auto d = data;
+        d[pos] ^= 1;
+        Hash64 c;
+        c.update(d.data(), d.size());
+        EXPECT_NE(c.digest(), a.digest());
+    }
+}

@@ -1,0 +1,348 @@
+// lctx bench -m MODEL: prefill and decode throughput of the forward pass
+// (the engine's Forward + KvCache, as the FULL method runs them) on random
+// token ids, printed as one JSON object on stdout. bench/run.py runs it side
+// by side with llama.cpp. --profile adds the per-op time breakdown and the
+// GEMM rate against the machine's measured FMA peak.
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#if defined(__x86_64__)
+// GCC 12 warns about _mm512_undefined_* inside its own intrinsic headers.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+#endif
+
+#include "cli.h"
+#include "common/error.h"
+#include "engine/forward.h"
+#include "engine/kv_cache.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/simd.h"
+#include "model/model.h"
+
+namespace lctx::cli {
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::vector<int64_t> parse_list(const std::string &s) {
+    std::vector<int64_t> out;
+    std::stringstream ss(s);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+        char *end = nullptr;
+        const long long v = std::strtoll(item.c_str(), &end, 10);
+        if (item.empty() || *end || v <= 0) die("'%s' is not a comma-separated list of positive integers", s.c_str());
+        out.push_back(v);
+    }
+    return out;
+}
+
+// ---- FMA peak: independent FMA chains in registers, no memory traffic ----
+#if defined(__x86_64__)
+__attribute__((target("avx512f"))) float fma_loop_512(int64_t iters) {
+    __m512 a[16];
+    const __m512 m = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f);
+    for (int i = 0; i < 16; ++i) a[i] = _mm512_set1_ps(static_cast<float>(i));
+    for (int64_t it = 0; it < iters; ++it)
+#pragma GCC unroll 16
+        for (int i = 0; i < 16; ++i) a[i] = _mm512_fmadd_ps(a[i], m, c);
+    __m512 s = a[0];
+    for (int i = 1; i < 16; ++i) s = _mm512_add_ps(s, a[i]);
+    return _mm512_reduce_add_ps(s);
+}
+__attribute__((target("avx2,fma"))) float fma_loop_256(int64_t iters) {
+    __m256 a[12];
+    const __m256 m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);
+    for (int i = 0; i < 12; ++i) a[i] = _mm256_set1_ps(static_cast<float>(i));
+    for (int64_t it = 0; it < iters; ++it)
+#pragma GCC unroll 12
+        for (int i = 0; i < 12; ++i) a[i] = _mm256_fmadd_ps(a[i], m, c);
+    __m256 s = a[0];
+    for (int i = 1; i < 12; ++i) s = _mm256_add_ps(s, a[i]);
+    float f[8];
+    _mm256_storeu_ps(f, s);
+    return f[0] + f[7];
+}
+#endif
+
+// f32 GFLOP/s of the active SIMD width with every pool thread running the loop.
+double fma_peak_gflops(cpu::ThreadPool &pool) {
+#if defined(__x86_64__)
+    const cpu::SimdVariant v = cpu::active_variant();
+    if (v == cpu::SimdVariant::SCALAR) return 0.0;
+    const int lanes = v == cpu::SimdVariant::AVX512 ? 16 : 8, chains = v == cpu::SimdVariant::AVX512 ? 16 : 12;
+    const int64_t iters = 20'000'000;
+    double best = 0.0;
+    volatile float sink = 0.0f;
+    for (int rep = 0; rep < 3; ++rep) {
+        const auto t0 = std::chrono::steady_clock::now();
+        pool.parallel_for(pool.size(), [&](int64_t b, int64_t e, int) {
+            for (int64_t i = b; i < e; ++i)
+                sink = v == cpu::SimdVariant::AVX512 ? fma_loop_512(iters) : fma_loop_256(iters);
+        });
+        const double t = seconds_since(t0);
+        best = std::max(best, 2.0 * lanes * chains * static_cast<double>(iters) * pool.size() / t / 1e9);
+    }
+    return best;
+#else
+    (void)pool;
+    return 0.0;
+#endif
+}
+
+// Multiply-adds of the layer matmuls per token (q, k, v, o, gate, up, down).
+double matmul_flops_per_token(const Hparams &hp) {
+    const double E = hp.n_embd, F = hp.n_ff, Q = double(hp.n_head) * hp.head_dim,
+                 KV = double(hp.n_head_kv) * hp.head_dim;
+    return 2.0 * hp.n_layer * (E * Q + 2 * E * KV + Q * E + 3 * E * F);
+}
+
+double peak_rss_mib() {
+    rusage ru{};
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss / 1024.0;
+}
+
+std::string json_list(const std::vector<double> &v) {
+    std::string s = "[";
+    char buf[64];
+    for (size_t i = 0; i < v.size(); ++i) {
+        std::snprintf(buf, sizeof buf, "%s%.3f", i ? ", " : "", v[i]);
+        s += buf;
+    }
+    return s + "]";
+}
+
+std::string json_profile(const ForwardProfile &p) {
+    std::string s = "{";
+    char buf[96];
+    for (int op = 0; op < ForwardProfile::N_OPS; ++op) {
+        std::snprintf(buf, sizeof buf, "%s\"%s\": %.6f", op ? ", " : "", ForwardProfile::name(op), p.seconds[op]);
+        s += buf;
+    }
+    std::snprintf(buf, sizeof buf, ", \"total\": %.6f, \"tokens\": %lld}", p.total(), static_cast<long long>(p.tokens));
+    return s + buf;
+}
+
+double matmul_seconds(const ForwardProfile &p) {
+    return p.seconds[ForwardProfile::QKV] + p.seconds[ForwardProfile::ATTN_OUT] +
+           p.seconds[ForwardProfile::FFN_GATE_UP] + p.seconds[ForwardProfile::FFN_DOWN];
+}
+
+struct Bench {
+    const Model &model;
+    cpu::ThreadPool &pool;
+    Forward fwd;
+    std::mt19937 rng{1234};
+    std::vector<float> logits;
+
+    Bench(const Model &m, cpu::ThreadPool &p) : model(m), pool(p), fwd(m, p) {}
+
+    std::vector<int32_t> random_tokens(int64_t n) {
+        std::uniform_int_distribution<int32_t> u(0, model.hparams().n_vocab - 1);
+        std::vector<int32_t> t(static_cast<size_t>(n));
+        for (auto &x : t) x = u(rng);
+        return t;
+    }
+
+    // Prefill of n tokens into an empty cache; seconds.
+    double prefill(KvCache &cache, int64_t n, ForwardProfile *prof) {
+        const auto tok = random_tokens(n);
+        std::vector<int32_t> pos(static_cast<size_t>(n));
+        for (int64_t i = 0; i < n; ++i) pos[i] = static_cast<int32_t>(i);
+        ForwardOptions opt;
+        opt.logits = LogitsMode::LAST;
+        opt.profile = prof;
+        const auto t0 = std::chrono::steady_clock::now();
+        fwd.run(tok.data(), pos.data(), n, cache, opt, logits);
+        return seconds_since(t0);
+    }
+
+    // n single-token steps after what the cache holds; seconds.
+    double decode(KvCache &cache, int64_t n, ForwardProfile *prof) {
+        const auto tok = random_tokens(n);
+        ForwardOptions opt;
+        opt.logits = LogitsMode::LAST;
+        opt.profile = prof;
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int64_t i = 0; i < n; ++i) {
+            const int32_t p = static_cast<int32_t>(cache.size());
+            fwd.run(&tok[i], &p, 1, cache, opt, logits);
+        }
+        return seconds_since(t0);
+    }
+};
+
+// REFORM encode through the public API, as an application runs it: a REFORM
+// session with default parameters, the document fed in pieces of 4096
+// tokens, then build_index. Returns the "reform" JSON member.
+std::string reform_json(const Args &a, const std::vector<int64_t> &lengths, int64_t repeats, int64_t threads,
+                        int32_t n_vocab) {
+    lctx_model *m = load_model(a);
+    std::mt19937 rng(99);
+    std::uniform_int_distribution<int32_t> u(0, n_vocab - 1);
+    std::string out = "  \"reform\": [";
+    for (size_t i = 0; i < lengths.size(); ++i) {
+        std::vector<lctx_token> doc(static_cast<size_t>(lengths[i]));
+        for (auto &t : doc) t = u(rng);
+        std::vector<double> tps;
+        for (int64_t r = 0; r < repeats; ++r) {
+            lctx_session_params sp;
+            lctx_session_default_params(&sp);
+            sp.method = LCTX_METHOD_REFORM;
+            sp.n_threads = static_cast<int32_t>(threads);
+            lctx_session *s = nullptr;
+            check(lctx_session_create(m, &sp, &s), "creating a REFORM session");
+            const auto t0 = std::chrono::steady_clock::now();
+            for (size_t off = 0; off < doc.size(); off += 4096)
+                check(lctx_feed_chunk(s, doc.data() + off, std::min<size_t>(4096, doc.size() - off)), "feed_chunk");
+            check(lctx_build_index(s), "build_index");
+            tps.push_back(lengths[i] / seconds_since(t0));
+            lctx_session_free(s);
+        }
+        char buf[96];
+        std::snprintf(buf, sizeof buf, "%s\n    {\"n_doc\": %lld, \"tok_s\": ", i ? "," : "",
+                      static_cast<long long>(lengths[i]));
+        out += buf + json_list(tps) + "}";
+    }
+    lctx_model_free(m);
+    return out + "\n  ],\n";
+}
+
+} // namespace
+
+int cmd_bench(int argc, char **argv) {
+    static const char *usage =
+        "usage: lctx bench -m MODEL [options]\n"
+        "  -t, --threads N        threads (default: all cores)\n"
+        "  -p, --prompts LIST     prefill lengths, comma-separated (default 512,2048,8192)\n"
+        "  --decode-ctx N         prompt length before the decode run (default 8192; 0: no decode run)\n"
+        "  -n, --n-decode N       decoded tokens per decode run (default 32)\n"
+        "  -r, --repeats N        repeats of every measurement (default 3)\n"
+        "  --profile              per-op time breakdown, GEMM GFLOP/s and the FMA peak\n"
+        "  --no-mmap              read the model into memory instead of mapping the file\n"
+        "  --reform LIST          also REFORM encode (feed + build_index) of these document lengths\n"
+        "Prints one JSON object: tokens/s per repeat, peak RSS, profile.\n";
+    Args a = parse_args(argc, argv, {"--model", "--threads", "--prompts", "--decode-ctx", "--n-decode", "--repeats", "--reform"},
+                        {"--profile", "--no-mmap"},
+                        {{"-m", "--model"}, {"-t", "--threads"}, {"-p", "--prompts"}, {"-n", "--n-decode"},
+                         {"-r", "--repeats"}},
+                        usage);
+    if (!a.has("--model")) die("a model is needed: -m MODEL.gguf\n\n%s", usage);
+    const std::vector<int64_t> prompts = parse_list(a.get("--prompts", "512,2048,8192"));
+    const int64_t decode_ctx = a.get_int("--decode-ctx", 8192), n_decode = a.get_int("--n-decode", 32);
+    const int64_t repeats = a.get_int("--repeats", 3);
+    if (decode_ctx < 0 || n_decode <= 0 || repeats <= 0) die("--decode-ctx >= 0, --n-decode and --repeats > 0\n");
+    const bool profile = a.on("--profile");
+    const std::vector<int64_t> reform = a.has("--reform") ? parse_list(a.get("--reform")) : std::vector<int64_t>{};
+
+    try {
+        int64_t threads = a.get_int("--threads", 0);
+        if (threads <= 0) threads = std::max(1u, std::thread::hardware_concurrency());
+        auto model = Model::load_file(a.get("--model"), !a.on("--no-mmap"), static_cast<int32_t>(threads));
+        const Hparams &hp = model->hparams();
+        cpu::ThreadPool pool(static_cast<int>(threads));
+        Bench b(*model, pool);
+
+        std::string out = "{\n";
+        char buf[512];
+        std::snprintf(buf, sizeof buf,
+                      "  \"model\": \"%s\",\n  \"threads\": %lld,\n  \"simd\": \"%s\",\n  \"build\": \"%s\",\n",
+                      a.get("--model").c_str(), static_cast<long long>(threads), cpu::simd_variant(),
+                      lctx_build_info());
+        out += buf;
+
+        // Warm-up: page the weights in and start the workers.
+        {
+            KvCache cache(hp, 64);
+            b.prefill(cache, 32, nullptr);
+        }
+
+        // Repeats outermost, so a burst of load from elsewhere hits one
+        // repeat of everything rather than every repeat of one case. The
+        // decode run continues the prefill of decode_ctx tokens when that is
+        // one of the prompts.
+        std::vector<ForwardProfile> prefill_prof(prompts.size());
+        ForwardProfile decode_prof;
+        std::vector<std::vector<double>> prefill_tps(prompts.size());
+        std::vector<double> decode_tps;
+        const bool decode_separate = decode_ctx > 0 && std::find(prompts.begin(), prompts.end(), decode_ctx) == prompts.end();
+        for (int64_t r = 0; r < repeats; ++r) {
+            for (size_t i = 0; i < prompts.size(); ++i) {
+                const bool then_decode = prompts[i] == decode_ctx;
+                KvCache cache(hp, prompts[i] + (then_decode ? n_decode : 0));
+                const double t = b.prefill(cache, prompts[i], profile && r == 0 ? &prefill_prof[i] : nullptr);
+                prefill_tps[i].push_back(prompts[i] / t);
+                if (then_decode)
+                    decode_tps.push_back(n_decode / b.decode(cache, n_decode, profile && r == 0 ? &decode_prof : nullptr));
+            }
+            if (decode_separate) {
+                KvCache cache(hp, decode_ctx + n_decode);
+                b.prefill(cache, decode_ctx, nullptr);
+                decode_tps.push_back(n_decode / b.decode(cache, n_decode, profile && r == 0 ? &decode_prof : nullptr));
+            }
+        }
+        out += "  \"prefill\": [";
+        for (size_t i = 0; i < prompts.size(); ++i) {
+            std::snprintf(buf, sizeof buf, "%s\n    {\"n_prompt\": %lld, \"tok_s\": ", i ? "," : "",
+                          static_cast<long long>(prompts[i]));
+            out += buf + json_list(prefill_tps[i]) + "}";
+        }
+        out += "\n  ],\n";
+        if (decode_ctx > 0) {
+            std::snprintf(buf, sizeof buf, "  \"decode\": {\"n_ctx\": %lld, \"n_decode\": %lld, \"tok_s\": ",
+                          static_cast<long long>(decode_ctx), static_cast<long long>(n_decode));
+            out += buf + json_list(decode_tps) + "},\n";
+        }
+
+        if (profile) {
+            const double peak = fma_peak_gflops(pool), flops = matmul_flops_per_token(hp);
+            std::snprintf(buf, sizeof buf, "  \"fma_peak_gflops\": %.1f,\n  \"profile\": {", peak);
+            out += buf;
+            for (size_t i = 0; i < prompts.size(); ++i) {
+                const ForwardProfile &p = prefill_prof[i];
+                const double gflops = flops * p.tokens / matmul_seconds(p) / 1e9;
+                std::snprintf(buf, sizeof buf,
+                              "%s\n    \"prefill_%lld\": {\"matmul_gflops\": %.1f, \"matmul_peak_fraction\": %.3f, "
+                              "\"seconds\": ",
+                              i ? "," : "", static_cast<long long>(prompts[i]), gflops, peak > 0 ? gflops / peak : 0.0);
+                out += buf + json_profile(p) + "}";
+            }
+            if (decode_ctx > 0) {
+                // Decode is bandwidth-bound: report the weight bytes streamed per second.
+                double weight_bytes = static_cast<double>(model->output().row_bytes) * model->output().n_rows;
+                for (const LayerWeights &L : model->layers())
+                    for (const WeightView *w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.ffn_gate, &L.ffn_up, &L.ffn_down})
+                        weight_bytes += static_cast<double>(w->row_bytes) * w->n_rows;
+                const double mm = matmul_seconds(decode_prof) + decode_prof.seconds[ForwardProfile::OUTPUT];
+                std::snprintf(buf, sizeof buf,
+                              "%s\n    \"decode\": {\"weight_gb_s\": %.2f, \"seconds\": ", prompts.empty() ? "" : ",",
+                              weight_bytes * decode_prof.tokens / mm / 1e9);
+                out += buf + json_profile(decode_prof) + "}";
+            }
+            out += "\n  },\n";
+        }
+        if (!reform.empty()) out += reform_json(a, reform, repeats, threads, hp.n_vocab);
+        std::snprintf(buf, sizeof buf, "  \"peak_rss_mib\": %.1f\n}\n", peak_rss_mib());
+        out += buf;
+        std::fputs(out.c_str(), stdout);
+    } catch (const Error &e) {
+        die("bench: %s", e.what());
+    }
+    return 0;
+}
+
+} // namespace lctx::cli

@@ -1,0 +1,235 @@
+// lctx run -m MODEL --file DOC --question TEXT: answers a question about a
+// long document. REFORM by default (encode once, gather, recompute); FULL and
+// a head+tail truncation baseline for comparison. Answer on stdout; with
+// --json one JSON object with the answer, spans, timings and memory.
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "cli.h"
+
+namespace lctx::cli {
+
+namespace {
+
+std::string json_str(const std::string &s) {
+    std::string o = "\"";
+    for (unsigned char c : s) {
+        if (c == '"' || c == '\\') { o += '\\'; o += char(c); }
+        else if (c == '\n') o += "\\n";
+        else if (c < 0x20) { char b[8]; std::snprintf(b, sizeof b, "\\u%04x", c); o += b; }
+        else o += char(c);
+    }
+    return o + "\"";
+}
+
+double peak_rss_mib() {
+    struct rusage ru {};
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss / 1024.0;   // KiB on Linux
+}
+
+// The chat prompt around a placeholder, split into the part before the
+// document and the part after it (question, end of turn, assistant header).
+void chat_parts(const lctx_model *m, const std::string &question, std::string &before, std::string &after) {
+    const std::string mark = "\x01\x02LCTXDOC\x02\x01";
+    const std::string content = mark + "\n\n" + question;
+    lctx_chat_message msg{"user", content.c_str()};
+    size_t n = 0;
+    lctx_status st = lctx_chat_apply(m, &msg, 1, true, nullptr, 0, &n);
+    if (st != LCTX_ERR_BUFFER_TOO_SMALL && st != LCTX_OK) check(st, "applying the chat template");
+    std::vector<char> out(n + 1);
+    check(lctx_chat_apply(m, &msg, 1, true, out.data(), out.size(), &n), "applying the chat template");
+    std::string text(out.data(), n);
+    size_t at = text.find(mark);
+    if (at == std::string::npos) die("the chat template dropped the document");
+    before = text.substr(0, at);
+    after = text.substr(at + mark.size());
+}
+
+struct Progress {
+    bool show;
+    double t0;
+    int64_t total;
+    void update(int64_t done) {
+        if (!show) return;
+        double dt = now_s() - t0, rate = dt > 0 ? done / dt : 0;
+        double eta = rate > 0 ? (total - done) / rate : 0;
+        int w = 30, fill = total > 0 ? int(w * double(done) / double(total)) : w;
+        std::fprintf(stderr, "\rencoding [%.*s%*s] %lld/%lld tokens  %.0f tok/s  ETA %.0f s ", fill,
+                     "##############################", w - fill, "", (long long)done, (long long)total, rate, eta);
+        std::fflush(stderr);
+    }
+    void end() { if (show) std::fputc('\n', stderr); }
+};
+
+} // namespace
+
+int cmd_run(int argc, char **argv) {
+    static const char *usage =
+        "usage: lctx run -m MODEL --file DOC --question TEXT [options]\n"
+        "  --file FILE          the document (UTF-8 text)\n"
+        "  --question TEXT      the question (or --question-file FILE)\n"
+        "  --method M           reform (default), full, or truncate (FULL over the first and last tokens)\n"
+        "  --budget N           REFORM recompute budget / truncate length (default n_ctx_train/2)\n"
+        "  --chunk N            REFORM chunk size (default n_ctx_train/4)\n"
+        "  --working N          REFORM working-cache budget (default = chunk)\n"
+        "  --heads FILE         REFORM head profile (JSON from 'lctx heads')\n"
+        "  --save-index FILE    save the REFORM index after encoding\n"
+        "  --index FILE         load a saved REFORM index instead of reading --file\n"
+        "  -n, --n-predict N    answer tokens (default 64)\n"
+        "  -c, --ctx N          decode context (default n_ctx_train; FULL: whole input)\n"
+        "  -t, --threads N      threads (default: all cores)\n"
+        "  --json               print one JSON object (answer, spans, timings, tok/s, peak RSS)\n"
+        "  --progress           progress bar on stderr even when it is not a terminal\n"
+        "  --no-chat            no chat template: feed the document, then the question as is\n";
+    Args a = parse_args(argc, argv,
+                        {"--model", "--file", "--question", "--question-file", "--method", "--budget", "--chunk",
+                         "--working", "--heads", "--save-index", "--index", "--n-predict", "--ctx", "--threads"},
+                        {"--json", "--progress", "--no-chat"},
+                        {{"-m", "--model"}, {"-n", "--n-predict"}, {"-c", "--ctx"}, {"-t", "--threads"}}, usage);
+    const std::string method = a.get("--method", "reform");
+    if (method != "reform" && method != "full" && method != "truncate") die("--method must be reform, full or truncate");
+    if (!a.has("--question") && !a.has("--question-file")) die("run needs --question TEXT\n\n%s", usage);
+    if (!a.has("--file") && !a.has("--index")) die("run needs --file DOC or --index FILE\n\n%s", usage);
+    if (a.has("--index") && method != "reform") die("--index works with --method reform only");
+    const std::string question = a.has("--question-file") ? read_file(a.get("--question-file")) : a.get("--question");
+    const int64_t n_predict = a.get_int("--n-predict", 64);
+    const bool json = a.on("--json");
+
+    double t = now_s();
+    lctx_model *m = load_model(a);
+    const double t_load = now_s() - t;
+    const int32_t n_train = lctx_model_n_ctx_train(m);
+
+    // Tokens: [before doc] [doc] | [after doc] = query.
+    t = now_s();
+    std::string before, after;
+    if (a.on("--no-chat")) after = "\n\n" + question + "\n";
+    else chat_parts(m, question, before, after);
+    std::vector<lctx_token> doc;
+    if (!a.has("--index")) {
+        doc = tokenize(m, before, a.on("--no-chat"), true);
+        std::vector<lctx_token> body = tokenize(m, read_file(a.get("--file")), false, false);
+        doc.insert(doc.end(), body.begin(), body.end());
+    }
+    std::vector<lctx_token> query = tokenize(m, after, false, true);
+    const double t_tok = now_s() - t;
+
+    const int64_t budget = a.get_int("--budget", 0);
+    if (method == "truncate") {
+        const int64_t keep = budget > 0 ? budget : n_train / 2;
+        if (static_cast<int64_t>(doc.size()) > keep) {
+            std::vector<lctx_token> cut(doc.begin(), doc.begin() + keep / 2);
+            cut.insert(cut.end(), doc.end() - (keep - keep / 2), doc.end());
+            doc.swap(cut);
+        }
+    }
+
+    lctx_session_params sp;
+    lctx_session_default_params(&sp);
+    sp.method = method == "reform" ? LCTX_METHOD_REFORM : LCTX_METHOD_FULL;
+    sp.n_threads = static_cast<int32_t>(a.get_int("--threads", 0));
+    sp.n_ctx = static_cast<int32_t>(a.get_int("--ctx", method == "reform" ? 0 : int64_t(doc.size() + query.size()) + n_predict + 1));
+    sp.reform_recompute = static_cast<int32_t>(method == "reform" ? budget : 0);
+    sp.reform_chunk = static_cast<int32_t>(a.get_int("--chunk", 0));
+    sp.reform_budget = static_cast<int32_t>(a.get_int("--working", 0));
+    const std::string heads = a.get("--heads");
+    sp.reform_heads_path = heads.empty() ? nullptr : heads.c_str();
+
+    lctx_session *s = nullptr;
+    double t_encode = 0, t_index = 0;
+    int64_t n_input = 0;
+    if (a.has("--index")) {
+        t = now_s();
+        check(lctx_session_load_index(m, a.get("--index").c_str(), &sp, &s), "loading the index");
+        t_index = now_s() - t;
+        n_input = lctx_session_n_fed(s);
+    } else {
+        check(lctx_session_create(m, &sp, &s), "creating the session");
+        n_input = static_cast<int64_t>(doc.size());
+        Progress bar{a.on("--progress") || (!json && isatty(2)), now_s(), n_input};
+        t = now_s();
+        const size_t step = sp.reform_chunk > 0 ? size_t(sp.reform_chunk) : size_t(std::max(512, n_train / 4));
+        for (size_t at = 0; at < doc.size(); at += step) {
+            const size_t n = std::min(step, doc.size() - at);
+            check(lctx_feed_chunk(s, doc.data() + at, n), "encoding the document");
+            bar.update(static_cast<int64_t>(at + n));
+        }
+        check(lctx_build_index(s), "build_index");
+        bar.end();
+        t_encode = now_s() - t;
+        if (a.has("--save-index")) {
+            t = now_s();
+            check(lctx_index_save(s, a.get("--save-index").c_str()), "saving the index");
+            t_index = now_s() - t;
+        }
+    }
+
+    t = now_s();
+    lctx_selection *sel = nullptr;
+    check(lctx_select(s, query.data(), query.size(), &sel), "select");
+    const double t_select = now_s() - t;
+    std::vector<int64_t> pos(static_cast<size_t>(lctx_selection_size(sel)));
+    lctx_selection_positions(sel, pos.data(), static_cast<int64_t>(pos.size()));
+    t = now_s();
+    check(lctx_recompute(s, sel), "recompute");
+    const double t_recompute = now_s() - t;
+    lctx_selection_free(sel);
+
+    lctx_sampling_params samp;
+    lctx_sampling_default_params(&samp);
+    t = now_s();
+    std::string answer;
+    int64_t n_gen = 0;
+    for (; n_gen < n_predict; ++n_gen) {
+        lctx_token tok = -1;
+        lctx_status st = lctx_decode(s, &samp, &tok);
+        if (st == LCTX_ERR_CONTEXT_FULL) break;
+        check(st, "decode");
+        if (lctx_token_is_eog(m, tok)) break;
+        std::string p = piece(m, tok);
+        answer += p;
+        if (!json) {
+            std::fwrite(p.data(), 1, p.size(), stdout);
+            std::fflush(stdout);
+        }
+    }
+    const double t_decode = now_s() - t;
+    if (!json) std::fputc('\n', stdout);
+
+    // Selected spans [start, end) in document tokens.
+    std::vector<std::pair<int64_t, int64_t>> spans;
+    for (int64_t p : pos) {
+        if (!spans.empty() && spans.back().second == p) spans.back().second = p + 1;
+        else spans.emplace_back(p, p + 1);
+    }
+    const double tok_s = t_encode > 0 ? n_input / t_encode : 0.0;
+    if (json) {
+        std::string sp_json = "[";
+        for (size_t i = 0; i < spans.size(); ++i)
+            sp_json += (i ? ",[" : "[") + std::to_string(spans[i].first) + "," + std::to_string(spans[i].second) + "]";
+        sp_json += "]";
+        std::printf("{\"answer\": %s, \"method\": %s, \"n_input_tokens\": %lld, \"n_query_tokens\": %zu, "
+                    "\"n_selected\": %zu, \"selected_spans\": %s, \"timings_s\": {\"load\": %.3f, \"tokenize\": %.3f, "
+                    "\"encode\": %.3f, \"index_io\": %.3f, \"select\": %.3f, \"recompute\": %.3f, \"decode\": %.3f}, "
+                    "\"encode_tokens_per_s\": %.1f, \"n_generated\": %lld, \"peak_rss_mib\": %.1f}\n",
+                    json_str(answer).c_str(), json_str(method).c_str(), (long long)n_input, query.size(), pos.size(),
+                    sp_json.c_str(), t_load, t_tok, t_encode, t_index, t_select, t_recompute, t_decode, tok_s,
+                    (long long)n_gen, peak_rss_mib());
+    } else {
+        std::fprintf(stderr, "%s: %lld input tokens, encode %.2f s (%.0f tok/s), select %.3f s, recompute %zu+%zu "
+                     "tokens %.2f s, decode %lld tokens %.2f s, peak RSS %.0f MiB\n", method.c_str(),
+                     (long long)n_input, t_encode, tok_s, t_select, pos.size(), query.size(), t_recompute,
+                     (long long)n_gen, t_decode, peak_rss_mib());
+    }
+    lctx_session_free(s);
+    lctx_model_free(m);
+    return 0;
+}
+
+} // namespace lctx::cli
