@@ -20,3 +20,6 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
 echo "== reference tests (pytest)"
 LCTX_BUILD_DIR="$root/build/release" LCTX_MODELS_DIR="$root/models" \
     .venv/bin/python -m pytest -q tests/reference
+
+echo "== bindings, examples, packages, ABI guard"
+bash scripts/test-bindings.sh
