@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <unistd.h>
 #include <random>
 
 #include "common/error.h"
@@ -22,8 +23,10 @@ using namespace lctx;
 
 namespace {
 
+// Unique per process: ctest runs the tests of this file in parallel.
 std::string tmp_path(const std::string &name) {
-    return (::testing::TempDir().empty() ? std::string("/tmp/") : ::testing::TempDir()) + "reform_" + name;
+    return (::testing::TempDir().empty() ? std::string("/tmp/") : ::testing::TempDir()) + "reform_" +
+           std::to_string(::getpid()) + "_" + name;
 }
 
 std::string write_profile(const std::string &json) {
