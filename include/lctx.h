@@ -226,7 +226,7 @@ typedef enum lctx_stage {
 
 typedef struct lctx_session_params {
     uint32_t    struct_size;   /* sizeof(lctx_session_params): set by default_params */
-    lctx_method method;        /* LCTX_METHOD_FULL or LCTX_METHOD_REFORM */
+    lctx_method method;        /* LCTX_METHOD_*; ILRE, REATTENTION and REFRESHKV: LCTX_ERR_UNSUPPORTED */
     int32_t     n_ctx;         /* FULL: KV cache capacity in tokens (document + question +
                                   answer). <= 0: n_ctx_train of the model. */
     int32_t     n_threads;     /* <= 0: the model's n_threads */
@@ -248,6 +248,29 @@ typedef struct lctx_session_params {
     bool        reform_h2o_per_chunk;/* true: eviction scores of the last chunk only (default: accumulated) */
     const char *reform_heads_path;   /* JSON head profile (lctx heads); NULL: the built-in profile for the
                                         model, else a fallback of mid-layer V heads (with a log warning) */
+    /* Baselines (TRUNCATE, STREAMING, H2O, TOVA, SNAPKV, INFINIPOT, INFLLM); 0 = derived from n_ctx_train
+     * (values given for an 8K model). n_ctx above is their decode cache: the kept document KV plus the
+     * question and answer. The recurrent ones (STREAMING, H2O, TOVA, SNAPKV, INFINIPOT) forward the
+     * document chunk by chunk through all layers on top of a compressed cache that is evicted back to
+     * kv_budget slots per layer and KV head after each chunk (positions renumbered to stay consecutive),
+     * and decode straight from that cache. */
+    int32_t     kv_budget;     /* STREAMING/H2O/TOVA/SNAPKV/INFINIPOT: KV slots kept per layer and KV head,
+                                  sinks and recent included; n_ctx_train/4 (2048, REFORM's working budget).
+                                  TRUNCATE: document tokens kept (first half + last half); n_ctx_train/2 (4096).
+                                  INFLLM: retrieved memory tokens per layer and KV head; n_ctx_train/4 (2048) */
+    int32_t     kv_chunk;      /* tokens forwarded per step; n_ctx_train/4 (2048); INFLLM: 512 */
+    int32_t     kv_sink;       /* first document tokens always kept; min(256, budget/8) (INFLLM: 128) */
+    int32_t     kv_recent;     /* most recent tokens always kept; min(256, budget/8) (INFLLM: its local
+                                  window, n_ctx_train/4) */
+    int32_t     kv_obs;        /* queries at the end of each chunk whose attention scores eviction:
+                                  H2O 128 (the REFORM paper's H2O), SNAPKV 32 (its window), TOVA 1 (last query) */
+    int32_t     snapkv_kernel; /* SNAPKV: width of the average pooling of scores; 7 */
+    float       infinipot_nuc_ratio; /* INFINIPOT: share of the kept non-protected slots chosen by novelty
+                                        (NuC, surprisal of the token); the rest by the catalyst prompt's
+                                        attention (CaP); 0: 0.25, < 0: CaP only */
+    const char *infinipot_catalyst;  /* INFINIPOT: catalyst prompt text; NULL: a built-in one */
+    int32_t     infllm_block;  /* INFLLM: tokens per memory block; 128 */
+    int32_t     infllm_repr;   /* INFLLM: representative tokens per block; 4 */
 } lctx_session_params;
 
 LCTX_API void lctx_session_default_params(lctx_session_params *out);

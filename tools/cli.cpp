@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <sys/resource.h>
 
 namespace lctx::cli {
 
@@ -120,6 +121,81 @@ std::string read_file(const std::string &path) {
     std::ostringstream ss;
     ss << f.rdbuf();
     return ss.str();
+}
+
+} // namespace lctx::cli
+
+namespace lctx::cli {
+
+namespace {
+const std::pair<const char *, lctx_method> kMethods[] = {
+    {"full", LCTX_METHOD_FULL},           {"reform", LCTX_METHOD_REFORM},
+    {"ilre", LCTX_METHOD_ILRE},           {"reattention", LCTX_METHOD_REATTENTION},
+    {"refreshkv", LCTX_METHOD_REFRESHKV}, {"truncate", LCTX_METHOD_TRUNCATE},
+    {"streaming", LCTX_METHOD_STREAMING}, {"h2o", LCTX_METHOD_H2O},
+    {"tova", LCTX_METHOD_TOVA},           {"snapkv", LCTX_METHOD_SNAPKV},
+    {"infinipot", LCTX_METHOD_INFINIPOT}, {"infllm", LCTX_METHOD_INFLLM},
+};
+} // namespace
+
+bool parse_method(const std::string &name, lctx_method &out) {
+    for (const auto &[n, m] : kMethods)
+        if (name == n) {
+            out = m;
+            return true;
+        }
+    return false;
+}
+
+const char *method_cli_name(lctx_method m) {
+    for (const auto &[n, mm] : kMethods)
+        if (mm == m) return n;
+    return "unknown";
+}
+
+std::string method_cli_names() {
+    std::string s;
+    for (const auto &[n, m] : kMethods) s += (s.empty() ? "" : ", ") + std::string(n);
+    return s;
+}
+
+} // namespace lctx::cli
+
+namespace lctx::cli {
+
+std::string json_str(const std::string &s) {
+    std::string o = "\"";
+    for (unsigned char c : s) {
+        if (c == '"' || c == '\\') { o += '\\'; o += char(c); }
+        else if (c == '\n') o += "\\n";
+        else if (c < 0x20) { char b[8]; std::snprintf(b, sizeof b, "\\u%04x", c); o += b; }
+        else o += char(c);
+    }
+    return o + "\"";
+}
+
+double peak_rss_mib() {
+    struct rusage ru {};
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss / 1024.0;   // KiB on Linux
+}
+
+// The chat prompt around a placeholder, split into the part before the
+// document and the part after it (question, end of turn, assistant header).
+void chat_parts(const lctx_model *m, const std::string &question, std::string &before, std::string &after) {
+    const std::string mark = "\x01\x02LCTXDOC\x02\x01";
+    const std::string content = mark + "\n\n" + question;
+    lctx_chat_message msg{"user", content.c_str()};
+    size_t n = 0;
+    lctx_status st = lctx_chat_apply(m, &msg, 1, true, nullptr, 0, &n);
+    if (st != LCTX_ERR_BUFFER_TOO_SMALL && st != LCTX_OK) check(st, "applying the chat template");
+    std::vector<char> out(n + 1);
+    check(lctx_chat_apply(m, &msg, 1, true, out.data(), out.size(), &n), "applying the chat template");
+    std::string text(out.data(), n);
+    size_t at = text.find(mark);
+    if (at == std::string::npos) die("the chat template dropped the document");
+    before = text.substr(0, at);
+    after = text.substr(at + mark.size());
 }
 
 } // namespace lctx::cli

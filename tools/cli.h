@@ -42,6 +42,22 @@ std::vector<lctx_token> tokenize(const lctx_model *m, const std::string &text, b
 std::string piece(const lctx_model *m, lctx_token t);
 std::string read_file(const std::string &path);
 
+// s as a JSON string literal (quotes included).
+std::string json_str(const std::string &s);
+// Peak resident set size of this process so far, MiB.
+double peak_rss_mib();
+// The chat prompt around the document: before = template text up to the
+// user's content, after = "\n\n" + question, end of turn and the assistant
+// header. The document goes between them.
+void chat_parts(const lctx_model *m, const std::string &question, std::string &before, std::string &after);
+
+// Method names of --method ("full", "reform", "truncate", "streaming", "h2o",
+// "tova", "snapkv", "infinipot", "infllm", ...). False for an unknown name.
+bool parse_method(const std::string &name, lctx_method &out);
+const char *method_cli_name(lctx_method m);
+// "full, reform, ..." for usage and error messages.
+std::string method_cli_names();
+
 inline double now_s() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }

@@ -110,12 +110,6 @@ double matmul_flops_per_token(const Hparams &hp) {
     return 2.0 * hp.n_layer * (E * Q + 2 * E * KV + Q * E + 3 * E * F);
 }
 
-double peak_rss_mib() {
-    rusage ru{};
-    getrusage(RUSAGE_SELF, &ru);
-    return ru.ru_maxrss / 1024.0;
-}
-
 std::string json_list(const std::vector<double> &v) {
     std::string s = "[";
     char buf[64];

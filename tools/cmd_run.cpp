@@ -16,41 +16,6 @@ namespace lctx::cli {
 
 namespace {
 
-std::string json_str(const std::string &s) {
-    std::string o = "\"";
-    for (unsigned char c : s) {
-        if (c == '"' || c == '\\') { o += '\\'; o += char(c); }
-        else if (c == '\n') o += "\\n";
-        else if (c < 0x20) { char b[8]; std::snprintf(b, sizeof b, "\\u%04x", c); o += b; }
-        else o += char(c);
-    }
-    return o + "\"";
-}
-
-double peak_rss_mib() {
-    struct rusage ru {};
-    getrusage(RUSAGE_SELF, &ru);
-    return ru.ru_maxrss / 1024.0;   // KiB on Linux
-}
-
-// The chat prompt around a placeholder, split into the part before the
-// document and the part after it (question, end of turn, assistant header).
-void chat_parts(const lctx_model *m, const std::string &question, std::string &before, std::string &after) {
-    const std::string mark = "\x01\x02LCTXDOC\x02\x01";
-    const std::string content = mark + "\n\n" + question;
-    lctx_chat_message msg{"user", content.c_str()};
-    size_t n = 0;
-    lctx_status st = lctx_chat_apply(m, &msg, 1, true, nullptr, 0, &n);
-    if (st != LCTX_ERR_BUFFER_TOO_SMALL && st != LCTX_OK) check(st, "applying the chat template");
-    std::vector<char> out(n + 1);
-    check(lctx_chat_apply(m, &msg, 1, true, out.data(), out.size(), &n), "applying the chat template");
-    std::string text(out.data(), n);
-    size_t at = text.find(mark);
-    if (at == std::string::npos) die("the chat template dropped the document");
-    before = text.substr(0, at);
-    after = text.substr(at + mark.size());
-}
-
 struct Progress {
     bool show;
     double t0;
@@ -74,9 +39,10 @@ int cmd_run(int argc, char **argv) {
         "usage: lctx run -m MODEL --file DOC --question TEXT [options]\n"
         "  --file FILE          the document (UTF-8 text)\n"
         "  --question TEXT      the question (or --question-file FILE)\n"
-        "  --method M           reform (default), full, or truncate (FULL over the first and last tokens)\n"
-        "  --budget N           REFORM recompute budget / truncate length (default n_ctx_train/2)\n"
-        "  --chunk N            REFORM chunk size (default n_ctx_train/4)\n"
+        "  --method M           reform (default), full, truncate, streaming, h2o, tova, snapkv, infinipot, infllm\n"
+        "  --budget N           REFORM: recompute budget (default n_ctx_train/2); baselines: kv_budget\n"
+        "                       (truncate: tokens kept, n_ctx_train/2; others: KV slots, n_ctx_train/4)\n"
+        "  --chunk N            tokens per encoding step (default n_ctx_train/4)\n"
         "  --working N          REFORM working-cache budget (default = chunk)\n"
         "  --heads FILE         REFORM head profile (JSON from 'lctx heads')\n"
         "  --save-index FILE    save the REFORM index after encoding\n"
@@ -93,7 +59,8 @@ int cmd_run(int argc, char **argv) {
                         {"--json", "--progress", "--no-chat"},
                         {{"-m", "--model"}, {"-n", "--n-predict"}, {"-c", "--ctx"}, {"-t", "--threads"}}, usage);
     const std::string method = a.get("--method", "reform");
-    if (method != "reform" && method != "full" && method != "truncate") die("--method must be reform, full or truncate");
+    lctx_method method_id = LCTX_METHOD_REFORM;
+    if (!parse_method(method, method_id)) die("--method must be one of: %s", method_cli_names().c_str());
     if (!a.has("--question") && !a.has("--question-file")) die("run needs --question TEXT\n\n%s", usage);
     if (!a.has("--file") && !a.has("--index")) die("run needs --file DOC or --index FILE\n\n%s", usage);
     if (a.has("--index") && method != "reform") die("--index works with --method reform only");
@@ -121,22 +88,16 @@ int cmd_run(int argc, char **argv) {
     const double t_tok = now_s() - t;
 
     const int64_t budget = a.get_int("--budget", 0);
-    if (method == "truncate") {
-        const int64_t keep = budget > 0 ? budget : n_train / 2;
-        if (static_cast<int64_t>(doc.size()) > keep) {
-            std::vector<lctx_token> cut(doc.begin(), doc.begin() + keep / 2);
-            cut.insert(cut.end(), doc.end() - (keep - keep / 2), doc.end());
-            doc.swap(cut);
-        }
-    }
-
     lctx_session_params sp;
     lctx_session_default_params(&sp);
-    sp.method = method == "reform" ? LCTX_METHOD_REFORM : LCTX_METHOD_FULL;
+    sp.method = method_id;
     sp.n_threads = static_cast<int32_t>(a.get_int("--threads", 0));
-    sp.n_ctx = static_cast<int32_t>(a.get_int("--ctx", method == "reform" ? 0 : int64_t(doc.size() + query.size()) + n_predict + 1));
-    sp.reform_recompute = static_cast<int32_t>(method == "reform" ? budget : 0);
+    const int64_t full_ctx = int64_t(doc.size() + query.size()) + n_predict + 1;
+    sp.n_ctx = static_cast<int32_t>(a.get_int("--ctx", method_id == LCTX_METHOD_FULL ? full_ctx : 0));
+    sp.reform_recompute = static_cast<int32_t>(method_id == LCTX_METHOD_REFORM ? budget : 0);
+    sp.kv_budget = static_cast<int32_t>(method_id == LCTX_METHOD_REFORM ? 0 : budget);
     sp.reform_chunk = static_cast<int32_t>(a.get_int("--chunk", 0));
+    sp.kv_chunk = sp.reform_chunk;
     sp.reform_budget = static_cast<int32_t>(a.get_int("--working", 0));
     const std::string heads = a.get("--heads");
     sp.reform_heads_path = heads.empty() ? nullptr : heads.c_str();

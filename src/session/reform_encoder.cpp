@@ -8,6 +8,7 @@
 #include "common/error.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "session/evictor_h2o.h"
+#include "session/kv_compact.h"
 
 namespace lctx {
 
@@ -136,39 +137,22 @@ void ReformEncoder::step(const int32_t *tokens, int64_t m, EmbeddingStore &store
 }
 
 void ReformEncoder::evict() {
-    const Hparams &hp = model_.hparams();
-    const int64_t n = cache_.size(), B = cfg_.budget, D = head_dim_;
-    // Keys are cached after RoPE at their slot's position: a survivor moving
-    // from slot s to slot i is rotated by i - s. The YaRN magnitude factor
-    // must not be applied twice, so it is cancelled for the delta rotation
-    // (as KvCache::reposition does).
-    Hparams rot = hp;
-    float mscale = hp.yarn_attn_factor;
-    if (hp.rope_scaling == RopeScaling::YARN && hp.yarn_ext_factor != 0.0f)
-        mscale *= 1.0f + 0.1f * std::log(1.0f / hp.rope_freq_scale);
-    rot.yarn_attn_factor = hp.yarn_attn_factor / mscale;
-    std::vector<int32_t> delta(static_cast<size_t>(B));
-    const size_t row = static_cast<size_t>(D) * sizeof(float);
+    // Keys are cached after RoPE at their slot's position: compact_head
+    // rotates a survivor moving from slot s to slot i by i - s.
+    const Hparams rot = delta_rope_hparams(model_.hparams());
+    const int64_t n = cache_.size(), B = cfg_.budget;
     for (int32_t l = 0; l < exit_; ++l) {
         for (int32_t g = 0; g < n_kv_; ++g) {
             std::vector<int64_t> &o = orig(l, g);
             std::vector<float> &s = score(l, g);
             const std::vector<int64_t> keep = h2o_keep(s.data(), o.data(), n, B, cfg_.sink, cfg_.recent);
-            float *k = cache_.keys(l) + g * cache_.head_stride();
-            float *v = cache_.values(l) + g * cache_.head_stride();
-            const int64_t nk = static_cast<int64_t>(keep.size());
-            for (int64_t i = 0; i < nk; ++i) {   // keep is ascending: moving forward is safe
-                const int64_t src = keep[i];
-                delta[i] = static_cast<int32_t>(i - src);
-                o[i] = o[src];
-                s[i] = s[src];
-                if (src == i) continue;
-                std::memmove(k + i * D, k + src * D, row);
-                std::memmove(v + i * D, v + src * D, row);
+            compact_head(cache_, l, g, keep, rot);
+            for (size_t i = 0; i < keep.size(); ++i) {
+                o[i] = o[static_cast<size_t>(keep[i])];
+                s[i] = s[static_cast<size_t>(keep[i])];
             }
-            o.resize(static_cast<size_t>(nk));
-            s.resize(static_cast<size_t>(nk));
-            cpu::rope(rot, k, D, nk, 1, delta.data());
+            o.resize(keep.size());
+            s.resize(keep.size());
         }
     }
     int32_t *pos = cache_.positions();

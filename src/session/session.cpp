@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "common/error.h"
+#include "session/method_baselines.h"
 #include "session/method_full.h"
 #include "session/method_reform.h"
 
@@ -61,9 +62,12 @@ Session::Session(const Model &model, const lctx_session_params &params)
         pool_ = std::make_unique<cpu::ThreadPool>(std::max(1, n_threads));
         method_ = std::make_unique<ReformMethod>(model, *pool_, params);
         break;
-    case LCTX_METHOD_ILRE: case LCTX_METHOD_REATTENTION: case LCTX_METHOD_REFRESHKV:
     case LCTX_METHOD_TRUNCATE: case LCTX_METHOD_STREAMING: case LCTX_METHOD_H2O: case LCTX_METHOD_TOVA:
     case LCTX_METHOD_SNAPKV: case LCTX_METHOD_INFINIPOT: case LCTX_METHOD_INFLLM:
+        pool_ = std::make_unique<cpu::ThreadPool>(std::max(1, n_threads));
+        method_ = make_baseline_method(model, *pool_, params);
+        break;
+    case LCTX_METHOD_ILRE: case LCTX_METHOD_REATTENTION: case LCTX_METHOD_REFRESHKV:
         fail(LCTX_ERR_UNSUPPORTED, "method '%s' is not implemented yet in this version of lctx",
              method_name(params.method));
     default:

@@ -19,6 +19,12 @@ int main(void) {
     OFF(lctx_session_params, n_batch);
     OFF(lctx_session_params, progress);
     OFF(lctx_session_params, progress_user_data);
+    OFF(lctx_session_params, reform_chunk);
+    OFF(lctx_session_params, reform_heads_path);
+    OFF(lctx_session_params, kv_budget);
+    OFF(lctx_session_params, infinipot_nuc_ratio);
+    OFF(lctx_session_params, infinipot_catalyst);
+    OFF(lctx_session_params, infllm_repr);
     SIZE(lctx_sampling_params);
     OFF(lctx_sampling_params, temperature);
     OFF(lctx_sampling_params, top_k);

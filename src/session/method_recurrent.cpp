@@ -1,0 +1,360 @@
+#include "session/method_recurrent.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+#include "common/error.h"
+#include "session/evictor_h2o.h"
+#include "session/evictor_scores.h"
+#include "session/kv_compact.h"
+
+namespace lctx {
+
+namespace {
+
+// -log softmax(logits)[token], computed stably.
+float surprisal(const float *logits, int64_t n_vocab, int32_t token) {
+    float mx = logits[0];
+    for (int64_t i = 1; i < n_vocab; ++i) mx = std::max(mx, logits[i]);
+    double sum = 0.0;
+    for (int64_t i = 0; i < n_vocab; ++i) sum += std::exp(double(logits[i]) - mx);
+    return static_cast<float>(std::log(sum) - (double(logits[token]) - mx));
+}
+
+int64_t cache_capacity(const BaselineParams &p, int64_t n_catalyst) {
+    return std::max(p.budget + p.chunk + n_catalyst, p.n_ctx);
+}
+
+} // namespace
+
+RecurrentMethod::RecurrentMethod(const Model &model, cpu::ThreadPool &pool, const BaselineParams &params)
+    : model_(model), pool_(pool), p_(params), n_layer_(model.hparams().n_layer), n_kv_(model.hparams().n_head_kv),
+      forward_(model, pool),
+      cache_(model.hparams(), cache_capacity(params, params.method == LCTX_METHOD_INFINIPOT
+                                                         ? static_cast<int64_t>(params.catalyst.size()) + 8
+                                                         : 0)),
+      catalyst_(params.method == LCTX_METHOD_INFINIPOT
+                    ? model.tokenizer().tokenize(params.catalyst, false, false)
+                    : std::vector<int32_t>{}) {
+    if (p_.method == LCTX_METHOD_INFINIPOT && catalyst_.empty())
+        fail(LCTX_ERR_INVALID_ARG, "INFINIPOT: the catalyst prompt is empty");
+    orig_.resize(static_cast<size_t>(n_layer_) * n_kv_);
+    score_.resize(orig_.size());
+}
+
+void RecurrentMethod::run_collect(KvCache &cache, const int32_t *tokens, int64_t n, int64_t obs_begin,
+                                  std::vector<std::vector<float>> *cols, std::vector<float> *nuc, float *first_nuc,
+                                  const std::function<bool()> &keep_going) {
+    const int64_t V = model_.hparams().n_vocab;
+    const int64_t n0 = cache.size(), total = n0 + n;
+    if (cols) {
+        cols->assign(static_cast<size_t>(n_layer_), {});
+        for (auto &c : *cols) c.assign(static_cast<size_t>(n_kv_ * total), 0.0f);
+    }
+    if (nuc) nuc->assign(static_cast<size_t>(n), 0.0f);
+    std::vector<int32_t> pos;
+    std::vector<float> logits;
+    std::vector<std::vector<float>> part;
+    const int64_t nb = p_.n_batch;
+    try {
+        for (int64_t done = 0; done < n;) {
+            const int64_t b = std::min(n - done, nb), base = cache.size();
+            pos.resize(static_cast<size_t>(b));
+            std::iota(pos.begin(), pos.end(), static_cast<int32_t>(base));
+            ForwardHooks hooks;
+            const bool want_cols = cols && obs_begin < done + b;
+            if (want_cols) {
+                hooks.col_sums = &part;
+                hooks.obs_begin = std::max<int64_t>(0, obs_begin - done);
+            }
+            ForwardOptions opt;
+            opt.logits = nuc ? LogitsMode::ALL : LogitsMode::NONE;
+            opt.hooks = want_cols ? &hooks : nullptr;
+            opt.keep_going = keep_going;
+            forward_.run(tokens + done, pos.data(), b, cache, opt, logits);
+            if (want_cols) {
+                const int64_t stride = base + b;
+                for (int32_t l = 0; l < n_layer_; ++l)
+                    for (int32_t g = 0; g < n_kv_; ++g) {
+                        float *dst = (*cols)[l].data() + g * total;
+                        const float *src = part[l].data() + g * stride;
+                        for (int64_t s = 0; s < stride; ++s) dst[s] += src[s];
+                    }
+            }
+            if (nuc) {
+                // Row i predicts token done+i+1; the first token of the call
+                // is predicted by the last row of the previous call.
+                for (int64_t i = 0; i < b; ++i) {
+                    const int64_t t = done + i;
+                    if (t == 0) (*nuc)[0] = first_nuc ? *first_nuc : 0.0f;
+                    if (t + 1 < n) (*nuc)[t + 1] = surprisal(logits.data() + i * V, V, tokens[t + 1]);
+                }
+                last_logits_.assign(logits.end() - V, logits.end());
+            }
+            done += b;
+        }
+    } catch (...) {
+        cache.truncate(n0);
+        throw;
+    }
+}
+
+void RecurrentMethod::step(const int32_t *tokens, int64_t m, const std::function<bool()> &keep_going) {
+    const bool snap = p_.method == LCTX_METHOD_SNAPKV, pot = p_.method == LCTX_METHOD_INFINIPOT;
+    // SnapKV evicts lazily, with the scores of the previous chunk's window.
+    if (snap && cache_.size() > p_.budget) evict(nullptr);
+    const int64_t n0 = cache_.size(), base = n_encoded_;
+    const int64_t obs_begin = p_.obs > 0 ? m - std::min(p_.obs, m) : m;
+    std::vector<std::vector<float>> cols;
+    std::vector<float> nuc;
+    float first = base == 0 ? 0.0f
+                            : (last_logits_.empty() ? 0.0f
+                                                    : surprisal(last_logits_.data(), model_.hparams().n_vocab,
+                                                                tokens[0]));
+    run_collect(cache_, tokens, m, obs_begin, p_.obs > 0 ? &cols : nullptr, pot ? &nuc : nullptr, &first,
+                keep_going);   // throws with the cache unchanged
+
+    // From here on nothing throws except allocation failures.
+    const int64_t n = n0 + m;
+    for (int32_t l = 0; l < n_layer_; ++l)
+        for (int32_t g = 0; g < n_kv_; ++g) {
+            std::vector<int64_t> &o = orig_[index(l, g)];
+            std::vector<float> &s = score_[index(l, g)];
+            o.resize(static_cast<size_t>(n));
+            for (int64_t i = 0; i < m; ++i) o[n0 + i] = base + i;
+            if (!p_.accumulate) std::fill(s.begin(), s.end(), 0.0f);
+            s.resize(static_cast<size_t>(n), 0.0f);
+            if (pot) {
+                for (int64_t i = 0; i < m; ++i) s[n0 + i] = nuc[i];
+            } else if (!cols.empty()) {
+                const float *a = cols[l].data() + g * n;
+                for (int64_t i = 0; i < n; ++i) s[i] += a[i];
+            }
+        }
+    n_encoded_ = base + m;
+    max_slots_ = std::max(max_slots_, n);
+    if (snap || n <= p_.budget) return;
+    if (pot) {
+        // Catalyst prompt on top of the full pot; its attention scores the slots.
+        std::vector<std::vector<float>> cap;
+        run_collect(cache_, catalyst_.data(), static_cast<int64_t>(catalyst_.size()), 0, &cap, nullptr, nullptr,
+                    nullptr);
+        max_slots_ = std::max(max_slots_, cache_.size());
+        cache_.truncate(n);
+        // Re-stride [g][n + c] to [g][n].
+        const int64_t c = static_cast<int64_t>(catalyst_.size());
+        for (auto &layer : cap) {
+            for (int32_t g = 1; g < n_kv_; ++g)
+                std::memmove(layer.data() + g * n, layer.data() + g * (n + c), static_cast<size_t>(n) * sizeof(float));
+            layer.resize(static_cast<size_t>(n_kv_ * n));
+        }
+        evict(&cap);
+    } else {
+        evict(nullptr);
+    }
+}
+
+std::vector<int64_t> RecurrentMethod::keep_list(int32_t l, int32_t g, int64_t n,
+                                                const std::vector<std::vector<float>> *cap) const {
+    const std::vector<int64_t> &o = orig_[index(l, g)];
+    const std::vector<float> &s = score_[index(l, g)];
+    switch (p_.method) {
+    case LCTX_METHOD_STREAMING: return streaming_keep(o.data(), n, p_.budget, p_.sink);
+    case LCTX_METHOD_SNAPKV: {
+        std::vector<float> pooled(static_cast<size_t>(n));
+        avg_pool_scores(s.data(), n, p_.snapkv_kernel, pooled.data());
+        return h2o_keep(pooled.data(), o.data(), n, p_.budget, p_.sink, p_.recent);
+    }
+    case LCTX_METHOD_INFINIPOT:
+        return infinipot_keep((*cap)[l].data() + g * n, s.data(), o.data(), n, p_.budget, p_.sink, p_.recent,
+                              p_.nuc_ratio);
+    default: return h2o_keep(s.data(), o.data(), n, p_.budget, p_.sink, p_.recent);
+    }
+}
+
+void RecurrentMethod::evict(const std::vector<std::vector<float>> *cap) {
+    const Hparams rot = delta_rope_hparams(model_.hparams());
+    const int64_t n = cache_.size();
+    if (n <= p_.budget) return;
+    for (int32_t l = 0; l < n_layer_; ++l)
+        for (int32_t g = 0; g < n_kv_; ++g) {
+            const std::vector<int64_t> keep = keep_list(l, g, n, cap);
+            compact_head(cache_, l, g, keep, rot);
+            std::vector<int64_t> &o = orig_[index(l, g)];
+            std::vector<float> &s = score_[index(l, g)];
+            for (size_t i = 0; i < keep.size(); ++i) {
+                o[i] = o[static_cast<size_t>(keep[i])];
+                s[i] = s[static_cast<size_t>(keep[i])];
+            }
+            o.resize(keep.size());
+            s.resize(keep.size());
+        }
+    int32_t *pos = cache_.positions();
+    for (int64_t i = 0; i < p_.budget; ++i) pos[i] = static_cast<int32_t>(i);
+    cache_.truncate(p_.budget);
+}
+
+void RecurrentMethod::feed(const int32_t *tokens, size_t n, Progress &progress) {
+    if (sealed_) fail(LCTX_ERR_STATE, "the document is sealed");
+    const size_t before = doc_ids_.size();
+    doc_ids_.insert(doc_ids_.end(), tokens, tokens + n);
+    const int64_t C = p_.chunk;
+    try {
+        while (static_cast<int64_t>(doc_ids_.size()) - n_encoded_ >= C) {
+            const int64_t at = n_encoded_;
+            const double frac = n ? double(std::max<int64_t>(0, at - int64_t(before))) / double(n) : 1.0;
+            if (!progress.keep_going(frac))
+                fail(LCTX_ERR_CANCELLED, "cancelled after %lld of %zu tokens", (long long)(at - int64_t(before)), n);
+            step(doc_ids_.data() + at, C, [&] { return progress.keep_going(frac); });
+        }
+    } catch (...) {
+        doc_ids_.resize(std::max<size_t>(before, static_cast<size_t>(n_encoded_)));
+        throw;
+    }
+    progress.keep_going(1.0);
+}
+
+void RecurrentMethod::finish(Progress &progress) {
+    const int64_t rest = static_cast<int64_t>(doc_ids_.size()) - n_encoded_;
+    if (rest > 0) step(doc_ids_.data() + n_encoded_, rest, [&] { return progress.keep_going(0.5); });
+    sealed_ = true;
+    n_doc_slots_ = cache_.size();
+    progress.keep_going(1.0);
+}
+
+Selection RecurrentMethod::select(const std::vector<int32_t> &query, Progress &progress) {
+    if (!sealed_) fail(LCTX_ERR_STATE, "select before build_index");
+    // Non-SnapKV methods decode in cache_ after its n_doc_slots_ document slots.
+    const int64_t q = static_cast<int64_t>(query.size()), n = n_doc_slots_;
+    std::vector<std::vector<int64_t>> keeps(orig_.size());
+    if (p_.method == LCTX_METHOD_SNAPKV) {
+        // The question is the observation window: its attention, pooled,
+        // picks the document slots (on a copy: cache_ is left as it was).
+        if (q > cache_.capacity() - n)
+            fail(LCTX_ERR_CONTEXT_FULL, "SNAPKV: a %lld-token question does not fit on top of the %lld-slot cache "
+                 "(capacity %lld): raise n_ctx", (long long)q, (long long)n, (long long)cache_.capacity());
+        std::vector<std::vector<float>> cols;
+        if (q > 0) {
+            run_collect(cache_, query.data(), q, 0, &cols, nullptr, nullptr,
+                        [&] { return progress.keep_going(0.5); });
+            cache_.truncate(n);
+        }
+        std::vector<float> win(static_cast<size_t>(n)), pooled(static_cast<size_t>(n));
+        for (int32_t l = 0; l < n_layer_; ++l)
+            for (int32_t g = 0; g < n_kv_; ++g) {
+                const std::vector<int64_t> &o = orig_[index(l, g)];
+                if (q > 0) std::copy_n(cols[l].data() + g * (n + q), n, win.data());
+                else std::copy_n(score_[index(l, g)].data(), n, win.data());
+                avg_pool_scores(win.data(), n, p_.snapkv_kernel, pooled.data());
+                // The question replaces the window: only the sinks stay protected.
+                keeps[index(l, g)] = h2o_keep(pooled.data(), o.data(), n, p_.budget, p_.sink, 0);
+            }
+        snap_keep_ = keeps;
+    } else {
+        for (size_t i = 0; i < keeps.size(); ++i) {
+            keeps[i].resize(static_cast<size_t>(n));
+            std::iota(keeps[i].begin(), keeps[i].end(), int64_t{0});
+        }
+    }
+    const int64_t kept = static_cast<int64_t>(keeps[0].size());
+    if (kept + q >= p_.n_ctx)
+        fail(LCTX_ERR_CONTEXT_FULL, "%lld cached tokens + a %lld-token question leave no room for an answer in "
+             "n_ctx = %lld: raise n_ctx", (long long)kept, (long long)q, (long long)p_.n_ctx);
+    // Positions: every document token some (layer, head) keeps; score: the
+    // share of (layer, head) pairs that keep it.
+    std::vector<std::pair<int64_t, int32_t>> hits;
+    for (size_t i = 0; i < keeps.size(); ++i)
+        for (int64_t s : keeps[i]) hits.emplace_back(orig_[i][static_cast<size_t>(s)], 1);
+    std::sort(hits.begin(), hits.end());
+    Selection sel;
+    for (const auto &[t, c] : hits) {
+        if (!sel.positions.empty() && sel.positions.back() == t) sel.scores.back() += 1.0f;
+        else {
+            sel.positions.push_back(t);
+            sel.scores.push_back(1.0f);
+        }
+    }
+    for (float &s : sel.scores) s /= static_cast<float>(keeps.size());
+    sel.query = query;
+    snap_query_ = query;
+    progress.keep_going(1.0);
+    return sel;
+}
+
+void RecurrentMethod::forward_decode(const int32_t *tokens, size_t n, Progress *progress, std::vector<float> &logits) {
+    KvCache &cache = *decode_;
+    if (static_cast<int64_t>(n) > p_.n_ctx - cache.size())
+        fail(LCTX_ERR_CONTEXT_FULL, "the decode cache holds %lld of n_ctx = %lld tokens and cannot take %zu more: "
+             "raise n_ctx", (long long)cache.size(), (long long)p_.n_ctx, n);
+    std::vector<int32_t> pos;
+    const size_t nb = static_cast<size_t>(p_.n_batch);
+    for (size_t done = 0; done < n;) {
+        const size_t b = std::min(n - done, nb);
+        const double frac = double(done) / double(n);
+        if (progress && !progress->keep_going(frac))
+            fail(LCTX_ERR_CANCELLED, "cancelled after %zu of %zu tokens", done, n);
+        pos.resize(b);
+        std::iota(pos.begin(), pos.end(), static_cast<int32_t>(cache.size()));
+        ForwardOptions opt;
+        opt.logits = done + b == n ? LogitsMode::LAST : LogitsMode::NONE;
+        if (progress) opt.keep_going = [progress, frac] { return progress->keep_going(frac); };
+        forward_.run(tokens + done, pos.data(), static_cast<int64_t>(b), cache, opt, logits);
+        ctx_tokens_.insert(ctx_tokens_.end(), tokens + done, tokens + done + b);
+        done += b;
+    }
+}
+
+void RecurrentMethod::recompute(const Selection &selection, Progress &progress, std::vector<float> &logits) {
+    if (!sealed_) fail(LCTX_ERR_STATE, "recompute before build_index");
+    if (selection.query != snap_query_)
+        fail(LCTX_ERR_INVALID_ARG, "recompute: pass the selection of the latest lctx_select of this session");
+    if (selection.query.empty()) fail(LCTX_ERR_INVALID_ARG, "recompute: the question is empty");
+    const std::vector<int64_t> *first = &orig_[0];
+    if (p_.method == LCTX_METHOD_SNAPKV) {
+        // Copy the document cache and compact every head to its keep list.
+        const int64_t n = n_doc_slots_;
+        if (!snap_) snap_ = std::make_unique<KvCache>(model_.hparams(), std::max(p_.n_ctx, n));
+        snap_->clear();
+        snap_->append(n);
+        const size_t bytes = static_cast<size_t>(n * cache_.head_dim()) * sizeof(float);
+        for (int32_t l = 0; l < n_layer_; ++l)
+            for (int32_t g = 0; g < n_kv_; ++g) {
+                std::memcpy(snap_->keys(l) + g * snap_->head_stride(), cache_.keys(l) + g * cache_.head_stride(), bytes);
+                std::memcpy(snap_->values(l) + g * snap_->head_stride(), cache_.values(l) + g * cache_.head_stride(),
+                            bytes);
+            }
+        const Hparams rot = delta_rope_hparams(model_.hparams());
+        for (int32_t l = 0; l < n_layer_; ++l)
+            for (int32_t g = 0; g < n_kv_; ++g) compact_head(*snap_, l, g, snap_keep_[index(l, g)], rot);
+        const int64_t k = static_cast<int64_t>(snap_keep_[0].size());
+        for (int64_t i = 0; i < k; ++i) snap_->positions()[i] = static_cast<int32_t>(i);
+        snap_->truncate(k);
+        decode_ = snap_.get();
+        ctx_tokens_.clear();
+        for (int64_t s : snap_keep_[0]) ctx_tokens_.push_back(doc_ids_[static_cast<size_t>((*first)[s])]);
+    } else {
+        cache_.truncate(n_doc_slots_);   // drop the previous question and answer
+        decode_ = &cache_;
+        ctx_tokens_.clear();
+        for (int64_t t : *first) ctx_tokens_.push_back(doc_ids_[static_cast<size_t>(t)]);
+    }
+    const size_t n_ctx0 = ctx_tokens_.size();
+    const int64_t size0 = decode_->size();
+    try {
+        forward_decode(selection.query.data(), selection.query.size(), &progress, logits);
+    } catch (...) {
+        decode_->truncate(size0);
+        ctx_tokens_.resize(n_ctx0);
+        throw;
+    }
+    progress.keep_going(1.0);
+}
+
+void RecurrentMethod::append(int32_t token, std::vector<float> &logits) {
+    if (!decode_) fail(LCTX_ERR_STATE, "decode before recompute");
+    forward_decode(&token, 1, nullptr, logits);
+}
+
+} // namespace lctx
