@@ -18,8 +18,18 @@ import (
 type Method int32
 
 const (
-	MethodFull   Method = C.LCTX_METHOD_FULL
-	MethodReform Method = C.LCTX_METHOD_REFORM
+	MethodFull        Method = C.LCTX_METHOD_FULL
+	MethodReform      Method = C.LCTX_METHOD_REFORM
+	MethodILRe        Method = C.LCTX_METHOD_ILRE
+	MethodReAttention Method = C.LCTX_METHOD_REATTENTION
+	MethodRefreshKV   Method = C.LCTX_METHOD_REFRESHKV
+	MethodTruncate    Method = C.LCTX_METHOD_TRUNCATE
+	MethodStreaming   Method = C.LCTX_METHOD_STREAMING
+	MethodH2O         Method = C.LCTX_METHOD_H2O
+	MethodTOVA        Method = C.LCTX_METHOD_TOVA
+	MethodSnapKV      Method = C.LCTX_METHOD_SNAPKV
+	MethodInfiniPot   Method = C.LCTX_METHOD_INFINIPOT
+	MethodInfLLM      Method = C.LCTX_METHOD_INFLLM
 )
 
 // Stage of a session, in order.
@@ -38,6 +48,9 @@ type SessionParams struct {
 	NCtx     int32
 	Threads  int32
 	Batch    int32
+	// Baselines: KV budget and chunk size (0: derived from the model, see lctx.h).
+	KVBudget int32
+	KVChunk  int32
 	Progress func(done float32) (cancel bool) // called during long calls
 	// Configure, if set, edits the C params last (fields added to lctx.h
 	// before this struct knows them): p is a *C.lctx_session_params.
@@ -66,6 +79,12 @@ func (p *SessionParams) native() (C.lctx_session_params, unsafe.Pointer) {
 		}
 		if p.Batch != 0 {
 			c.n_batch = C.int32_t(p.Batch)
+		}
+		if p.KVBudget != 0 {
+			c.kv_budget = C.int32_t(p.KVBudget)
+		}
+		if p.KVChunk != 0 {
+			c.kv_chunk = C.int32_t(p.KVChunk)
 		}
 		if p.Progress != nil {
 			box = newHandleBox(cgo.NewHandle(p.Progress))
