@@ -1,6 +1,7 @@
 #include "session/session.h"
 
 #include <algorithm>
+#include <cstring>
 #include <thread>
 
 #include "common/error.h"
@@ -53,6 +54,12 @@ Session::Session(const Model &model, const lctx_session_params &params)
     int32_t n_batch = params.n_batch > 0 ? params.n_batch : 512;
     int32_t n_threads = params.n_threads > 0 ? params.n_threads : model.n_threads();
     if (n_threads > 1024) fail(LCTX_ERR_INVALID_ARG, "n_threads %d is out of range (1..1024)", n_threads);
+    // The method is read as a plain int first: a value outside the enum is
+    // the caller's error, not undefined behaviour here.
+    int32_t method_value = 0;
+    std::memcpy(&method_value, &params.method, sizeof method_value);
+    if (method_value < LCTX_METHOD_FULL || method_value > LCTX_METHOD_INFLLM)
+        fail(LCTX_ERR_INVALID_ARG, "unknown method %d (lctx_method)", method_value);
     switch (params.method) {
     case LCTX_METHOD_FULL:
         pool_ = std::make_unique<cpu::ThreadPool>(std::max(1, n_threads));
@@ -70,8 +77,6 @@ Session::Session(const Model &model, const lctx_session_params &params)
     case LCTX_METHOD_ILRE: case LCTX_METHOD_REATTENTION: case LCTX_METHOD_REFRESHKV:
         fail(LCTX_ERR_UNSUPPORTED, "method '%s' is not implemented yet in this version of lctx",
              method_name(params.method));
-    default:
-        fail(LCTX_ERR_INVALID_ARG, "unknown method %d", static_cast<int>(params.method));
     }
 }
 
