@@ -11,8 +11,12 @@ if(LCTX_BINDINGS_GO AND LCTX_BUILD_TESTS)
 endif()
 if(LCTX_BINDINGS_RUST AND LCTX_BUILD_TESTS AND EXISTS ${PROJECT_SOURCE_DIR}/bindings/rust/Cargo.toml)
   find_program(CARGO_EXECUTABLE cargo REQUIRED)
-  add_test(NAME rust_binding COMMAND ${CARGO_EXECUTABLE} test --offline --quiet
+  # lctx-sys's build.rs generates the FFI from lctx.h with the bindgen CLI.
+  find_program(BINDGEN_EXECUTABLE bindgen REQUIRED)
+  # Both crates' tests (lctx-sys: FFI and bindgen layout tests; lctx: the safe
+  # API on stories260K, incl. the check that every lctx.h function is wrapped).
+  add_test(NAME rust_binding COMMAND ${CARGO_EXECUTABLE} test --offline --quiet --workspace
     --target-dir ${PROJECT_BINARY_DIR}/bindings/rust-target
     WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}/bindings/rust)
-  set_tests_properties(rust_binding PROPERTIES ENVIRONMENT "${lctx_link_env}")
+  set_tests_properties(rust_binding PROPERTIES ENVIRONMENT "${lctx_link_env};LCTX_BINDGEN=${BINDGEN_EXECUTABLE}")
 endif()

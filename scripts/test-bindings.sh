@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds and tests the language bindings against build/release (or
-# $LCTX_BUILD_DIR): Python and Java (SWIG), Go (cgo), Rust (if present), the
-# ABI guard, the packages (CPack install test) and the examples in C, Python,
-# Java and Go. Installs missing Debian packages (apt-get update only then).
+# $LCTX_BUILD_DIR): Python and Java (SWIG), Go (cgo), Rust (bindgen; when cargo
+# is installed), the ABI guard, the packages (CPack install test, pom.xml, the
+# Python wheel) and the examples in C, Python, Java, Go and Rust. Installs
+# missing Debian packages (apt-get update only then).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -35,6 +36,12 @@ cmake --build "$build" -j"$(nproc)" --target lctx lctx_python lctx_java lctx_abi
 
 echo "== binding tests"
 ctest --test-dir "$build" --output-on-failure -R '^(python_binding|java_binding|go_binding|rust_binding|abi_guard|packaging_install)$'
+
+echo "== packaging: pom.xml, Python wheel"
+bash packaging/test_pom.sh
+# Builds the wheel with scikit-build-core from PyPI (skipped when unreachable);
+# its CMake build dir is kept under $build/wheel, so reruns take seconds.
+PYTHON="$python" bash packaging/test_wheel.sh "$build/wheel"
 
 echo "== examples"
 model="$root/models/SmolLM2-135M-Instruct.Q4_1.gguf"

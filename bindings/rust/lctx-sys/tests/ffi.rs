@@ -1,0 +1,38 @@
+//! The generated FFI links and agrees with the header's macros and structs.
+use lctx_sys::*;
+use std::ffi::CStr;
+
+#[test]
+fn version_and_params_through_raw_ffi() {
+    unsafe {
+        assert_eq!(lctx_version_number() as u32, LCTX_VERSION_NUMBER);
+        let v = CStr::from_ptr(lctx_version()).to_str().unwrap();
+        assert_eq!(v, format!("{LCTX_VERSION_MAJOR}.{LCTX_VERSION_MINOR}.{LCTX_VERSION_PATCH}"));
+        let mut p: lctx_session_params = std::mem::zeroed();
+        lctx_session_default_params(&mut p);
+        assert_eq!(p.struct_size as usize, std::mem::size_of::<lctx_session_params>());
+        assert_eq!(p.method, LCTX_METHOD_FULL);
+        let mut s: lctx_sampling_params = std::mem::zeroed();
+        lctx_sampling_default_params(&mut s);
+        assert_eq!(s.struct_size as usize, std::mem::size_of::<lctx_sampling_params>());
+        let mut m: lctx_model_params = std::mem::zeroed();
+        lctx_model_default_params(&mut m);
+        assert_eq!(m.struct_size as usize, std::mem::size_of::<lctx_model_params>());
+    }
+}
+
+#[test]
+fn errors_through_raw_ffi() {
+    unsafe {
+        let mut model: *mut lctx_model = std::ptr::null_mut();
+        let st = lctx_model_load(b"/nonexistent/m.gguf\0".as_ptr().cast(), std::ptr::null(), &mut model);
+        assert_eq!(st, LCTX_ERR_IO);
+        assert!(model.is_null());
+        let msg = CStr::from_ptr(lctx_last_error()).to_string_lossy();
+        assert!(msg.contains("/nonexistent/m.gguf"), "{msg}");
+        assert!(!CStr::from_ptr(lctx_status_string(LCTX_ERR_FORMAT)).to_bytes().is_empty());
+        lctx_model_free(std::ptr::null_mut()); // every *_free accepts NULL
+        lctx_session_free(std::ptr::null_mut());
+        lctx_selection_free(std::ptr::null_mut());
+    }
+}

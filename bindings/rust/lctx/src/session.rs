@@ -1,0 +1,436 @@
+//! Session: one document read with one method, then questioned.
+use crate::error::{check, Error, Result, Status};
+use crate::model::{cstring, Model};
+use crate::{c_text, sys, Token};
+use std::any::Any;
+use std::cell::Cell;
+use std::ffi::CString;
+use std::marker::PhantomData;
+use std::os::raw::{c_int, c_void};
+use std::path::Path;
+use std::ptr::NonNull;
+use std::sync::{Arc, Mutex};
+
+/// Method of reading a long document (lctx_method).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    Full,
+    Reform,
+    Ilre,
+    ReAttention,
+    RefreshKv,
+    Truncate,
+    Streaming,
+    H2o,
+    Tova,
+    SnapKv,
+    InfiniPot,
+    InfLlm,
+    /// Any other lctx_method value (the library refuses unimplemented ones).
+    Other(i32),
+}
+
+impl Method {
+    fn raw(self) -> sys::lctx_method {
+        match self {
+            Method::Full => sys::LCTX_METHOD_FULL,
+            Method::Reform => sys::LCTX_METHOD_REFORM,
+            Method::Ilre => sys::LCTX_METHOD_ILRE,
+            Method::ReAttention => sys::LCTX_METHOD_REATTENTION,
+            Method::RefreshKv => sys::LCTX_METHOD_REFRESHKV,
+            Method::Truncate => sys::LCTX_METHOD_TRUNCATE,
+            Method::Streaming => sys::LCTX_METHOD_STREAMING,
+            Method::H2o => sys::LCTX_METHOD_H2O,
+            Method::Tova => sys::LCTX_METHOD_TOVA,
+            Method::SnapKv => sys::LCTX_METHOD_SNAPKV,
+            Method::InfiniPot => sys::LCTX_METHOD_INFINIPOT,
+            Method::InfLlm => sys::LCTX_METHOD_INFLLM,
+            Method::Other(v) => v as sys::lctx_method,
+        }
+    }
+    fn from_raw(v: sys::lctx_method) -> Method {
+        match v {
+            sys::LCTX_METHOD_FULL => Method::Full,
+            sys::LCTX_METHOD_REFORM => Method::Reform,
+            sys::LCTX_METHOD_ILRE => Method::Ilre,
+            sys::LCTX_METHOD_REATTENTION => Method::ReAttention,
+            sys::LCTX_METHOD_REFRESHKV => Method::RefreshKv,
+            sys::LCTX_METHOD_TRUNCATE => Method::Truncate,
+            sys::LCTX_METHOD_STREAMING => Method::Streaming,
+            sys::LCTX_METHOD_H2O => Method::H2o,
+            sys::LCTX_METHOD_TOVA => Method::Tova,
+            sys::LCTX_METHOD_SNAPKV => Method::SnapKv,
+            sys::LCTX_METHOD_INFINIPOT => Method::InfiniPot,
+            sys::LCTX_METHOD_INFLLM => Method::InfLlm,
+            v => Method::Other(v as i32),
+        }
+    }
+}
+
+/// Stage of a session, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    Feeding,
+    Indexed,
+    Selected,
+    Decoding,
+    Other(i32),
+}
+
+/// Progress of a long call, in [0, 1]; return true to cancel it.
+pub type ProgressFn = Arc<dyn Fn(f32) -> bool + Send + Sync>;
+
+/// Session parameters; `default()` gives the library's defaults (see lctx.h
+/// for each field; 0 in a reform_* field derives it from the model).
+#[derive(Clone)]
+pub struct SessionParams {
+    pub method: Method,
+    pub n_ctx: i32,
+    pub n_threads: i32,
+    pub n_batch: i32,
+    pub reform_chunk: i32,
+    pub reform_budget: i32,
+    pub reform_recompute: i32,
+    pub reform_sink: i32,
+    pub reform_recent: i32,
+    pub reform_obs: i32,
+    pub reform_keep_first: i32,
+    pub reform_keep_last: i32,
+    pub reform_pool_half: i32,
+    pub reform_h2o_per_chunk: bool,
+    /// JSON head profile (`lctx heads`); None: the built-in one for the model.
+    pub reform_heads_path: Option<String>,
+    /// Baselines (truncate, streaming, h2o, tova, snapkv, infinipot, infllm): see lctx.h.
+    pub kv_budget: i32,
+    pub kv_chunk: i32,
+    pub kv_sink: i32,
+    pub kv_recent: i32,
+    pub kv_obs: i32,
+    pub snapkv_kernel: i32,
+    pub infinipot_nuc_ratio: f32,
+    /// Catalyst prompt of InfiniPot; None: the built-in one.
+    pub infinipot_catalyst: Option<String>,
+    pub infllm_block: i32,
+    pub infllm_repr: i32,
+    /// Called on the calling thread during long calls. A panic in it cancels
+    /// the call and is resumed after the call returns.
+    pub progress: Option<ProgressFn>,
+}
+
+impl Default for SessionParams {
+    fn default() -> Self {
+        let mut p = unsafe { std::mem::zeroed::<sys::lctx_session_params>() };
+        unsafe { sys::lctx_session_default_params(&mut p) };
+        SessionParams {
+            method: Method::from_raw(p.method),
+            n_ctx: p.n_ctx,
+            n_threads: p.n_threads,
+            n_batch: p.n_batch,
+            reform_chunk: p.reform_chunk,
+            reform_budget: p.reform_budget,
+            reform_recompute: p.reform_recompute,
+            reform_sink: p.reform_sink,
+            reform_recent: p.reform_recent,
+            reform_obs: p.reform_obs,
+            reform_keep_first: p.reform_keep_first,
+            reform_keep_last: p.reform_keep_last,
+            reform_pool_half: p.reform_pool_half,
+            reform_h2o_per_chunk: p.reform_h2o_per_chunk,
+            reform_heads_path: None,
+            kv_budget: p.kv_budget,
+            kv_chunk: p.kv_chunk,
+            kv_sink: p.kv_sink,
+            kv_recent: p.kv_recent,
+            kv_obs: p.kv_obs,
+            snapkv_kernel: p.snapkv_kernel,
+            infinipot_nuc_ratio: p.infinipot_nuc_ratio,
+            infinipot_catalyst: None,
+            infllm_block: p.infllm_block,
+            infllm_repr: p.infllm_repr,
+            progress: None,
+        }
+    }
+}
+
+/// The progress closure and a panic caught in it, at a stable address that
+/// the C library holds as user_data while the session lives.
+struct ProgressBox {
+    f: ProgressFn,
+    panic: Cell<Option<Box<dyn Any + Send>>>,
+}
+
+unsafe extern "C" fn progress_trampoline(done: f32, user_data: *mut c_void) -> c_int {
+    let b = &*(user_data as *const ProgressBox);
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (b.f)(done))) {
+        Ok(cancel) => cancel as c_int,
+        Err(payload) => {
+            b.panic.set(Some(payload));
+            1 // cancel; the panic is resumed when the call returns
+        }
+    }
+}
+
+impl SessionParams {
+    /// The C struct; the CString must outlive its use.
+    fn raw(&self, progress: Option<&ProgressBox>) -> Result<(sys::lctx_session_params, [Option<CString>; 2])> {
+        let mut p = unsafe { std::mem::zeroed::<sys::lctx_session_params>() };
+        unsafe { sys::lctx_session_default_params(&mut p) };
+        p.method = self.method.raw();
+        p.n_ctx = self.n_ctx;
+        p.n_threads = self.n_threads;
+        p.n_batch = self.n_batch;
+        p.reform_chunk = self.reform_chunk;
+        p.reform_budget = self.reform_budget;
+        p.reform_recompute = self.reform_recompute;
+        p.reform_sink = self.reform_sink;
+        p.reform_recent = self.reform_recent;
+        p.reform_obs = self.reform_obs;
+        p.reform_keep_first = self.reform_keep_first;
+        p.reform_keep_last = self.reform_keep_last;
+        p.reform_pool_half = self.reform_pool_half;
+        p.reform_h2o_per_chunk = self.reform_h2o_per_chunk;
+        let heads = self.reform_heads_path.as_deref().map(|s| cstring(s, "reform_heads_path")).transpose()?;
+        if let Some(h) = &heads {
+            p.reform_heads_path = h.as_ptr();
+        }
+        p.kv_budget = self.kv_budget;
+        p.kv_chunk = self.kv_chunk;
+        p.kv_sink = self.kv_sink;
+        p.kv_recent = self.kv_recent;
+        p.kv_obs = self.kv_obs;
+        p.snapkv_kernel = self.snapkv_kernel;
+        p.infinipot_nuc_ratio = self.infinipot_nuc_ratio;
+        p.infllm_block = self.infllm_block;
+        p.infllm_repr = self.infllm_repr;
+        let catalyst = self.infinipot_catalyst.as_deref().map(|s| cstring(s, "infinipot_catalyst")).transpose()?;
+        if let Some(c) = &catalyst {
+            p.infinipot_catalyst = c.as_ptr();
+        }
+        if let Some(b) = progress {
+            p.progress = Some(progress_trampoline);
+            p.progress_user_data = b as *const ProgressBox as *mut c_void;
+        }
+        Ok((p, [heads, catalyst]))
+    }
+}
+
+/// The session handle as seen by Cancellers: null once the session is freed.
+struct CancelSlot(Mutex<usize>);
+
+/// Stops the running call of a session from any thread (lctx_session_cancel);
+/// does nothing once the session is dropped.
+#[derive(Clone)]
+pub struct Canceller(Arc<CancelSlot>);
+
+impl Canceller {
+    pub fn cancel(&self) {
+        let g = self.0 .0.lock().unwrap_or_else(|e| e.into_inner());
+        if *g != 0 {
+            // SAFETY: the handle is live while the slot holds it (Drop clears it under the lock).
+            unsafe { sys::lctx_session_cancel(*g as *mut sys::lctx_session) }
+        }
+    }
+}
+
+/// A session on a borrowed model: feed, build_index, select, recompute,
+/// decode. Not locked (not `Sync`); it may move between threads (`Send`).
+pub struct Session<'m> {
+    h: NonNull<sys::lctx_session>,
+    model: &'m Model,
+    progress: Option<Box<ProgressBox>>,
+    cancel: Arc<CancelSlot>,
+    _not_sync: PhantomData<Cell<()>>,
+}
+
+// SAFETY: lctx.h: "An lctx_session ... may move between threads." The
+// progress closure is Send + Sync and the model Sync.
+unsafe impl Send for Session<'_> {}
+
+impl Drop for Session<'_> {
+    fn drop(&mut self) {
+        let mut g = self.cancel.0.lock().unwrap_or_else(|e| e.into_inner());
+        *g = 0;
+        unsafe { sys::lctx_session_free(self.h.as_ptr()) }
+    }
+}
+
+impl<'m> Session<'m> {
+    fn create(
+        model: &'m Model,
+        params: &SessionParams,
+        make: impl FnOnce(&sys::lctx_session_params, &mut *mut sys::lctx_session) -> sys::lctx_status,
+    ) -> Result<Session<'m>> {
+        let progress = params.progress.clone().map(|f| Box::new(ProgressBox { f, panic: Cell::new(None) }));
+        let (raw, _heads) = params.raw(progress.as_deref())?;
+        let mut out = std::ptr::null_mut();
+        let st = make(&raw, &mut out);
+        if let Some(p) = progress.as_ref().and_then(|b| b.panic.take()) {
+            unsafe { sys::lctx_session_free(out) };
+            std::panic::resume_unwind(p);
+        }
+        check(st)?;
+        let h = NonNull::new(out)
+            .ok_or_else(|| Error { status: Status::Internal, message: "NULL session with LCTX_OK".into() })?;
+        let cancel = Arc::new(CancelSlot(Mutex::new(h.as_ptr() as usize)));
+        Ok(Session { h, model, progress, cancel, _not_sync: PhantomData })
+    }
+
+    /// A session reading one document (Model::session is the same).
+    pub fn new(model: &'m Model, params: &SessionParams) -> Result<Session<'m>> {
+        Session::create(model, params, |p, out| unsafe { sys::lctx_session_create(model.h.as_ptr(), p, out) })
+    }
+
+    /// A REFORM session in stage Indexed from a file written by save_index
+    /// (the encoding sizes come from the file; selection/decode fields apply).
+    pub fn load_index(model: &'m Model, path: impl AsRef<Path>, params: &SessionParams) -> Result<Session<'m>> {
+        let path = path.as_ref().to_str().ok_or_else(|| crate::error::invalid("index path is not UTF-8"))?;
+        let cpath = cstring(path, "index path")?;
+        Session::create(model, params, |p, out| unsafe {
+            sys::lctx_session_load_index(model.h.as_ptr(), cpath.as_ptr(), p, out)
+        })
+    }
+
+    /// Runs a call that may invoke the progress callback; resumes its panic.
+    fn call(&mut self, f: impl FnOnce(*mut sys::lctx_session) -> sys::lctx_status) -> Result<()> {
+        let st = f(self.h.as_ptr());
+        if let Some(p) = self.progress.as_ref().and_then(|b| b.panic.take()) {
+            std::panic::resume_unwind(p);
+        }
+        check(st)
+    }
+
+    pub fn model(&self) -> &'m Model {
+        self.model
+    }
+    /// The raw handle, for calls through `lctx::sys` (owned by this Session).
+    pub fn as_ptr(&self) -> *mut sys::lctx_session {
+        self.h.as_ptr()
+    }
+    pub fn stage(&self) -> Stage {
+        match unsafe { sys::lctx_session_stage(self.h.as_ptr()) } {
+            sys::LCTX_STAGE_FEEDING => Stage::Feeding,
+            sys::LCTX_STAGE_INDEXED => Stage::Indexed,
+            sys::LCTX_STAGE_SELECTED => Stage::Selected,
+            sys::LCTX_STAGE_DECODING => Stage::Decoding,
+            v => Stage::Other(v as i32),
+        }
+    }
+    /// Document tokens fed so far.
+    pub fn n_fed(&self) -> i64 {
+        unsafe { sys::lctx_session_n_fed(self.h.as_ptr()) }
+    }
+    /// Message of the last failed call on this session ("" if none).
+    pub fn last_error(&self) -> String {
+        c_text(unsafe { sys::lctx_session_last_error(self.h.as_ptr()) })
+    }
+    /// Asks the running call to stop (from this thread: only useful from a
+    /// progress callback; use canceller() from other threads).
+    pub fn cancel(&self) {
+        unsafe { sys::lctx_session_cancel(self.h.as_ptr()) }
+    }
+    /// A handle that cancels this session's running call from any thread.
+    pub fn canceller(&self) -> Canceller {
+        Canceller(self.cancel.clone())
+    }
+
+    /// Stage 1: appends document tokens.
+    pub fn feed(&mut self, tokens: &[Token]) -> Result<()> {
+        self.call(|h| unsafe { sys::lctx_feed_chunk(h, tokens.as_ptr(), tokens.len()) })
+    }
+    /// Tokenizes text (BOS before the first chunk, special tokens parsed) and feeds it.
+    pub fn feed_text(&mut self, text: &str) -> Result<usize> {
+        let toks = self.model.tokenize(text, self.n_fed() == 0, true)?;
+        self.feed(&toks)?;
+        Ok(toks.len())
+    }
+    /// Stage 2: seals the document.
+    pub fn build_index(&mut self) -> Result<()> {
+        self.call(|h| unsafe { sys::lctx_build_index(h) })
+    }
+    /// Writes the REFORM index of an indexed session.
+    pub fn save_index(&mut self, path: impl AsRef<Path>) -> Result<()> {
+        let path = path.as_ref().to_str().ok_or_else(|| crate::error::invalid("index path is not UTF-8"))?;
+        let cpath = cstring(path, "index path")?;
+        self.call(|h| unsafe { sys::lctx_index_save(h, cpath.as_ptr()) })
+    }
+    /// Stage 3: chooses the document tokens that matter for a question.
+    pub fn select(&mut self, query: &[Token]) -> Result<Selection> {
+        let mut out = std::ptr::null_mut();
+        self.call(|h| unsafe { sys::lctx_select(h, query.as_ptr(), query.len(), &mut out) })?;
+        NonNull::new(out)
+            .map(|h| Selection { h })
+            .ok_or_else(|| Error { status: Status::Internal, message: "NULL selection with LCTX_OK".into() })
+    }
+    /// Stage 4: builds the decode cache from a selection and its query.
+    pub fn recompute(&mut self, selection: &Selection) -> Result<()> {
+        self.call(|h| unsafe { sys::lctx_recompute(h, selection.h.as_ptr()) })
+    }
+    /// Stage 5: samples the next token and appends it.
+    pub fn decode(&mut self, sampling: &crate::Sampling) -> Result<Token> {
+        let raw = sampling.raw();
+        let mut tok: Token = -1;
+        self.call(|h| unsafe { sys::lctx_decode(h, &raw, &mut tok) })?;
+        Ok(tok)
+    }
+    /// The logits the next decode samples from (None before recompute).
+    pub fn logits(&self) -> Option<&[f32]> {
+        let p = unsafe { sys::lctx_session_logits(self.h.as_ptr()) };
+        let n = self.model.n_vocab();
+        // SAFETY: n_vocab floats, valid until the next call on this session,
+        // which needs &mut self and so ends this borrow.
+        (!p.is_null() && n > 0).then(|| unsafe { std::slice::from_raw_parts(p, n as usize) })
+    }
+
+    /// Seals the document on the first question, selects and recomputes for
+    /// `question` (tokenized with special tokens parsed) and returns the
+    /// answer's text pieces. Ask again for more questions.
+    pub fn ask_stream(&mut self, question: &str, max_tokens: usize, sampling: &crate::Sampling)
+        -> Result<crate::Pieces<'_, 'm>> {
+        if self.stage() == Stage::Feeding {
+            self.build_index()?;
+        }
+        let q = self.model.tokenize(question, false, true)?;
+        let sel = self.select(&q)?;
+        self.recompute(&sel)?;
+        Ok(self.generate(max_tokens, sampling))
+    }
+    /// ask_stream collected into one String.
+    pub fn ask(&mut self, question: &str, max_tokens: usize, sampling: &crate::Sampling) -> Result<String> {
+        self.ask_stream(question, max_tokens, sampling)?.collect()
+    }
+}
+
+/// The document tokens chosen for a question (library-owned, freed on drop).
+pub struct Selection {
+    h: NonNull<sys::lctx_selection>,
+}
+
+impl Drop for Selection {
+    fn drop(&mut self) {
+        unsafe { sys::lctx_selection_free(self.h.as_ptr()) }
+    }
+}
+
+impl Selection {
+    /// Number of selected document tokens.
+    pub fn len(&self) -> usize {
+        unsafe { sys::lctx_selection_size(self.h.as_ptr()) }.max(0) as usize
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Positions of the selected tokens, ascending.
+    pub fn positions(&self) -> Vec<i64> {
+        let mut v = vec![0i64; self.len()];
+        let n = unsafe { sys::lctx_selection_positions(self.h.as_ptr(), v.as_mut_ptr(), v.len() as i64) };
+        v.truncate(n.max(0) as usize);
+        v
+    }
+    /// Scores of the selected tokens, in position order.
+    pub fn scores(&self) -> Vec<f32> {
+        let mut v = vec![0f32; self.len()];
+        let n = unsafe { sys::lctx_selection_scores(self.h.as_ptr(), v.as_mut_ptr(), v.len() as i64) };
+        v.truncate(n.max(0) as usize);
+        v
+    }
+}

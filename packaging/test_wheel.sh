@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Builds the Python wheel with `pip wheel bindings/python` (scikit-build-core
+# from PyPI builds the C++ core and the SWIG module), checks its contents,
+# installs it into a fresh venv and runs a smoke test outside the source tree.
+# usage: test_wheel.sh [BUILD_CACHE_DIR]   (the CMake build dir is kept there
+# between runs, so a rebuild takes seconds). Skips (exit 0) with a message
+# when PyPI cannot be reached; LCTX_SKIP_WHEEL=1 skips it too.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cache="${1:-$root/build/wheel}"
+python="${PYTHON:-python3}"
+model="${LCTX_TINY_MODEL:-$root/../shared/models/stories260K.gguf}"
+if [[ "${LCTX_SKIP_WHEEL:-0}" == 1 ]]; then echo "test_wheel: SKIPPED (LCTX_SKIP_WHEEL=1)"; exit 0; fi
+
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+"$python" -m venv "$tmp/venv"
+pip=("$tmp/venv/bin/pip" --disable-pip-version-check -q)
+# Reachability of the package index, through pip and its configuration.
+if ! timeout 60 "${pip[@]}" download --no-deps -d "$tmp/probe" "scikit-build-core>=0.8" >/dev/null 2>&1; then
+    echo "test_wheel: SKIPPED: PyPI (scikit-build-core) is not reachable from pip"
+    exit 0
+fi
+mkdir -p "$cache"
+echo "test_wheel: building the wheel (build dir $cache)"
+if ! CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" timeout 420 "${pip[@]}" wheel --no-deps -w "$tmp/dist" \
+        --config-settings=build-dir="$cache" "$root/bindings/python" >"$tmp/build.log" 2>&1; then
+    tail -40 "$tmp/build.log"
+    echo "test_wheel: FAILED to build the wheel" >&2
+    exit 1
+fi
+wheel="$(ls "$tmp"/dist/lctx-*.whl)"
+"$python" - "$wheel" <<'PY'
+import sys, zipfile
+names = zipfile.ZipFile(sys.argv[1]).namelist()
+need = ["lctx/__init__.py", "lctx/capi.py", "lctx/liblctx.so.0"]
+missing = [n for n in need if n not in names]
+if not any(n.startswith("lctx/_capi") and n.endswith(".so") for n in names):
+    missing.append("lctx/_capi*.so (the SWIG module)")
+stray = [n for n in names if not (n.startswith("lctx/") or ".dist-info/" in n)]
+if missing or stray:
+    sys.exit(f"test_wheel: missing {missing}, outside the package {stray}")
+print(f"test_wheel: {sys.argv[1].rsplit('/', 1)[-1]}: {len(names)} files")
+PY
+"${pip[@]}" install --no-index --no-deps "$wheel"
+# Run from $tmp so that the source tree's bindings/python/lctx is not imported.
+(cd "$tmp" && "$tmp/venv/bin/python" - "$model" <<'PY'
+import os, sys
+import lctx
+assert os.path.dirname(lctx.__file__).startswith(sys.prefix), lctx.__file__
+print("test_wheel: lctx", lctx.version(), "from", os.path.dirname(lctx.__file__))
+if not os.path.exists(sys.argv[1]):
+    print("test_wheel: tiny model absent, smoke test limited to the import")
+    sys.exit(0)
+with lctx.Model(sys.argv[1]) as m, m.session(n_ctx=256, n_threads=1) as s:
+    s.feed("Once upon a time, there was a little girl named Lily. She loved to play outside.")
+    answer = s.ask(" Lily", max_tokens=8)
+assert isinstance(answer, str) and answer, repr(answer)
+try:
+    lctx.Model("/nonexistent.gguf")
+    raise SystemExit("no error for a missing file")
+except lctx.IoError:
+    pass
+print("test_wheel: smoke test passed:", repr(answer))
+PY
+)
