@@ -259,11 +259,14 @@ typedef struct lctx_session_params {
                                   TRUNCATE: document tokens kept (first half + last half); n_ctx_train/2 (4096).
                                   INFLLM: retrieved memory tokens per layer and KV head; n_ctx_train/4 (2048) */
     int32_t     kv_chunk;      /* tokens forwarded per step; n_ctx_train/4 (2048); INFLLM: 512 */
+                               /* INFLLM's n_ctx (question + answer room) defaults to what keeps positions
+                                  inside n_ctx_train: n_ctx_train - (sink + memory + window + block - 1) */
     int32_t     kv_sink;       /* first document tokens always kept; min(256, budget/8) (INFLLM: 128) */
     int32_t     kv_recent;     /* most recent tokens always kept; min(256, budget/8) (INFLLM: its local
                                   window, n_ctx_train/4) */
     int32_t     kv_obs;        /* queries at the end of each chunk whose attention scores eviction:
-                                  H2O 128 (the REFORM paper's H2O), SNAPKV 32 (its window), TOVA 1 (last query) */
+                                  H2O 128 (the REFORM paper's H2O), SNAPKV 32 (its window), TOVA 1 (last query);
+                                  INFLLM: queries that pick each block's representative tokens, 128 */
     int32_t     snapkv_kernel; /* SNAPKV: width of the average pooling of scores; 7 */
     float       infinipot_nuc_ratio; /* INFINIPOT: share of the kept non-protected slots chosen by novelty
                                         (NuC, surprisal of the token); the rest by the catalyst prompt's
