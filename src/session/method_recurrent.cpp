@@ -8,7 +8,9 @@
 #include "common/error.h"
 #include "session/evictor_h2o.h"
 #include "session/evictor_scores.h"
+#include "session/batched_forward.h"
 #include "session/kv_compact.h"
+#include "session/session.h"
 
 namespace lctx {
 
@@ -284,26 +286,8 @@ Selection RecurrentMethod::select(const std::vector<int32_t> &query, Progress &p
 }
 
 void RecurrentMethod::forward_decode(const int32_t *tokens, size_t n, Progress *progress, std::vector<float> &logits) {
-    KvCache &cache = *decode_;
-    if (static_cast<int64_t>(n) > p_.n_ctx - cache.size())
-        fail(LCTX_ERR_CONTEXT_FULL, "the decode cache holds %lld of n_ctx = %lld tokens and cannot take %zu more: "
-             "raise n_ctx", (long long)cache.size(), (long long)p_.n_ctx, n);
-    std::vector<int32_t> pos;
-    const size_t nb = static_cast<size_t>(p_.n_batch);
-    for (size_t done = 0; done < n;) {
-        const size_t b = std::min(n - done, nb);
-        const double frac = double(done) / double(n);
-        if (progress && !progress->keep_going(frac))
-            fail(LCTX_ERR_CANCELLED, "cancelled after %zu of %zu tokens", done, n);
-        pos.resize(b);
-        std::iota(pos.begin(), pos.end(), static_cast<int32_t>(cache.size()));
-        ForwardOptions opt;
-        opt.logits = done + b == n ? LogitsMode::LAST : LogitsMode::NONE;
-        if (progress) opt.keep_going = [progress, frac] { return progress->keep_going(frac); };
-        forward_.run(tokens + done, pos.data(), static_cast<int64_t>(b), cache, opt, logits);
-        ctx_tokens_.insert(ctx_tokens_.end(), tokens + done, tokens + done + b);
-        done += b;
-    }
+    forward_in_batches(forward_, *decode_, p_.n_ctx, tokens, n, p_.n_batch, progress, logits, ctx_tokens_,
+                       method_name(p_.method));
 }
 
 void RecurrentMethod::recompute(const Selection &selection, Progress &progress, std::vector<float> &logits) {

@@ -5,6 +5,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "session/batched_forward.h"
 #include "session/index_file.h"
 #include "session/query_mask.h"
 #include "session/selector.h"
@@ -91,28 +92,9 @@ Selection ReformMethod::select(const std::vector<int32_t> &query, Progress &prog
     return sel;
 }
 
-void ReformMethod::forward_decode(const int32_t *tokens, size_t n, Progress *progress, LogitsMode mode,
-                                  std::vector<float> &logits) {
-    KvCache &cache = *decode_cache_;
-    if (static_cast<int64_t>(n) > cache.capacity() - cache.size())
-        fail(LCTX_ERR_CONTEXT_FULL, "REFORM: the decode cache holds %lld of %lld tokens and cannot take %zu more: "
-             "raise n_ctx or lower reform_recompute", (long long)cache.size(), (long long)cache.capacity(), n);
-    std::vector<int32_t> pos;
-    const size_t nb = static_cast<size_t>(params_.n_batch);
-    for (size_t done = 0; done < n;) {
-        const size_t b = std::min(n - done, nb);
-        const double frac = double(done) / double(n);
-        if (progress && !progress->keep_going(frac))
-            fail(LCTX_ERR_CANCELLED, "recompute cancelled after %zu of %zu tokens", done, n);
-        pos.resize(b);
-        std::iota(pos.begin(), pos.end(), static_cast<int32_t>(cache.size()));
-        ForwardOptions opt;
-        opt.logits = done + b == n ? mode : LogitsMode::NONE;
-        if (progress) opt.keep_going = [progress, frac] { return progress->keep_going(frac); };
-        forward_.run(tokens + done, pos.data(), static_cast<int64_t>(b), cache, opt, logits);
-        ctx_tokens_.insert(ctx_tokens_.end(), tokens + done, tokens + done + b);
-        done += b;
-    }
+void ReformMethod::forward_decode(const int32_t *tokens, size_t n, Progress *progress, std::vector<float> &logits) {
+    forward_in_batches(forward_, *decode_cache_, decode_cache_->capacity(), tokens, n, params_.n_batch, progress,
+                       logits, ctx_tokens_, "REFORM");
 }
 
 void ReformMethod::recompute(const Selection &selection, Progress &progress, std::vector<float> &logits) {
@@ -136,7 +118,7 @@ void ReformMethod::recompute(const Selection &selection, Progress &progress, std
     decode_cache_->clear();
     ctx_tokens_.clear();
     try {
-        forward_decode(ids.data(), ids.size(), &progress, LogitsMode::LAST, logits);
+        forward_decode(ids.data(), ids.size(), &progress, logits);
     } catch (...) {
         decode_cache_->clear();
         ctx_tokens_.clear();
@@ -147,7 +129,7 @@ void ReformMethod::recompute(const Selection &selection, Progress &progress, std
 
 void ReformMethod::append(int32_t token, std::vector<float> &logits) {
     if (!decode_cache_) fail(LCTX_ERR_STATE, "REFORM: decode before recompute");
-    forward_decode(&token, 1, nullptr, LogitsMode::LAST, logits);
+    forward_decode(&token, 1, nullptr, logits);
 }
 
 void ReformMethod::save_index(const std::string &path) const {

@@ -52,8 +52,7 @@ public:
 
 private:
     void make_encoder(const EncoderConfig &cfg);
-    void forward_decode(const int32_t *tokens, size_t n, Progress *progress, LogitsMode mode,
-                        std::vector<float> &logits);
+    void forward_decode(const int32_t *tokens, size_t n, Progress *progress, std::vector<float> &logits);
 
     const Model &model_;
     cpu::ThreadPool &pool_;
