@@ -68,5 +68,6 @@ int cmd_generate(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_heads(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
 
 } // namespace lctx::cli

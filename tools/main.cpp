@@ -14,6 +14,7 @@ static const char *kUsage =
     "  bench -m MODEL                 prefill/decode throughput as JSON (--profile: per-op times)\n"
     "  run -m MODEL --file DOC --question TEXT   answer a question about a long document (REFORM)\n"
     "  heads -m MODEL                 measure a REFORM head profile (JSON)\n"
+    "  eval -m MODEL --methods M,...  RULER-style tasks over methods and lengths (docs/eval.md)\n"
     "  version                        print the library version and build\n"
     "\n"
     "Run 'lctx COMMAND --help' for the options of a command.\n";
@@ -28,6 +29,7 @@ int main(int argc, char **argv) {
     if (!std::strcmp(cmd, "tokenize")) return lctx::cli::cmd_tokenize(argc - 2, argv + 2);
     if (!std::strcmp(cmd, "generate")) return lctx::cli::cmd_generate(argc - 2, argv + 2);
     if (!std::strcmp(cmd, "bench")) return lctx::cli::cmd_bench(argc - 2, argv + 2);
+    if (!std::strcmp(cmd, "eval")) return lctx::cli::cmd_eval(argc - 2, argv + 2);
     if (!std::strcmp(cmd, "run")) return lctx::cli::cmd_run(argc - 2, argv + 2);
     if (!std::strcmp(cmd, "heads")) return lctx::cli::cmd_heads(argc - 2, argv + 2);
     if (!std::strcmp(cmd, "version") || !std::strcmp(cmd, "--version")) {

@@ -1,0 +1,128 @@
+#include "eval/report.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "eval/task.h"
+
+namespace lctx::eval {
+
+namespace {
+
+std::string fmt(const char *f, double v) {
+    char b[64];
+    std::snprintf(b, sizeof b, f, v);
+    return b;
+}
+
+struct Cell {
+    double sum = 0;
+    int n = 0, errors = 0;
+    double mean() const { return n ? sum / n : 0; }
+};
+
+std::string header(const std::vector<int64_t> &lengths) {
+    std::string h = "| method |", sep = "|---|";
+    for (int64_t L : lengths) {
+        h += ' ';
+        h += length_label(L);
+        h += " |";
+        sep += "---:|";
+    }
+    return h + "\n" + sep + "\n";
+}
+
+std::string score_cell(const Cell &c) {
+    if (c.n == 0 && c.errors == 0) return "-";
+    if (c.n == 0) return "err";
+    std::string s = fmt("%.1f", 100.0 * c.mean());
+    if (c.errors) s += " (" + fmt("%.0f", c.errors) + " err)";
+    return s;
+}
+
+} // namespace
+
+std::string markdown_report(const std::vector<Row> &rows, const std::vector<std::string> &commands) {
+    std::vector<std::string> methods, tasks;
+    std::set<int64_t> length_set;
+    for (const auto &r : rows) {
+        if (std::find(methods.begin(), methods.end(), r.method) == methods.end()) methods.push_back(r.method);
+        length_set.insert(r.length);
+    }
+    for (const auto &t : task_names())
+        if (std::any_of(rows.begin(), rows.end(), [&](const Row &r) { return r.task == t; })) tasks.push_back(t);
+    for (const auto &r : rows)
+        if (std::find(tasks.begin(), tasks.end(), r.task) == tasks.end()) tasks.push_back(r.task);
+    const std::vector<int64_t> lengths(length_set.begin(), length_set.end());
+
+    // (task, method, length) -> scores; (method, length) -> time and memory.
+    std::map<std::tuple<std::string, std::string, int64_t>, Cell> cells;
+    std::map<std::pair<std::string, int64_t>, Cell> time;
+    std::map<std::pair<std::string, int64_t>, double> rss;
+    for (const auto &r : rows) {
+        Cell &c = cells[{r.task, r.method, r.length}];
+        if (r.ok()) c.sum += r.score, ++c.n;
+        else ++c.errors;
+        Cell &t = time[{r.method, r.length}];
+        t.sum += r.wall_s, ++t.n;
+        double &m = rss[{r.method, r.length}];
+        m = std::max(m, r.peak_rss_mib);
+    }
+
+    std::string md = "# lctx eval results\n\n";
+    md += "Mean score in % over samples (RULER scoring: string_match_all; qa: string_match_part). "
+          "\"err\": every sample failed; \"(k err)\": k samples failed and are left out of the mean.\n\n";
+    md += "## Average over tasks\n\n" + header(lengths);
+    for (const auto &m : methods) {
+        md += "| " + m + " |";
+        for (int64_t L : lengths) {
+            double sum = 0;
+            int n = 0;
+            for (const auto &t : tasks) {
+                auto it = cells.find({t, m, L});
+                if (it != cells.end() && it->second.n) sum += it->second.mean(), ++n;
+            }
+            std::string cell = n ? fmt("%.1f", 100.0 * sum / n) : "-";
+            if (n && n < int(tasks.size())) cell += " (" + fmt("%.0f", n) + "/" + fmt("%.0f", double(tasks.size())) + " tasks)";
+            md += " " + cell + " |";
+        }
+        md += "\n";
+    }
+    for (const auto &t : tasks) {
+        md += "\n## " + t + "\n\n" + header(lengths);
+        for (const auto &m : methods) {
+            md += "| " + m + " |";
+            for (int64_t L : lengths) {
+                auto it = cells.find({t, m, L});
+                md += ' ';
+                md += it == cells.end() ? std::string("-") : score_cell(it->second);
+                md += " |";
+            }
+            md += "\n";
+        }
+    }
+    md += "\n## Time and memory\n\nMean wall time per sample (seconds; model load, encoding, question and answer) "
+          "and the largest peak RSS (MiB) of one run.\n\n" + header(lengths);
+    for (const auto &m : methods) {
+        md += "| " + m + " |";
+        for (int64_t L : lengths) {
+            auto it = time.find({m, L});
+            md += it == time.end() ? std::string(" - |")
+                                   : " " + fmt("%.1f s", it->second.mean()) + ", " + fmt("%.0f MiB", rss[{m, L}]) + " |";
+        }
+        md += "\n";
+    }
+    if (!commands.empty()) {
+        md += "\n## Commands\n\n```sh\n";
+        std::set<std::string> seen;
+        for (const auto &c : commands)
+            if (seen.insert(c).second) md += c + "\n";
+        md += "```\n";
+    }
+    return md;
+}
+
+} // namespace lctx::eval

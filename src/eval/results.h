@@ -1,0 +1,43 @@
+// The eval results file: JSON lines, append-only. A result row has method,
+// task, length, sample, seed, score (or error), timings...; a run row
+// ({"kind": "run", "command": ...}) records each command line that appended
+// to the file. Rows are matched by (method, task, length, sample, seed) for
+// resuming and reporting (the last row of a combination wins).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace lctx::eval {
+
+struct Row {
+    std::string method, task, error;
+    int64_t length = 0;
+    int sample = 0;
+    uint64_t seed = 0;
+    double score = 0;        // 0..1; meaningless when error is set
+    double wall_s = 0;       // whole combination, child process included
+    double peak_rss_mib = 0;
+    bool ok() const { return error.empty(); }
+};
+
+std::string combo_key(const std::string &method, const std::string &task, int64_t length, int sample, uint64_t seed);
+inline std::string combo_key(const Row &r) { return combo_key(r.method, r.task, r.length, r.sample, r.seed); }
+
+struct ResultsFile {
+    std::vector<Row> rows;               // last row per combination, in file order
+    std::vector<std::string> commands;   // from run rows, in file order
+    int bad_lines = 0;                   // lines that are not JSON or lack fields
+    bool ends_with_newline = true;       // false: a line was cut (append a newline first)
+};
+
+// A missing file gives an empty result.
+ResultsFile load_results(const std::string &path);
+
+// "4k" / "4K" -> 4096, "128k" -> 131072, "1m" -> 1048576, "512" -> 512; -1 if bad.
+int64_t parse_length(const std::string &s);
+// 4096 -> "4K", 131072 -> "128K", 1048576 -> "1M", 500 -> "500".
+std::string length_label(int64_t n);
+
+} // namespace lctx::eval

@@ -1,0 +1,37 @@
+// Internal: one builder per task. A builder makes the sample of a given size
+// in "units" (haystack sentences, list words, ...); generate() searches the
+// number of units that fits the token target. Builders are deterministic in
+// (input, units) and grow (roughly monotonically) with units.
+#pragma once
+
+#include <cstdint>
+
+#include "eval/task.h"
+
+namespace lctx::eval::detail {
+
+struct BuildInput {
+    uint64_t seed;
+    int64_t target_tokens;
+    double depth;   // (i + 0.5) / n
+};
+
+using Builder = Sample (*)(const BuildInput &in, int64_t units);
+
+struct TaskDef {
+    const char *name;
+    Builder build;
+    int64_t min_units;
+    int answer_tokens;
+};
+
+Sample build_niah_single(const BuildInput &in, int64_t units);
+Sample build_niah_multikey(const BuildInput &in, int64_t units);
+Sample build_niah_multivalue(const BuildInput &in, int64_t units);
+Sample build_niah_multiquery(const BuildInput &in, int64_t units);
+Sample build_vt(const BuildInput &in, int64_t units);
+Sample build_cwe(const BuildInput &in, int64_t units);
+Sample build_fwe(const BuildInput &in, int64_t units);
+Sample build_qa(const BuildInput &in, int64_t units);
+
+} // namespace lctx::eval::detail

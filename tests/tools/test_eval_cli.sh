@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# End-to-end test of `lctx eval` on a tiny real model: rows and their fields,
+# resume without duplicates (a second run, and a run killed midway), the
+# markdown report, --report, error rows, and the plot notice without Python.
+# usage: test_eval_cli.sh LCTX MODEL.gguf
+set -euo pipefail
+LCTX=$1
+MODEL=$2
+[ -f "$MODEL" ] || { echo "SKIP: model $MODEL not found"; exit 0; }
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+rows() { grep -c '"method"' "$1" || true; }
+# Combinations (method task length sample) that occur more than once.
+dups() { grep -o '"method": "[a-z0-9]*", "task": "[a-z_]*", "length": [0-9]*, "sample": [0-9]*' "$1" | sort | uniq -d; }
+
+ARGS=(eval -m "$MODEL" --methods full,reform --tasks niah_single,vt --lengths 512 --threads 1)
+
+# 1. A first run: 2 methods x 2 tasks x 1 sample.
+"$LCTX" "${ARGS[@]}" --samples 1 --out "$T/r.jsonl" --md "$T/r.md" 2> "$T/log1"
+[ "$(rows "$T/r.jsonl")" = 4 ] || fail "expected 4 rows, got $(rows "$T/r.jsonl")"
+grep -q '^\[4/4\] reform vt 512 0 -> ' "$T/log1" || fail "no progress line: $(cat "$T/log1")"
+while IFS= read -r line; do
+  case $line in *'"kind": "run"'*) continue ;; esac
+  for f in '"method": ' '"task": ' '"length": 512' '"sample": 0' '"seed": 42' '"n_input_tokens": ' \
+           '"score": ' '"answer": ' '"expected": \[' '"timings_s": {"load": ' '"recompute": ' '"decode": ' \
+           '"encode_tokens_per_s": ' '"peak_rss_mib": ' '"wall_s": '; do
+    echo "$line" | grep -q "$f" || fail "field $f missing in: $line"
+  done
+  echo "$line" | grep -q '"error"' && fail "unexpected error row: $line"
+done < "$T/r.jsonl"
+grep -q '"kind": "run", "command": "lctx eval -m ' "$T/r.jsonl" || fail "no run row with the command line"
+
+# 2. The markdown report.
+for s in '## Average over tasks' '## niah_single' '## vt' '## Time and memory' '| method | 512 |' '| full |' \
+         '| reform |' 'lctx eval -m '; do
+  grep -qF -- "$s" "$T/r.md" || fail "report lacks '$s'"
+done
+
+# 3. Running the same command again adds nothing.
+"$LCTX" "${ARGS[@]}" --samples 1 --out "$T/r.jsonl" --md "$T/r.md" 2> "$T/log2"
+[ "$(rows "$T/r.jsonl")" = 4 ] || fail "a rerun added rows"
+grep -q 'already in' "$T/log2" || fail "the rerun did not report skipped combinations"
+
+# 4. A run killed after its first new row, then resumed: 3 samples -> 12 rows, no duplicates.
+"$LCTX" "${ARGS[@]}" --samples 3 --out "$T/r.jsonl" 2> "$T/log3" &
+PID=$!
+for _ in $(seq 1 600); do
+  [ "$(rows "$T/r.jsonl")" -gt 4 ] && break
+  kill -0 "$PID" 2>/dev/null || break
+  sleep 0.05
+done
+kill -TERM "$PID" 2>/dev/null || true
+wait "$PID" 2>/dev/null || true
+echo "rows after the kill: $(rows "$T/r.jsonl")"
+"$LCTX" "${ARGS[@]}" --samples 3 --out "$T/r.jsonl" --md "$T/r.md" 2> "$T/log4"
+[ "$(rows "$T/r.jsonl")" = 12 ] || fail "expected 12 rows after resuming, got $(rows "$T/r.jsonl")"
+[ -z "$(dups "$T/r.jsonl")" ] || fail "duplicate rows: $(dups "$T/r.jsonl")"
+
+# 5. --report only; a missing Python is a notice, not a failure.
+LCTX_PYTHON=/nonexistent/python3 "$LCTX" eval --report "$T/r.jsonl" --md "$T/r2.md" --plot "$T/p.png" 2> "$T/log5"
+grep -qF '## vt' "$T/r2.md" || fail "--report wrote no report"
+grep -q 'no plot drawn' "$T/log5" || fail "no notice about the missing Python: $(cat "$T/log5")"
+
+# 6. A failing method (ILRE: LCTX_ERR_UNSUPPORTED so far) is a row, not a crash.
+"$LCTX" eval -m "$MODEL" --methods ilre --tasks vt --lengths 512 --samples 1 --out "$T/e.jsonl" 2> "$T/log6" ||
+  fail "eval failed on an unsupported method: $(cat "$T/log6")"
+[ "$(rows "$T/e.jsonl")" = 1 ] || fail "no row for the failing method"
+grep -q '"score": null, ' "$T/e.jsonl" && { grep -q '"error": ' "$T/e.jsonl" || fail "null score without an error"; }
+echo "PASS"

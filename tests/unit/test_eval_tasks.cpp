@@ -1,0 +1,307 @@
+// The RULER-style task generator (src/eval): determinism, answers really in
+// the text (checked by independent counting / interpretation), length fit,
+// scoring, results file and report.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "common/error.h"
+#include "eval/json.h"
+#include "eval/report.h"
+#include "eval/results.h"
+#include "eval/score.h"
+#include "eval/task.h"
+
+using namespace lctx::eval;
+
+namespace {
+
+int64_t whitespace_tokens(const std::string &s) {
+    std::istringstream in(s);
+    int64_t n = 0;
+    for (std::string w; in >> w;) ++n;
+    return n;
+}
+
+Sample make(const std::string &task, uint64_t seed, int64_t target = 2000, int index = 0, int n = 1) {
+    return generate({task, seed, target, index, n}, whitespace_tokens);
+}
+
+size_t count_of(const std::string &text, const std::string &needle) {
+    size_t n = 0;
+    for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+    return n;
+}
+
+std::vector<std::string> words_of(const std::string &s) {
+    std::istringstream in(s);
+    std::vector<std::string> out;
+    for (std::string w; in >> w;) out.push_back(w);
+    return out;
+}
+
+// Words sorted by descending count (ties by word); counts alongside.
+std::vector<std::pair<std::string, int>> by_count(const std::map<std::string, int> &counts) {
+    std::vector<std::pair<std::string, int>> v(counts.begin(), counts.end());
+    std::sort(v.begin(), v.end(), [](auto &a, auto &b) { return a.second != b.second ? a.second > b.second : a.first < b.first; });
+    return v;
+}
+
+std::vector<std::string> sorted(std::vector<std::string> v) {
+    std::sort(v.begin(), v.end());
+    return v;
+}
+
+} // namespace
+
+TEST(EvalTasks, NamesAndBudgets) {
+    const std::vector<std::string> want = {"niah_single", "niah_multikey", "niah_multivalue", "niah_multiquery",
+                                           "vt",          "cwe",           "fwe",             "qa"};
+    EXPECT_EQ(task_names(), want);
+    EXPECT_EQ(answer_tokens("niah_single"), 64);
+    EXPECT_EQ(answer_tokens("niah_multikey"), 64);
+    EXPECT_EQ(answer_tokens("niah_multivalue"), 64);
+    EXPECT_EQ(answer_tokens("niah_multiquery"), 64);
+    EXPECT_EQ(answer_tokens("vt"), 48);
+    EXPECT_EQ(answer_tokens("cwe"), 120);
+    EXPECT_EQ(answer_tokens("fwe"), 50);
+    EXPECT_EQ(answer_tokens("qa"), 32);
+    EXPECT_THROW(make("nope", 1), lctx::Error);
+    EXPECT_THROW(make("cwe", 1, 20), lctx::Error);   // too short for the task
+}
+
+TEST(EvalTasks, SameSeedSameSampleOtherSeedOther) {
+    for (const auto &t : task_names()) {
+        SCOPED_TRACE(t);
+        const Sample a = make(t, 7), b = make(t, 7), c = make(t, 8);
+        EXPECT_EQ(a.document, b.document);
+        EXPECT_EQ(a.question, b.question);
+        EXPECT_EQ(a.answers, b.answers);
+        EXPECT_NE(a.document, c.document);
+        EXPECT_EQ(a.task, t);
+        EXPECT_EQ(a.answer_tokens, answer_tokens(t));
+        EXPECT_FALSE(a.answers.empty());
+    }
+    EXPECT_NE(sample_seed(1, "vt", 4096, 0), sample_seed(1, "vt", 4096, 1));
+    EXPECT_NE(sample_seed(1, "vt", 4096, 0), sample_seed(1, "cwe", 4096, 0));
+    EXPECT_NE(sample_seed(1, "vt", 4096, 0), sample_seed(1, "vt", 8192, 0));
+    EXPECT_EQ(sample_seed(3, "qa", 512, 2), sample_seed(3, "qa", 512, 2));
+}
+
+TEST(EvalTasks, LengthWithinTolerance) {
+    for (const auto &t : task_names())
+        for (int64_t target : {600, 4096, 20000}) {
+            SCOPED_TRACE(t + " " + std::to_string(target));
+            const Sample s = make(t, 11, target);
+            const int64_t n = whitespace_tokens(prompt_text(s));
+            EXPECT_EQ(n, s.n_tokens);
+            EXPECT_LE(n, target);
+            EXPECT_GE(n, target - length_tolerance(target));
+        }
+}
+
+TEST(EvalTasks, NeedlesArePresentOnceAndAtTheirDepth) {
+    for (const std::string t : {"niah_single", "niah_multikey", "niah_multivalue", "niah_multiquery"})
+        for (uint64_t seed = 1; seed <= 12; ++seed) {
+            SCOPED_TRACE(t + " seed " + std::to_string(seed));
+            const Sample s = make(t, seed, 3000, int(seed % 4), 4);
+            for (const auto &a : s.answers) {
+                EXPECT_EQ(count_of(s.document, a), 1u) << a;
+                EXPECT_NE(s.document.find(" is: " + a + "."), std::string::npos) << a;
+            }
+            if (t == "niah_multivalue") EXPECT_EQ(s.answers.size(), 4u);
+            if (t == "niah_multiquery") {
+                EXPECT_GE(s.answers.size(), 2u);
+                EXPECT_LE(s.answers.size(), 4u);
+            }
+            if (t == "niah_single" || t == "niah_multikey") EXPECT_EQ(s.answers.size(), 1u);
+            // The keys in the question own the expected values.
+            for (const auto &a : s.answers) {
+                const size_t at = s.document.find(" is: " + a + ".");
+                const size_t key_at = s.document.rfind(" for ", at) + 5;
+                EXPECT_NE(s.question.find(s.document.substr(key_at, at - key_at)), std::string::npos);
+            }
+            // The first asked needle sits at depth (i + 0.5) / n of the text.
+            const double rel = double(s.document.find(" is: " + s.answers[0] + ".")) / double(s.document.size());
+            EXPECT_NEAR(rel, (seed % 4 + 0.5) / 4, 0.05);
+            EXPECT_DOUBLE_EQ(s.depth, (seed % 4 + 0.5) / 4);
+        }
+    // niah_multikey: three distractor needles with other keys.
+    const Sample mk = make("niah_multikey", 5, 3000);
+    EXPECT_EQ(count_of(mk.document, "One of the special magic numbers for "), 4u);
+}
+
+TEST(EvalTasks, NiahSingleUsesEveryValueType) {
+    std::set<std::string> kinds;
+    const std::regex number("^[0-9]{7}$"), uuid("^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$");
+    for (uint64_t seed = 0; seed < 30; ++seed) {
+        const std::string v = make("niah_single", seed, 1000).answers[0];
+        kinds.insert(std::regex_match(v, number) ? "number" : std::regex_match(v, uuid) ? "uuid" : "word");
+    }
+    EXPECT_EQ(kinds.size(), 3u);
+}
+
+// An independent interpreter of the VAR statements in document order.
+TEST(EvalTasks, VariableTrackingChainResolves) {
+    const std::regex stmt(R"(VAR ([A-Z]{5}) = (VAR ([A-Z]{5})|([0-9]+))\.)");
+    const std::regex query(R"(assigned the value ([0-9]+))");
+    for (uint64_t seed = 1; seed <= 10; ++seed) {
+        SCOPED_TRACE(seed);
+        const Sample s = make("vt", seed, 3000);
+        std::map<std::string, std::string> value;
+        int statements = 0;
+        for (auto it = std::sregex_iterator(s.document.begin(), s.document.end(), stmt); it != std::sregex_iterator();
+             ++it, ++statements) {
+            const auto &m = *it;
+            ASSERT_TRUE(m[4].matched || value.count(m[3].str())) << "used before assignment: " << m[3];
+            value[m[1].str()] = m[4].matched ? m[4].str() : value[m[3].str()];
+        }
+        EXPECT_EQ(statements, 15);   // 3 chains of 5
+        std::smatch q;
+        ASSERT_TRUE(std::regex_search(s.question, q, query));
+        std::vector<std::string> holders;
+        for (const auto &[var, v] : value)
+            if (v == q[1].str()) holders.push_back(var);
+        EXPECT_EQ(sorted(holders), sorted(s.answers));
+        EXPECT_EQ(s.answers.size(), 5u);
+    }
+}
+
+// The expected words are the 10 most frequent list entries, by counting.
+TEST(EvalTasks, CommonWordsAreTheMostCommon) {
+    const std::regex entry(R"((\d+)\. (\S+))");
+    for (int64_t target : {800, 6000, 30000}) {
+        SCOPED_TRACE(target);
+        const Sample s = make("cwe", 3, target);
+        std::map<std::string, int> counts;
+        int64_t expect_index = 1;
+        for (auto it = std::sregex_iterator(s.document.begin(), s.document.end(), entry); it != std::sregex_iterator();
+             ++it, ++expect_index) {
+            EXPECT_EQ(std::stoll((*it)[1].str()), expect_index);
+            ++counts[(*it)[2].str()];
+        }
+        const auto ranked = by_count(counts);
+        ASSERT_GT(ranked.size(), 10u);
+        std::vector<std::string> top;
+        for (size_t i = 0; i < 10; ++i) top.push_back(ranked[i].first);
+        EXPECT_EQ(sorted(top), sorted(s.answers));
+        EXPECT_GT(ranked[9].second, ranked[10].second);
+    }
+}
+
+TEST(EvalTasks, FrequentWordsAreTheMostFrequent) {
+    for (int64_t target : {700, 5000, 40000}) {
+        SCOPED_TRACE(target);
+        const Sample s = make("fwe", 9, target);
+        const std::string text = s.document.substr(s.document.find('\n') + 1);
+        std::map<std::string, int> counts;
+        for (const auto &w : words_of(text)) ++counts[w];
+        const auto ranked = by_count(counts);
+        ASSERT_GT(ranked.size(), 5u);
+        EXPECT_EQ(ranked[0].first, "....");   // the noise word comes first
+        EXPECT_EQ(s.answers, (std::vector<std::string>{ranked[1].first, ranked[2].first, ranked[3].first}));
+        EXPECT_GT(ranked[1].second, ranked[2].second);
+        EXPECT_GT(ranked[2].second, ranked[3].second);
+        EXPECT_GT(ranked[3].second, ranked[4].second);
+    }
+}
+
+TEST(EvalTasks, QaAnswerIsInTheGoldDocumentOnly) {
+    const std::regex who(R"((?:was |of |did |by )([A-Z][a-z]+ [A-Z][a-z]+)(?: born| found| have| play|\?))");
+    for (uint64_t seed = 1; seed <= 24; ++seed) {
+        SCOPED_TRACE(seed);
+        const Sample s = make("qa", seed, 4000, int(seed % 3), 3);
+        EXPECT_EQ(s.mode, ScoreMode::kMatchPart);
+        std::smatch m;
+        ASSERT_TRUE(std::regex_search(s.question, m, who)) << s.question;
+        const std::string name = m[1].str();
+        // Exactly one document is about the person asked for.
+        EXPECT_EQ(count_of(s.document, "Title: " + name + "\n"), 1u);
+        const size_t gold = s.document.find("Title: " + name + "\n");
+        const size_t end = std::min(s.document.find("Document ", gold), s.document.size());
+        const std::string gold_doc = s.document.substr(gold, end - gold);
+        bool found = false;
+        for (const auto &a : s.answers) found |= gold_doc.find(a) != std::string::npos;
+        EXPECT_TRUE(found) << s.question;
+        // Distractors share a first or last name with the gold person.
+        const std::string first = name.substr(0, name.find(' ')), last = name.substr(name.find(' ') + 1);
+        EXPECT_GT(count_of(s.document, "Title: " + first + " ") + count_of(s.document, " " + last + "\n"), 2u);
+    }
+}
+
+TEST(EvalScore, RulerMatching) {
+    EXPECT_DOUBLE_EQ(string_match_all("The numbers are 123 and 456.", {"123", "456"}), 1.0);
+    EXPECT_DOUBLE_EQ(string_match_all("only 123", {"123", "456", "789", "000"}), 0.25);
+    EXPECT_DOUBLE_EQ(string_match_all("APPLE, Pear", {"apple", "pear", "plum"}), 2.0 / 3.0);
+    EXPECT_DOUBLE_EQ(string_match_all("anything", {}), 0.0);
+    EXPECT_DOUBLE_EQ(string_match_part("She was born in LISBON.", {"Lisbon", "Porto"}), 1.0);
+    EXPECT_DOUBLE_EQ(string_match_part("Porto", {"Lisbon"}), 0.0);
+    EXPECT_DOUBLE_EQ(string_match_part("It had 4218 members", {"4,218", "4218"}), 1.0);
+    EXPECT_DOUBLE_EQ(score(ScoreMode::kMatchPart, "a b", {"b", "c"}), 1.0);
+    EXPECT_DOUBLE_EQ(score(ScoreMode::kMatchAll, "a b", {"b", "c"}), 0.5);
+    EXPECT_STREQ(score_mode_name(ScoreMode::kMatchAll), "string_match_all");
+    EXPECT_STREQ(score_mode_name(ScoreMode::kMatchPart), "string_match_part");
+}
+
+TEST(EvalResults, LengthsAndJson) {
+    EXPECT_EQ(parse_length("4k"), 4096);
+    EXPECT_EQ(parse_length("128K"), 131072);
+    EXPECT_EQ(parse_length("1m"), 1048576);
+    EXPECT_EQ(parse_length("512"), 512);
+    EXPECT_EQ(parse_length("x"), -1);
+    EXPECT_EQ(parse_length("-4k"), -1);
+    EXPECT_EQ(length_label(4096), "4K");
+    EXPECT_EQ(length_label(131072), "128K");
+    EXPECT_EQ(length_label(500), "500");
+
+    const std::string weird = "a\"b\\c\nd\te\x01 \xc3\xa9 \xff end";
+    Json j;
+    ASSERT_TRUE(parse_json("{\"s\": " + json_quote(weird) + ", \"n\": [1, 2.5, null, true]}", j));
+    EXPECT_EQ(j.str("s"), "a\"b\\c\nd\te\x01 \xc3\xa9 \xef\xbf\xbd end");   // bad byte -> U+FFFD
+    ASSERT_NE(j.get("n"), nullptr);
+    EXPECT_EQ(j.get("n")->array.size(), 4u);
+    EXPECT_FALSE(parse_json("{\"a\": 1", j));
+    EXPECT_FALSE(parse_json("{\"a\": 1} x", j));
+}
+
+TEST(EvalResults, LoadDedupAndReport) {
+    const std::string path = ::testing::TempDir() + "/lctx_eval_results_test.jsonl";
+    {
+        std::ofstream f(path, std::ios::trunc);
+        f << "{\"kind\": \"run\", \"command\": \"lctx eval -m M\"}\n"
+          << "{\"method\": \"full\", \"task\": \"vt\", \"length\": 4096, \"sample\": 0, \"seed\": 1, \"score\": 1.0, "
+             "\"wall_s\": 2, \"peak_rss_mib\": 100}\n"
+          << "{\"method\": \"full\", \"task\": \"vt\", \"length\": 4096, \"sample\": 1, \"seed\": 1, \"score\": 0.5, "
+             "\"wall_s\": 4, \"peak_rss_mib\": 300}\n"
+          << "{\"method\": \"reform\", \"task\": \"vt\", \"length\": 4096, \"sample\": 0, \"seed\": 1, \"score\": null, "
+             "\"error\": \"boom\", \"wall_s\": 1, \"peak_rss_mib\": 50}\n"
+          << "{\"method\": \"reform\", \"task\": \"qa\", \"length\": 8192, \"sample\": 0, \"seed\": 1, \"score\": 0.0}\n"
+          << "{\"method\": \"reform\", \"task\": \"qa\", \"length\": 8192, \"sample\": 0, \"seed\": 1, \"score\": 1.0}\n"
+          << "not json\n"
+          << "{\"method\": \"full\", \"task\": \"qa\", \"len";   // cut by an interruption
+    }
+    const ResultsFile rf = load_results(path);
+    EXPECT_EQ(rf.rows.size(), 4u);
+    EXPECT_EQ(rf.bad_lines, 2);
+    EXPECT_FALSE(rf.ends_with_newline);
+    ASSERT_EQ(rf.commands.size(), 1u);
+    EXPECT_DOUBLE_EQ(rf.rows[3].score, 1.0);   // the later row of a combination wins
+    EXPECT_FALSE(rf.rows[2].ok());
+
+    const std::string md = markdown_report(rf.rows, rf.commands);
+    EXPECT_NE(md.find("## Average over tasks"), std::string::npos);
+    EXPECT_NE(md.find("| method | 4K | 8K |"), std::string::npos);
+    EXPECT_NE(md.find("## vt"), std::string::npos);
+    EXPECT_NE(md.find("| full | 75.0 | - |"), std::string::npos);      // vt: mean of 1.0 and 0.5
+    EXPECT_NE(md.find("| reform | err | - |"), std::string::npos);     // vt: only an error
+    EXPECT_NE(md.find("| full | 3.0 s, 300 MiB | - |"), std::string::npos);
+    EXPECT_NE(md.find("lctx eval -m M"), std::string::npos);
+    EXPECT_TRUE(load_results(path + ".missing").rows.empty());
+    std::remove(path.c_str());
+}

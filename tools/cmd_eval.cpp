@@ -1,0 +1,536 @@
+// lctx eval: every method on the same RULER-style tasks (src/eval,
+// docs/eval.md). Each combination (length x task x sample x method) runs in
+// a forked child so that a crash or an OOM costs one row, not the run, and so
+// that the child's ru_maxrss is that run's peak memory. The parent never
+// loads the model. Rows go to an append-only JSONL file; a rerun skips what
+// is already there.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "cli.h"
+#include "common/error.h"
+#include "eval/json.h"
+#include "eval/report.h"
+#include "eval/results.h"
+#include "eval/score.h"
+#include "eval/task.h"
+
+extern char **environ;
+
+namespace lctx::cli {
+
+namespace {
+
+const char *kUsage =
+    "usage: lctx eval -m MODEL --out RESULTS.jsonl [options]\n"
+    "       lctx eval --report RESULTS.jsonl [--md FILE] [--plot FILE.png]\n"
+    "Runs every method on the same synthetic RULER-style tasks (docs/eval.md).\n"
+    "  --methods LIST     comma-separated methods or 'all' (default full,reform)\n"
+    "  --tasks LIST       comma-separated tasks or 'all' (default all): niah_single, niah_multikey,\n"
+    "                     niah_multivalue, niah_multiquery, vt, cwe, fwe, qa\n"
+    "  --lengths LIST     prompt lengths in model tokens, e.g. 4k,8k,32k,128k (default 4k)\n"
+    "  --samples N        samples per task and length (default 5)\n"
+    "  --seed S           run seed (default 42)\n"
+    "  -t, --threads N    threads per run (default: all cores)\n"
+    "  --out FILE         results, one JSON object per line; appended, and rows already there are skipped\n"
+    "  --md FILE          markdown report at the end (default: printed on stdout)\n"
+    "  --plot FILE.png    accuracy vs length plot (bench/plot_eval.py, needs python3 + matplotlib)\n"
+    "  --timeout S        kill a run after S seconds and record an error (default: none)\n"
+    "  --retry-errors     run again the combinations whose row is an error\n"
+    "  --no-chat          no chat template: document, then the question as plain text\n";
+
+struct Options {
+    std::string model, out, md, plot, command;
+    int threads = 0, samples = 5;
+    uint64_t seed = 42;
+    double timeout = 0;
+    bool no_chat = false;
+};
+
+struct Combo {
+    std::string method_name, task;
+    lctx_method method;
+    int64_t length;
+    int sample;
+};
+
+std::vector<std::string> split_list(const std::string &s) {
+    std::vector<std::string> out;
+    size_t at = 0;
+    while (at <= s.size()) {
+        size_t end = s.find(',', at);
+        if (end == std::string::npos) end = s.size();
+        std::string w = s.substr(at, end - at);
+        w.erase(0, w.find_first_not_of(' '));
+        w.erase(w.find_last_not_of(' ') + 1);
+        if (!w.empty()) out.push_back(w);
+        at = end + 1;
+    }
+    return out;
+}
+
+std::string shell_quote(const std::string &s) {
+    if (!s.empty() && s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./,=:+") ==
+                          std::string::npos)
+        return s;
+    std::string o = "'";
+    for (char c : s) o += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return o + "'";
+}
+
+std::string fmt_num(const char *f, double v) {
+    char b[64];
+    std::snprintf(b, sizeof b, f, v);
+    return b;
+}
+
+// --------------------------------------------------------------------------
+// Child side: one combination, from loading the model to the scored answer.
+
+struct RunError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+void ok(lctx_status st, const char *what) {
+    if (st == LCTX_OK) return;
+    const char *msg = lctx_last_error();
+    throw RunError(std::string(what) + " failed (" + lctx_status_string(st) + "): " + (msg && *msg ? msg : "no details"));
+}
+
+std::string detokenize(const lctx_model *m, const std::vector<lctx_token> &toks) {
+    size_t n = 0;
+    std::string s(toks.size() * 8 + 16, '\0');
+    lctx_status st = lctx_detokenize(m, toks.data(), toks.size(), false, s.data(), s.size(), &n);
+    if (st == LCTX_ERR_BUFFER_TOO_SMALL) {
+        s.resize(n + 1);
+        st = lctx_detokenize(m, toks.data(), toks.size(), false, s.data(), s.size(), &n);
+    }
+    ok(st, "detokenize");
+    s.resize(n);
+    return s;
+}
+
+bool chat_supported(const lctx_model *m) {
+    if (!*lctx_model_chat_template(m)) return false;
+    lctx_chat_message msg{"user", "x"};
+    size_t n = 0;
+    const lctx_status st = lctx_chat_apply(m, &msg, 1, true, nullptr, 0, &n);
+    return st == LCTX_OK || st == LCTX_ERR_BUFFER_TOO_SMALL;
+}
+
+// The JSON row of one combination (without wall_s and peak_rss_mib, which
+// the parent adds). Failures of lctx calls become an error row.
+std::string run_combo(const Options &o, const Combo &c) {
+    std::string j = "{\"method\": " + eval::json_quote(c.method_name) + ", \"task\": " + eval::json_quote(c.task) +
+                    ", \"length\": " + std::to_string(c.length) + ", \"sample\": " + std::to_string(c.sample) +
+                    ", \"seed\": " + std::to_string(o.seed);
+    const uint64_t sseed = eval::sample_seed(o.seed, c.task, c.length, c.sample);
+    char hex[24];
+    std::snprintf(hex, sizeof hex, "%016llx", (unsigned long long)sseed);
+    j += ", \"sample_seed\": \"" + std::string(hex) + "\", \"n_samples\": " + std::to_string(o.samples);
+
+    double t_load = 0, t_gen = 0, t_tok = 0, t_feed = 0, t_index = 0, t_select = 0, t_recompute = 0, t_decode = 0;
+    int64_t n_doc = 0, n_query = 0, n_gen = 0;
+    std::string answer, prompt = "chat";
+    eval::Sample sample;
+    bool have_sample = false;
+    lctx_model *m = nullptr;
+    lctx_session *s = nullptr;
+    lctx_selection *sel = nullptr;
+    std::string error;
+    double score = 0;
+    try {
+        double t = now_s();
+        lctx_model_params mp;
+        lctx_model_default_params(&mp);
+        mp.n_threads = o.threads;
+        ok(lctx_model_load(o.model.c_str(), &mp, &m), "loading the model");
+        t_load = now_s() - t;
+
+        // The prompt: [before][document] | [after = "\n\n" question tail].
+        t = now_s();
+        const bool plain = o.no_chat || !chat_supported(m);
+        if (plain) prompt = "plain";
+        std::string before, after0;
+        if (plain) after0 = "\n\n\n";
+        else chat_parts(m, "", before, after0);
+        const std::string tail = after0.substr(std::min<size_t>(2, after0.size()));
+        const int64_t n_fixed =
+            int64_t(tokenize(m, before, plain, true).size() + tokenize(m, tail, false, true).size());
+        auto count = [&](const std::string &text) { return n_fixed + int64_t(tokenize(m, text, false, false).size()); };
+        sample = eval::generate({c.task, sseed, c.length, c.sample, o.samples}, count);
+        have_sample = true;
+        t_gen = now_s() - t;
+
+        t = now_s();
+        std::string after;
+        if (plain) after = "\n\n" + sample.question + "\n";
+        else chat_parts(m, sample.question, before, after);
+        std::vector<lctx_token> doc = tokenize(m, before, plain, true);
+        const std::vector<lctx_token> body = tokenize(m, sample.document, false, false);
+        doc.insert(doc.end(), body.begin(), body.end());
+        const std::vector<lctx_token> query = tokenize(m, after, false, true);
+        n_doc = int64_t(doc.size());
+        n_query = int64_t(query.size());
+        t_tok = now_s() - t;
+
+        lctx_session_params sp;
+        lctx_session_default_params(&sp);
+        sp.method = c.method;
+        sp.n_threads = o.threads;
+        if (c.method == LCTX_METHOD_FULL)
+            sp.n_ctx = int32_t(std::min<int64_t>(INT32_MAX, n_doc + n_query + sample.answer_tokens + 16));
+        ok(lctx_session_create(m, &sp, &s), "creating the session");
+
+        t = now_s();
+        const size_t step = size_t(std::max(512, lctx_model_n_ctx_train(m) / 4));
+        for (size_t at = 0; at < doc.size(); at += step)
+            ok(lctx_feed_chunk(s, doc.data() + at, std::min(step, doc.size() - at)), "feed_chunk");
+        t_feed = now_s() - t;
+        t = now_s();
+        ok(lctx_build_index(s), "build_index");
+        t_index = now_s() - t;
+        t = now_s();
+        ok(lctx_select(s, query.data(), query.size(), &sel), "select");
+        t_select = now_s() - t;
+        t = now_s();
+        ok(lctx_recompute(s, sel), "recompute");
+        t_recompute = now_s() - t;
+
+        lctx_sampling_params greedy;
+        lctx_sampling_default_params(&greedy);
+        std::vector<lctx_token> out;
+        t = now_s();
+        for (; n_gen < sample.answer_tokens; ++n_gen) {
+            lctx_token tok = -1;
+            const lctx_status st = lctx_decode(s, &greedy, &tok);
+            if (st == LCTX_ERR_CONTEXT_FULL) break;
+            ok(st, "decode");
+            if (lctx_token_is_eog(m, tok)) break;
+            out.push_back(tok);
+        }
+        t_decode = now_s() - t;
+        answer = detokenize(m, out);
+        score = eval::score(sample.mode, answer, sample.answers);
+    } catch (const std::exception &e) {   // RunError and lctx::Error from the generator
+        error = e.what();
+    }
+    lctx_selection_free(sel);
+    lctx_session_free(s);
+    lctx_model_free(m);
+
+    j += ", \"prompt\": \"" + prompt + "\"";
+    if (have_sample) {
+        j += ", \"depth\": " + fmt_num("%.4f", sample.depth) + ", \"scoring\": \"" +
+             eval::score_mode_name(sample.mode) + "\", \"answer_tokens\": " + std::to_string(sample.answer_tokens);
+        j += ", \"expected\": [";
+        for (size_t i = 0; i < sample.answers.size(); ++i) j += (i ? ", " : "") + eval::json_quote(sample.answers[i]);
+        j += "]";
+    }
+    j += ", \"n_input_tokens\": " + std::to_string(n_doc + n_query) + ", \"n_doc_tokens\": " + std::to_string(n_doc) +
+         ", \"n_query_tokens\": " + std::to_string(n_query);
+    j += ", \"score\": " + (error.empty() ? fmt_num("%.4f", score) : std::string("null"));
+    j += ", \"answer\": " + eval::json_quote(answer) + ", \"n_generated\": " + std::to_string(n_gen);
+    j += ", \"timings_s\": {\"load\": " + fmt_num("%.3f", t_load) + ", \"generate\": " + fmt_num("%.3f", t_gen) +
+         ", \"tokenize\": " + fmt_num("%.3f", t_tok) + ", \"feed\": " + fmt_num("%.3f", t_feed) +
+         ", \"build_index\": " + fmt_num("%.3f", t_index) + ", \"select\": " + fmt_num("%.3f", t_select) +
+         ", \"recompute\": " + fmt_num("%.3f", t_recompute) + ", \"decode\": " + fmt_num("%.3f", t_decode) + "}";
+    const double enc = t_feed + t_index;
+    j += ", \"encode_tokens_per_s\": " + fmt_num("%.1f", enc > 0 ? double(n_doc) / enc : 0.0);
+    if (!error.empty()) j += ", \"error\": " + eval::json_quote(error);
+    return j + "}";
+}
+
+// --------------------------------------------------------------------------
+// Parent side: fork, collect the row and the child's peak memory.
+
+bool write_all(int fd, const std::string &s) {
+    size_t at = 0;
+    while (at < s.size()) {
+        const ssize_t w = ::write(fd, s.data() + at, s.size() - at);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return false;
+        at += size_t(w);
+    }
+    return true;
+}
+
+std::string last_line(std::string s) {
+    while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
+    const size_t nl = s.rfind('\n');
+    return nl == std::string::npos ? s : s.substr(nl + 1);
+}
+
+// Runs one combination in a child; returns the finished JSON row.
+std::string run_in_child(const Options &o, const Combo &c) {
+    int out_pipe[2], err_pipe[2];
+    if (pipe(out_pipe) != 0 || pipe(err_pipe) != 0) die("pipe: %s", std::strerror(errno));
+    std::fflush(nullptr);
+    const double t0 = now_s();
+    const pid_t pid = fork();
+    if (pid < 0) die("fork: %s", std::strerror(errno));
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);   // no orphan runs when the runner is killed
+        close(out_pipe[0]);
+        close(err_pipe[0]);
+        dup2(err_pipe[1], 2);
+        const std::string row = run_combo(o, c);
+        _exit(write_all(out_pipe[1], row) ? 0 : 3);
+    }
+    close(out_pipe[1]);
+    close(err_pipe[1]);
+    std::string row, err;
+    bool timed_out = false;
+    pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
+    int open_fds = 2;
+    while (open_fds > 0) {
+        int wait_ms = -1;
+        if (o.timeout > 0) {
+            const double left = o.timeout - (now_s() - t0);
+            if (left <= 0) {
+                timed_out = true;
+                kill(pid, SIGKILL);
+                break;
+            }
+            wait_ms = int(left * 1000) + 1;
+        }
+        const int r = poll(fds, 2, wait_ms);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) break;
+        for (auto &f : fds) {
+            if (f.fd < 0 || !(f.revents & (POLLIN | POLLHUP | POLLERR))) continue;
+            char buf[4096];
+            const ssize_t n = read(f.fd, buf, sizeof buf);
+            if (n > 0) {
+                (f.fd == out_pipe[0] ? row : err).append(buf, size_t(n));
+                if (err.size() > 8192) err.erase(0, err.size() - 4096);
+            } else if (n == 0 || errno != EINTR) {
+                f.fd = -1;
+                --open_fds;
+            }
+        }
+    }
+    close(out_pipe[0]);
+    close(err_pipe[0]);
+    int status = 0;
+    struct rusage ru {};
+    while (wait4(pid, &status, 0, &ru) < 0 && errno == EINTR) {}
+    const double wall = now_s() - t0, rss = ru.ru_maxrss / 1024.0;   // KiB on Linux
+
+    eval::Json parsed;
+    const bool good = WIFEXITED(status) && WEXITSTATUS(status) == 0 && eval::parse_json(row, parsed) &&
+                      parsed.type == eval::Json::Type::kObject;
+    std::string extra = ", \"wall_s\": " + fmt_num("%.3f", wall) + ", \"peak_rss_mib\": " + fmt_num("%.1f", rss) + "}";
+    if (good) return row.substr(0, row.rfind('}')) + extra;
+
+    std::string why;
+    if (timed_out) why = "timed out after " + fmt_num("%.0f", o.timeout) + " s";
+    else if (WIFSIGNALED(status))
+        why = std::string("killed by signal ") + std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) +
+              (WTERMSIG(status) == SIGKILL ? "; out of memory?" : "") + ")";
+    else why = "exited with status " + std::to_string(WEXITSTATUS(status)) + " without a result";
+    const std::string msg = last_line(err);
+    if (!msg.empty()) why += ": " + msg;
+    return "{\"method\": " + eval::json_quote(c.method_name) + ", \"task\": " + eval::json_quote(c.task) +
+           ", \"length\": " + std::to_string(c.length) + ", \"sample\": " + std::to_string(c.sample) +
+           ", \"seed\": " + std::to_string(o.seed) + ", \"score\": null, \"error\": " + eval::json_quote(why) + extra;
+}
+
+// --------------------------------------------------------------------------
+// Report and plot.
+
+// bench/plot_eval.py: $LCTX_PLOT_SCRIPT, else searched upwards from the
+// working directory and from the directory of the lctx executable.
+std::string find_plot_script() {
+    if (const char *e = getenv("LCTX_PLOT_SCRIPT")) return e;
+    std::vector<std::string> dirs;
+    char buf[4096];
+    if (getcwd(buf, sizeof buf)) dirs.emplace_back(buf);
+    const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+    if (n > 0) dirs.emplace_back(buf, size_t(n));
+    for (std::string d : dirs)
+        for (int up = 0; up < 6 && !d.empty(); ++up) {
+            const std::string p = d + "/bench/plot_eval.py";
+            if (access(p.c_str(), R_OK) == 0) return p;
+            d = d.substr(0, d.rfind('/'));
+        }
+    return "";
+}
+
+// Draws the plot with python3 (or $LCTX_PYTHON); a missing Python or
+// matplotlib is reported, not an error.
+void make_plot(const std::string &results, const std::string &png) {
+    const std::string script = find_plot_script();
+    if (script.empty()) {
+        std::fprintf(stderr, "lctx eval: bench/plot_eval.py not found (set LCTX_PLOT_SCRIPT); no plot drawn\n");
+        return;
+    }
+    const char *py_env = getenv("LCTX_PYTHON");
+    const std::string py = py_env && *py_env ? py_env : "python3";
+    std::vector<std::string> args = {py, script, results, png};
+    std::vector<char *> argv;
+    for (auto &a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    std::fflush(nullptr);
+    pid_t pid = 0;
+    const int rc = posix_spawnp(&pid, py.c_str(), nullptr, nullptr, argv.data(), environ);
+    if (rc != 0) {
+        std::fprintf(stderr, "lctx eval: cannot run %s (%s); no plot drawn. Install Python 3 with matplotlib or set "
+                     "LCTX_PYTHON.\n", py.c_str(), std::strerror(rc));
+        return;
+    }
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    if (code == 0) std::fprintf(stderr, "lctx eval: plot written to %s\n", png.c_str());
+    else if (code == 3)
+        std::fprintf(stderr, "lctx eval: matplotlib is not installed for %s; no plot drawn (pip install matplotlib)\n",
+                     py.c_str());
+    else if (code == 127)
+        std::fprintf(stderr, "lctx eval: %s not found; no plot drawn (install Python 3 or set LCTX_PYTHON)\n", py.c_str());
+    else std::fprintf(stderr, "lctx eval: %s %s failed (status %d); no plot drawn\n", py.c_str(), script.c_str(), code);
+}
+
+void report(const std::string &results, const std::string &md_path, const std::string &png) {
+    const eval::ResultsFile rf = eval::load_results(results);
+    if (rf.bad_lines) std::fprintf(stderr, "lctx eval: %d unreadable line(s) in %s ignored\n", rf.bad_lines, results.c_str());
+    const std::string md = eval::markdown_report(rf.rows, rf.commands);
+    if (md_path.empty()) {
+        std::fputs(md.c_str(), stdout);
+    } else {
+        std::ofstream f(md_path, std::ios::binary | std::ios::trunc);
+        if (!(f << md)) die("cannot write '%s'", md_path.c_str());
+        std::fprintf(stderr, "lctx eval: report written to %s\n", md_path.c_str());
+    }
+    if (!png.empty()) make_plot(results, png);
+}
+
+std::string iso_now() {
+    char b[32];
+    const std::time_t t = std::time(nullptr);
+    std::strftime(b, sizeof b, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+    return b;
+}
+
+} // namespace
+
+int cmd_eval(int argc, char **argv) {
+    Args a = parse_args(argc, argv,
+                        {"--model", "--methods", "--tasks", "--lengths", "--samples", "--threads", "--seed", "--out",
+                         "--md", "--plot", "--report", "--timeout"},
+                        {"--no-chat", "--retry-errors"}, {{"-m", "--model"}, {"-t", "--threads"}}, kUsage);
+    if (!a.positional.empty()) die("unexpected argument '%s'\n\n%s", a.positional[0].c_str(), kUsage);
+    if (a.has("--report")) {
+        report(a.get("--report"), a.get("--md"), a.get("--plot"));
+        return 0;
+    }
+
+    Options o;
+    o.model = a.get("--model");
+    o.out = a.get("--out");
+    o.md = a.get("--md");
+    o.plot = a.get("--plot");
+    o.threads = int(a.get_int("--threads", 0));
+    o.samples = int(a.get_int("--samples", 5));
+    o.seed = uint64_t(a.get_int("--seed", 42));
+    o.timeout = a.get_float("--timeout", 0);
+    o.no_chat = a.on("--no-chat");
+    if (o.model.empty()) die("eval needs a model: -m MODEL.gguf\n\n%s", kUsage);
+    if (o.out.empty()) die("eval needs --out RESULTS.jsonl\n\n%s", kUsage);
+    if (access(o.model.c_str(), R_OK) != 0) die("cannot read the model '%s': %s", o.model.c_str(), std::strerror(errno));
+    if (o.samples < 1) die("--samples must be at least 1");
+    o.command = "lctx eval";
+    for (int i = 0; i < argc; ++i) o.command += " " + shell_quote(argv[i]);
+
+    std::vector<std::pair<std::string, lctx_method>> methods;
+    for (const auto &name : split_list(a.get("--methods", "full,reform"))) {
+        if (name == "all") {
+            for (const auto &n : split_list(method_cli_names())) {
+                lctx_method m;
+                parse_method(n, m);
+                methods.emplace_back(n, m);
+            }
+            continue;
+        }
+        lctx_method m;
+        if (!parse_method(name, m)) die("unknown method '%s' (methods: %s, or all)", name.c_str(), method_cli_names().c_str());
+        methods.emplace_back(name, m);
+    }
+    std::vector<std::string> tasks;
+    for (const auto &t : split_list(a.get("--tasks", "all"))) {
+        if (t == "all") tasks.insert(tasks.end(), eval::task_names().begin(), eval::task_names().end());
+        else if (eval::is_task(t)) tasks.push_back(t);
+        else die("unknown task '%s' (tasks: niah_single, niah_multikey, niah_multivalue, niah_multiquery, vt, cwe, "
+                 "fwe, qa, or all)", t.c_str());
+    }
+    std::vector<int64_t> lengths;
+    for (const auto &l : split_list(a.get("--lengths", "4k"))) {
+        const int64_t n = eval::parse_length(l);
+        if (n <= 0) die("bad length '%s' (examples: 512, 4k, 128k)", l.c_str());
+        lengths.push_back(n);
+    }
+    if (methods.empty() || tasks.empty() || lengths.empty()) die("nothing to run: empty --methods, --tasks or --lengths");
+
+    // What is already in the results file.
+    const eval::ResultsFile done = eval::load_results(o.out);
+    std::set<std::string> have;
+    for (const auto &r : done.rows)
+        if (r.ok() || !a.on("--retry-errors")) have.insert(eval::combo_key(r));
+    std::vector<Combo> todo;
+    int skipped = 0;
+    for (int64_t L : lengths)
+        for (const auto &t : tasks)
+            for (int i = 0; i < o.samples; ++i)
+                for (const auto &[name, m] : methods) {
+                    if (have.count(eval::combo_key(name, t, L, i, o.seed))) ++skipped;
+                    else todo.push_back({name, t, m, L, i});
+                }
+    if (skipped) std::fprintf(stderr, "lctx eval: %d combination(s) already in %s, skipped\n", skipped, o.out.c_str());
+
+    const int fd = open(o.out.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd < 0) die("cannot open '%s' for appending: %s", o.out.c_str(), std::strerror(errno));
+    if (!done.ends_with_newline) write_all(fd, "\n");   // a line cut by an interruption stays on its own
+    if (!todo.empty() &&
+        !write_all(fd, "{\"kind\": \"run\", \"command\": " + eval::json_quote(o.command) + ", \"started\": \"" +
+                           iso_now() + "\", \"n_todo\": " + std::to_string(todo.size()) + "}\n"))
+        die("cannot write '%s': %s", o.out.c_str(), std::strerror(errno));
+
+    const double t_start = now_s();
+    for (size_t k = 0; k < todo.size(); ++k) {
+        const Combo &c = todo[k];
+        const double t = now_s();
+        const std::string row = run_in_child(o, c);
+        if (!write_all(fd, row + "\n")) die("cannot write '%s': %s", o.out.c_str(), std::strerror(errno));
+        eval::Json j;
+        eval::parse_json(row, j);
+        const double dt = now_s() - t, per = (now_s() - t_start) / double(k + 1);
+        const double eta = per * double(todo.size() - k - 1);
+        const std::string err = j.str("error");
+        std::fprintf(stderr, "[%zu/%zu] %s %s %s %d -> %s (%.1f s)  ETA %.0f min\n", k + 1, todo.size(),
+                     c.method_name.c_str(), c.task.c_str(), eval::length_label(c.length).c_str(), c.sample,
+                     err.empty() ? fmt_num("%.2f", j.num("score")).c_str() : ("error: " + err).c_str(), dt, eta / 60);
+    }
+    close(fd);
+    report(o.out, o.md, o.plot);
+    return 0;
+}
+
+} // namespace lctx::cli
