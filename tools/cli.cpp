@@ -163,17 +163,6 @@ std::string method_cli_names() {
 
 namespace lctx::cli {
 
-std::string json_str(const std::string &s) {
-    std::string o = "\"";
-    for (unsigned char c : s) {
-        if (c == '"' || c == '\\') { o += '\\'; o += char(c); }
-        else if (c == '\n') o += "\\n";
-        else if (c < 0x20) { char b[8]; std::snprintf(b, sizeof b, "\\u%04x", c); o += b; }
-        else o += char(c);
-    }
-    return o + "\"";
-}
-
 double peak_rss_mib() {
     struct rusage ru {};
     getrusage(RUSAGE_SELF, &ru);

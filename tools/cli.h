@@ -42,8 +42,6 @@ std::vector<lctx_token> tokenize(const lctx_model *m, const std::string &text, b
 std::string piece(const lctx_model *m, lctx_token t);
 std::string read_file(const std::string &path);
 
-// s as a JSON string literal (quotes included).
-std::string json_str(const std::string &s);
 // Peak resident set size of this process so far, MiB.
 double peak_rss_mib();
 // The chat prompt around the document: before = template text up to the

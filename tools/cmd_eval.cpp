@@ -27,7 +27,7 @@
 
 #include "cli.h"
 #include "common/error.h"
-#include "eval/json.h"
+#include "common/json.h"
 #include "eval/report.h"
 #include "eval/results.h"
 #include "eval/score.h"
@@ -139,7 +139,7 @@ bool chat_supported(const lctx_model *m) {
 // The JSON row of one combination (without wall_s and peak_rss_mib, which
 // the parent adds). Failures of lctx calls become an error row.
 std::string run_combo(const Options &o, const Combo &c) {
-    std::string j = "{\"method\": " + eval::json_quote(c.method_name) + ", \"task\": " + eval::json_quote(c.task) +
+    std::string j = "{\"method\": " + json::quote(c.method_name) + ", \"task\": " + json::quote(c.task) +
                     ", \"length\": " + std::to_string(c.length) + ", \"sample\": " + std::to_string(c.sample) +
                     ", \"seed\": " + std::to_string(o.seed);
     const uint64_t sseed = eval::sample_seed(o.seed, c.task, c.length, c.sample);
@@ -242,20 +242,20 @@ std::string run_combo(const Options &o, const Combo &c) {
         j += ", \"depth\": " + fmt_num("%.4f", sample.depth) + ", \"scoring\": \"" +
              eval::score_mode_name(sample.mode) + "\", \"answer_tokens\": " + std::to_string(sample.answer_tokens);
         j += ", \"expected\": [";
-        for (size_t i = 0; i < sample.answers.size(); ++i) j += (i ? ", " : "") + eval::json_quote(sample.answers[i]);
+        for (size_t i = 0; i < sample.answers.size(); ++i) j += (i ? ", " : "") + json::quote(sample.answers[i]);
         j += "]";
     }
     j += ", \"n_input_tokens\": " + std::to_string(n_doc + n_query) + ", \"n_doc_tokens\": " + std::to_string(n_doc) +
          ", \"n_query_tokens\": " + std::to_string(n_query);
     j += ", \"score\": " + (error.empty() ? fmt_num("%.4f", score) : std::string("null"));
-    j += ", \"answer\": " + eval::json_quote(answer) + ", \"n_generated\": " + std::to_string(n_gen);
+    j += ", \"answer\": " + json::quote(answer) + ", \"n_generated\": " + std::to_string(n_gen);
     j += ", \"timings_s\": {\"load\": " + fmt_num("%.3f", t_load) + ", \"generate\": " + fmt_num("%.3f", t_gen) +
          ", \"tokenize\": " + fmt_num("%.3f", t_tok) + ", \"feed\": " + fmt_num("%.3f", t_feed) +
          ", \"build_index\": " + fmt_num("%.3f", t_index) + ", \"select\": " + fmt_num("%.3f", t_select) +
          ", \"recompute\": " + fmt_num("%.3f", t_recompute) + ", \"decode\": " + fmt_num("%.3f", t_decode) + "}";
     const double enc = t_feed + t_index;
     j += ", \"encode_tokens_per_s\": " + fmt_num("%.1f", enc > 0 ? double(n_doc) / enc : 0.0);
-    if (!error.empty()) j += ", \"error\": " + eval::json_quote(error);
+    if (!error.empty()) j += ", \"error\": " + json::quote(error);
     return j + "}";
 }
 
@@ -335,9 +335,9 @@ std::string run_in_child(const Options &o, const Combo &c) {
     while (wait4(pid, &status, 0, &ru) < 0 && errno == EINTR) {}
     const double wall = now_s() - t0, rss = ru.ru_maxrss / 1024.0;   // KiB on Linux
 
-    eval::Json parsed;
-    const bool good = WIFEXITED(status) && WEXITSTATUS(status) == 0 && eval::parse_json(row, parsed) &&
-                      parsed.type == eval::Json::Type::kObject;
+    json::Value parsed;
+    const bool good = WIFEXITED(status) && WEXITSTATUS(status) == 0 && json::try_parse(row, parsed) &&
+                      parsed.type == json::Value::Type::OBJECT;
     std::string extra = ", \"wall_s\": " + fmt_num("%.3f", wall) + ", \"peak_rss_mib\": " + fmt_num("%.1f", rss) + "}";
     if (good) return row.substr(0, row.rfind('}')) + extra;
 
@@ -349,9 +349,9 @@ std::string run_in_child(const Options &o, const Combo &c) {
     else why = "exited with status " + std::to_string(WEXITSTATUS(status)) + " without a result";
     const std::string msg = last_line(err);
     if (!msg.empty()) why += ": " + msg;
-    return "{\"method\": " + eval::json_quote(c.method_name) + ", \"task\": " + eval::json_quote(c.task) +
+    return "{\"method\": " + json::quote(c.method_name) + ", \"task\": " + json::quote(c.task) +
            ", \"length\": " + std::to_string(c.length) + ", \"sample\": " + std::to_string(c.sample) +
-           ", \"seed\": " + std::to_string(o.seed) + ", \"score\": null, \"error\": " + eval::json_quote(why) + extra;
+           ", \"seed\": " + std::to_string(o.seed) + ", \"score\": null, \"error\": " + json::quote(why) + extra;
 }
 
 // --------------------------------------------------------------------------
@@ -509,7 +509,7 @@ int cmd_eval(int argc, char **argv) {
     if (fd < 0) die("cannot open '%s' for appending: %s", o.out.c_str(), std::strerror(errno));
     if (!done.ends_with_newline) write_all(fd, "\n");   // a line cut by an interruption stays on its own
     if (!todo.empty() &&
-        !write_all(fd, "{\"kind\": \"run\", \"command\": " + eval::json_quote(o.command) + ", \"started\": \"" +
+        !write_all(fd, "{\"kind\": \"run\", \"command\": " + json::quote(o.command) + ", \"started\": \"" +
                            iso_now() + "\", \"n_todo\": " + std::to_string(todo.size()) + "}\n"))
         die("cannot write '%s': %s", o.out.c_str(), std::strerror(errno));
 
@@ -519,14 +519,14 @@ int cmd_eval(int argc, char **argv) {
         const double t = now_s();
         const std::string row = run_in_child(o, c);
         if (!write_all(fd, row + "\n")) die("cannot write '%s': %s", o.out.c_str(), std::strerror(errno));
-        eval::Json j;
-        eval::parse_json(row, j);
+        json::Value j;
+        json::try_parse(row, j);
         const double dt = now_s() - t, per = (now_s() - t_start) / double(k + 1);
         const double eta = per * double(todo.size() - k - 1);
-        const std::string err = j.str("error");
+        const std::string err = j.get_str("error");
         std::fprintf(stderr, "[%zu/%zu] %s %s %s %d -> %s (%.1f s)  ETA %.0f min\n", k + 1, todo.size(),
                      c.method_name.c_str(), c.task.c_str(), eval::length_label(c.length).c_str(), c.sample,
-                     err.empty() ? fmt_num("%.2f", j.num("score")).c_str() : ("error: " + err).c_str(), dt, eta / 60);
+                     err.empty() ? fmt_num("%.2f", j.get_num("score")).c_str() : ("error: " + err).c_str(), dt, eta / 60);
     }
     close(fd);
     report(o.out, o.md, o.plot);

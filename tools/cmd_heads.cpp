@@ -26,7 +26,7 @@
 #include "session/embedding_store.h"
 #include "session/head_mnr.h"
 #include "session/head_profile.h"
-#include "session/mini_json.h"
+#include "common/json.h"
 #include "session/reform_encoder.h"
 
 namespace lctx::cli {

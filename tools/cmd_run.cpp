@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cli.h"
+#include "common/json.h"
 
 namespace lctx::cli {
 
@@ -179,7 +180,7 @@ int cmd_run(int argc, char **argv) {
                     "\"n_selected\": %zu, \"selected_spans\": %s, \"timings_s\": {\"load\": %.3f, \"tokenize\": %.3f, "
                     "\"encode\": %.3f, \"index_io\": %.3f, \"select\": %.3f, \"recompute\": %.3f, \"decode\": %.3f}, "
                     "\"encode_tokens_per_s\": %.1f, \"n_generated\": %lld, \"peak_rss_mib\": %.1f}\n",
-                    json_str(answer).c_str(), json_str(method).c_str(), (long long)n_input, query.size(), pos.size(),
+                    json::quote(answer).c_str(), json::quote(method).c_str(), (long long)n_input, query.size(), pos.size(),
                     sp_json.c_str(), t_load, t_tok, t_encode, t_index, t_select, t_recompute, t_decode, tok_s,
                     (long long)n_gen, peak_rss_mib());
     } else {

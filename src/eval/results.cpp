@@ -3,7 +3,7 @@
 #include <fstream>
 #include <map>
 
-#include "eval/json.h"
+#include "common/json.h"
 
 namespace lctx::eval {
 
@@ -26,31 +26,31 @@ ResultsFile load_results(const std::string &path) {
         const std::string line = text.substr(start, end - start);
         start = end + 1;
         if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-        Json j;
-        if (!parse_json(line, j) || j.type != Json::Type::kObject) {
+        json::Value j;
+        if (!json::try_parse(line, j) || j.type != json::Value::Type::OBJECT) {
             ++out.bad_lines;
             continue;
         }
-        if (j.str("kind") == "run") {
-            out.commands.push_back(j.str("command"));
+        if (j.get_str("kind") == "run") {
+            out.commands.push_back(j.get_str("command"));
             continue;
         }
         Row r;
-        r.method = j.str("method");
-        r.task = j.str("task");
-        r.length = int64_t(j.num("length", -1));
-        r.sample = int(j.num("sample", -1));
-        r.seed = uint64_t(j.num("seed", 0));
-        r.error = j.str("error");
-        const Json *score = j.get("score");
+        r.method = j.get_str("method");
+        r.task = j.get_str("task");
+        r.length = int64_t(j.get_num("length", -1));
+        r.sample = int(j.get_num("sample", -1));
+        r.seed = uint64_t(j.get_num("seed", 0));
+        r.error = j.get_str("error");
+        const json::Value *score = j.find("score");
         if (r.method.empty() || r.task.empty() || r.length < 0 || r.sample < 0 ||
-            (r.error.empty() && (!score || score->type != Json::Type::kNumber))) {
+            (r.error.empty() && (!score || score->type != json::Value::Type::NUMBER))) {
             ++out.bad_lines;
             continue;
         }
-        r.score = r.error.empty() ? score->number : 0;
-        r.wall_s = j.num("wall_s");
-        r.peak_rss_mib = j.num("peak_rss_mib");
+        r.score = r.error.empty() ? score->num : 0;
+        r.wall_s = j.get_num("wall_s");
+        r.peak_rss_mib = j.get_num("peak_rss_mib");
         auto it = at.find(combo_key(r));
         if (it != at.end()) out.rows[it->second] = r;
         else at[combo_key(r)] = out.rows.size(), out.rows.push_back(r);

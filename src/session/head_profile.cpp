@@ -7,7 +7,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
-#include "session/mini_json.h"
+#include "common/json.h"
 
 namespace lctx {
 

@@ -12,13 +12,14 @@
 #include <sstream>
 
 #include "common/error.h"
-#include "eval/json.h"
+#include "common/json.h"
 #include "eval/report.h"
 #include "eval/results.h"
 #include "eval/score.h"
 #include "eval/task.h"
 
 using namespace lctx::eval;
+namespace json = lctx::json;
 
 namespace {
 
@@ -261,13 +262,13 @@ TEST(EvalResults, LengthsAndJson) {
     EXPECT_EQ(length_label(500), "500");
 
     const std::string weird = "a\"b\\c\nd\te\x01 \xc3\xa9 \xff end";
-    Json j;
-    ASSERT_TRUE(parse_json("{\"s\": " + json_quote(weird) + ", \"n\": [1, 2.5, null, true]}", j));
-    EXPECT_EQ(j.str("s"), "a\"b\\c\nd\te\x01 \xc3\xa9 \xef\xbf\xbd end");   // bad byte -> U+FFFD
-    ASSERT_NE(j.get("n"), nullptr);
-    EXPECT_EQ(j.get("n")->array.size(), 4u);
-    EXPECT_FALSE(parse_json("{\"a\": 1", j));
-    EXPECT_FALSE(parse_json("{\"a\": 1} x", j));
+    json::Value j;
+    ASSERT_TRUE(json::try_parse("{\"s\": " + json::quote(weird) + ", \"n\": [1, 2.5, null, true]}", j));
+    EXPECT_EQ(j.get_str("s"), "a\"b\\c\nd\te\x01 \xc3\xa9 \xef\xbf\xbd end");   // bad byte -> U+FFFD
+    ASSERT_NE(j.find("n"), nullptr);
+    EXPECT_EQ(j.find("n")->arr.size(), 4u);
+    EXPECT_FALSE(json::try_parse("{\"a\": 1", j));
+    EXPECT_FALSE(json::try_parse("{\"a\": 1} x", j));
 }
 
 TEST(EvalResults, LoadDedupAndReport) {

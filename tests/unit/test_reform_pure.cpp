@@ -13,7 +13,7 @@
 #include "session/evictor_h2o.h"
 #include "session/hash64.h"
 #include "session/head_profile.h"
-#include "session/mini_json.h"
+#include "common/json.h"
 #include "session/reform_params.h"
 #include "session/selector.h"
 

@@ -1,4 +1,4 @@
-#include "session/mini_json.h"
+#include "common/json.h"
 
 #include <cctype>
 #include <cmath>
@@ -14,6 +14,16 @@ const Value *Value::find(const std::string &key) const {
     for (const auto &kv : obj)
         if (kv.first == key) return &kv.second;
     return nullptr;
+}
+
+std::string Value::get_str(const std::string &key, const std::string &def) const {
+    const Value *v = find(key);
+    return v && v->is_string() ? v->str : def;
+}
+
+double Value::get_num(const std::string &key, double def) const {
+    const Value *v = find(key);
+    return v && v->is_number() ? v->num : def;
 }
 
 namespace {
@@ -166,24 +176,55 @@ Value parse(const std::string &text) {
     return v;
 }
 
+bool try_parse(const std::string &text, Value &out, std::string *error) {
+    try {
+        out = parse(text);
+        return true;
+    } catch (const Error &e) {
+        if (error) *error = e.what();
+        out = Value{};
+        return false;
+    }
+}
+
+namespace {
+
+// Length of the valid UTF-8 sequence at s[i], or 0.
+size_t utf8_len(const std::string &s, size_t i) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    const size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    if (n == 0 || i + n > s.size()) return 0;
+    for (size_t k = 1; k < n; ++k)
+        if ((static_cast<unsigned char>(s[i + k]) & 0xc0) != 0x80) return 0;
+    return n;
+}
+
+} // namespace
+
 std::string quote(const std::string &s) {
     std::string out = "\"";
-    for (char c : s) {
-        switch (c) {
-        case '"': out += "\\\""; break;
-        case '\\': out += "\\\\"; break;
-        case '\n': out += "\\n"; break;
-        case '\r': out += "\\r"; break;
-        case '\t': out += "\\t"; break;
-        default:
-            if (static_cast<unsigned char>(c) < 0x20) {
-                char buf[8];
-                std::snprintf(buf, sizeof buf, "\\u%04x", c);
-                out += buf;
-            } else {
-                out += c;
-            }
+    for (size_t i = 0; i < s.size();) {
+        const size_t n = utf8_len(s, i);
+        if (n == 0) {
+            out += "\\ufffd";
+            ++i;
+            continue;
         }
+        const unsigned char c = static_cast<unsigned char>(s[i]);
+        if (n > 1) out.append(s, i, n);
+        else if (c == '"') out += "\\\"";
+        else if (c == '\\') out += "\\\\";
+        else if (c == '\n') out += "\\n";
+        else if (c == '\r') out += "\\r";
+        else if (c == '\t') out += "\\t";
+        else if (c < 0x20 || c == 0x7f) {
+            char buf[8];
+            std::snprintf(buf, sizeof buf, "\\u%04x", c);
+            out += buf;
+        } else {
+            out += static_cast<char>(c);
+        }
+        i += n;
     }
     return out + "\"";
 }

@@ -1,6 +1,7 @@
-// A small JSON reader/writer for head profiles: objects, arrays, strings
-// (with \uXXXX escapes), numbers, booleans and null. Malformed text throws
-// LCTX_ERR_FORMAT with the byte offset.
+// A small JSON reader/writer (head profiles, eval results, the CLI's --json
+// output): objects, arrays, strings (with \uXXXX escapes), numbers, booleans
+// and null. Malformed text throws LCTX_ERR_FORMAT with the byte offset
+// (try_parse returns false instead).
 #pragma once
 
 #include <cstdint>
@@ -20,6 +21,9 @@ struct Value {
     std::vector<std::pair<std::string, Value>> obj;   // insertion order kept
 
     const Value *find(const std::string &key) const;   // nullptr if absent or not an object
+    // Member `key` as a string / number, or def when absent or of another type.
+    std::string get_str(const std::string &key, const std::string &def = "") const;
+    double get_num(const std::string &key, double def = 0.0) const;
     bool is_number() const { return type == Type::NUMBER; }
     bool is_string() const { return type == Type::STRING; }
     bool is_array() const { return type == Type::ARRAY; }
@@ -27,9 +31,13 @@ struct Value {
 };
 
 Value parse(const std::string &text);
+// As parse, without throwing: false (and the message in *error) on bad text.
+bool try_parse(const std::string &text, Value &out, std::string *error = nullptr);
 
 // Helpers for writers.
-std::string quote(const std::string &s);      // "..." with escapes
+// "..." with escapes. Invalid UTF-8 (a model may stop mid-character)
+// becomes U+FFFD, so the output is always valid JSON.
+std::string quote(const std::string &s);
 std::string number(double v);                 // shortest round-trip form
 
 } // namespace lctx::json
