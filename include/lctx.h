@@ -258,7 +258,9 @@ typedef struct lctx_session_params {
                                   sinks and recent included; n_ctx_train/4 (2048, REFORM's working budget).
                                   TRUNCATE: document tokens kept (first half + last half); n_ctx_train/2 (4096).
                                   INFLLM: retrieved memory tokens per layer and KV head; n_ctx_train/4 (2048) */
-    int32_t     kv_chunk;      /* tokens forwarded per step; n_ctx_train/4 (2048); INFLLM: 512 */
+    int32_t     kv_chunk;      /* tokens forwarded per step; n_ctx_train/4 (2048); INFLLM: 512; SNAPKV:
+                                  n_ctx_train - kv_budget (6144), so inputs that fit the trained context are
+                                  one full prefill compressed with the question */
                                /* INFLLM's n_ctx (question + answer room) defaults to what keeps positions
                                   inside n_ctx_train: n_ctx_train - (sink + memory + window + block - 1) */
     int32_t     kv_sink;       /* first document tokens always kept; min(256, budget/8) (INFLLM: 128) */

@@ -35,7 +35,10 @@ BaselineParams baseline_params_from(const Hparams &hp, const lctx_session_params
     p.method = sp.method;
     const bool truncate = sp.method == LCTX_METHOD_TRUNCATE;
     p.budget = pick(sp.kv_budget, std::max<int64_t>(truncate ? n_train / 2 : n_train / 4, 16));
-    p.chunk = pick(sp.kv_chunk, std::max<int64_t>(n_train / 4, 16));
+    // SnapKV: budget + chunk = the trained context, so an input that fits it
+    // is one full prefill compressed by the question, as SnapKV does.
+    p.chunk = pick(sp.kv_chunk, std::max<int64_t>(sp.method == LCTX_METHOD_SNAPKV ? n_train - p.budget : n_train / 4,
+                                                  16));
     p.sink = sp.kv_sink > 0 ? sp.kv_sink : sp.kv_sink < 0 ? 0 : std::min<int64_t>(256, p.budget / 8);
     p.recent = sp.kv_recent > 0 ? sp.kv_recent : sp.kv_recent < 0 ? 0 : std::min<int64_t>(256, p.budget / 8);
     switch (sp.method) {

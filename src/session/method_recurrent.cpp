@@ -105,8 +105,9 @@ void RecurrentMethod::run_collect(KvCache &cache, const int32_t *tokens, int64_t
 
 void RecurrentMethod::step(const int32_t *tokens, int64_t m, const std::function<bool()> &keep_going) {
     const bool snap = p_.method == LCTX_METHOD_SNAPKV, pot = p_.method == LCTX_METHOD_INFINIPOT;
-    // SnapKV evicts lazily, with the scores of the previous chunk's window.
-    if (snap && cache_.size() > p_.budget) evict(nullptr);
+    // SnapKV evicts lazily, only when the pot (budget + chunk) has no room
+    // for this step, with the scores of the previous step's window.
+    if (snap && cache_.size() + m > p_.budget + p_.chunk) evict(nullptr);
     const int64_t n0 = cache_.size(), base = n_encoded_;
     const int64_t obs_begin = p_.obs > 0 ? m - std::min(p_.obs, m) : m;
     std::vector<std::vector<float>> cols;

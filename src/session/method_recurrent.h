@@ -13,12 +13,15 @@
 //              queries, summed over chunks (the REFORM paper's H2O).
 //   TOVA       attention of the chunk's last query (kv_obs = 1), fresh per chunk.
 //   SNAPKV     attention of the last kv_obs (32) queries, average-pooled
-//              (kernel 7), fresh per chunk. Eviction is lazy (before the next
-//              chunk, with the scores of the previous one), so the last chunk
-//              stays whole until the question: select() then compresses with
-//              the question as the observation window, on a copy, as SnapKV
-//              does after a full prefill. An input of at most kv_budget +
-//              kv_chunk tokens is thus exactly SnapKV.
+//              (kernel 7), fresh per chunk. Eviction is lazy (only when the
+//              pot of budget + chunk slots has no room for the next chunk,
+//              with the scores of the previous one), so the last chunks stay
+//              whole until the question: select() then compresses with the
+//              question as the observation window, on a copy, as SnapKV does
+//              after a full prefill. Its default chunk is n_ctx_train -
+//              budget, so an input that fits the trained context is exactly
+//              SnapKV (one prefill, one compression); longer ones are
+//              compressed per chunk.
 //   INFINIPOT  when the pot (budget + chunk) is full: the catalyst prompt is
 //              forwarded on top of the cache and its attention (CaP) scores
 //              the slots; a share infinipot_nuc_ratio of the free slots goes
