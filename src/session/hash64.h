@@ -22,7 +22,8 @@ public:
             fill_ = 0;
         }
         for (; n >= 8; n -= 8, p += 8) mix_word(load(p));
-        while (n--) buf_[fill_++] = *p++;
+        std::memcpy(buf_ + fill_, p, n);   // n < 8 and fill_ == 0 here
+        fill_ += n;
     }
     template <class T> void add(const T &v) { update(&v, sizeof v); }
 

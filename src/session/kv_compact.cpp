@@ -32,4 +32,15 @@ void compact_head(KvCache &cache, int32_t layer, int32_t head, const std::vector
     cpu::rope(rot, k, D, nk, 1, delta.data());
 }
 
+void compact_head_slots(KvCache &cache, int32_t layer, int32_t head, const std::vector<int64_t> &keep,
+                        const Hparams &rot, std::vector<int64_t> &orig, std::vector<float> &score) {
+    compact_head(cache, layer, head, keep, rot);
+    for (size_t i = 0; i < keep.size(); ++i) {   // ascending: moving forward is safe
+        orig[i] = orig[static_cast<size_t>(keep[i])];
+        score[i] = score[static_cast<size_t>(keep[i])];
+    }
+    orig.resize(keep.size());
+    score.resize(keep.size());
+}
+
 } // namespace lctx

@@ -21,4 +21,9 @@ Hparams delta_rope_hparams(const Hparams &hp);
 // caller truncates the cache once every head is compacted to k slots.
 void compact_head(KvCache &cache, int32_t layer, int32_t head, const std::vector<int64_t> &keep, const Hparams &rot);
 
+// compact_head plus the same move of the head's per-slot bookkeeping: the
+// document index (orig) and the eviction score of every slot.
+void compact_head_slots(KvCache &cache, int32_t layer, int32_t head, const std::vector<int64_t> &keep,
+                        const Hparams &rot, std::vector<int64_t> &orig, std::vector<float> &score);
+
 } // namespace lctx

@@ -183,16 +183,7 @@ void RecurrentMethod::evict(const std::vector<std::vector<float>> *cap) {
     if (n <= p_.budget) return;
     for (int32_t l = 0; l < n_layer_; ++l)
         for (int32_t g = 0; g < n_kv_; ++g) {
-            const std::vector<int64_t> keep = keep_list(l, g, n, cap);
-            compact_head(cache_, l, g, keep, rot);
-            std::vector<int64_t> &o = orig_[index(l, g)];
-            std::vector<float> &s = score_[index(l, g)];
-            for (size_t i = 0; i < keep.size(); ++i) {
-                o[i] = o[static_cast<size_t>(keep[i])];
-                s[i] = s[static_cast<size_t>(keep[i])];
-            }
-            o.resize(keep.size());
-            s.resize(keep.size());
+            compact_head_slots(cache_, l, g, keep_list(l, g, n, cap), rot, orig_[index(l, g)], score_[index(l, g)]);
         }
     int32_t *pos = cache_.positions();
     for (int64_t i = 0; i < p_.budget; ++i) pos[i] = static_cast<int32_t>(i);

@@ -145,14 +145,7 @@ void ReformEncoder::evict() {
         for (int32_t g = 0; g < n_kv_; ++g) {
             std::vector<int64_t> &o = orig(l, g);
             std::vector<float> &s = score(l, g);
-            const std::vector<int64_t> keep = h2o_keep(s.data(), o.data(), n, B, cfg_.sink, cfg_.recent);
-            compact_head(cache_, l, g, keep, rot);
-            for (size_t i = 0; i < keep.size(); ++i) {
-                o[i] = o[static_cast<size_t>(keep[i])];
-                s[i] = s[static_cast<size_t>(keep[i])];
-            }
-            o.resize(keep.size());
-            s.resize(keep.size());
+            compact_head_slots(cache_, l, g, h2o_keep(s.data(), o.data(), n, B, cfg_.sink, cfg_.recent), rot, o, s);
         }
     }
     int32_t *pos = cache_.positions();

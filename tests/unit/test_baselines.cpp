@@ -18,17 +18,14 @@
 #include "session/method_recurrent.h"
 #include "session/method_truncate.h"
 #include "session/session.h"
+#include "session_test_util.h"
 
 using namespace lctx;
+using session_test::feed_split;
+using session_test::random_tokens;
 
 namespace {
 
-std::vector<int32_t> random_tokens(int n, uint32_t seed) {
-    std::mt19937 rng(seed);
-    std::vector<int32_t> t(n);
-    for (int32_t &x : t) x = 3 + int32_t(rng() % 296u);
-    return t;
-}
 
 struct Tiny {
     std::unique_ptr<Model> model;
@@ -54,15 +51,6 @@ lctx_session_params params(lctx_method m, int budget, int chunk, int sink = 8, i
     return p;
 }
 
-void feed_split(Session &s, const std::vector<int32_t> &doc, const std::vector<size_t> &sizes) {
-    size_t at = 0, i = 0;
-    while (at < doc.size()) {
-        size_t n = std::min(sizes[i++ % sizes.size()], doc.size() - at);
-        s.feed(doc.data() + at, n);
-        at += n;
-    }
-    s.build_index();
-}
 
 lctx_sampling_params greedy() {
     lctx_sampling_params g;

@@ -13,12 +13,14 @@
 
 #include "common/error.h"
 #include "engine_tiny_model.h"
+#include "session_test_util.h"
 #include "model/ggml_type.h"
 #include "session/infllm_blocks.h"
 #include "session/method_full.h"
 #include "session/method_infllm.h"
 
 using namespace lctx;
+using session_test::random_tokens;
 
 namespace {
 
@@ -47,12 +49,6 @@ lctx_session_params infllm_params(int sink, int recent, int block, int budget, i
     return p;
 }
 
-std::vector<int32_t> random_tokens(int n, uint32_t seed) {
-    std::mt19937 rng(seed);
-    std::vector<int32_t> t(static_cast<size_t>(n));
-    for (int32_t &x : t) x = 3 + int32_t(rng() % 296u);
-    return t;
-}
 
 // A Progress whose callback stops the call after `allow` reports.
 struct Cancel {

@@ -18,8 +18,11 @@
 #include "model/ggml_type.h"
 #include "session/method_reform.h"
 #include "session/session.h"
+#include "session_test_util.h"
 
 using namespace lctx;
+using session_test::feed_split;
+using session_test::random_tokens;
 
 namespace {
 
@@ -71,24 +74,9 @@ lctx_session_params reform_params(int chunk, int budget, int recompute, const st
     return p;
 }
 
-std::vector<int32_t> random_tokens(int n, uint32_t seed, int lo = 3, int hi = 299) {
-    std::mt19937 rng(seed);
-    std::vector<int32_t> t(n);
-    for (int32_t &x : t) x = lo + int32_t(rng() % uint32_t(hi - lo));
-    return t;
-}
 
 ReformMethod &reform(Session &s) { return dynamic_cast<ReformMethod &>(s.method()); }
 
-void feed_split(Session &s, const std::vector<int32_t> &doc, const std::vector<size_t> &sizes) {
-    size_t at = 0, i = 0;
-    while (at < doc.size()) {
-        size_t n = std::min(sizes[i++ % sizes.size()], doc.size() - at);
-        s.feed(doc.data() + at, n);
-        at += n;
-    }
-    s.build_index();
-}
 
 std::vector<float> store_f32(const ReformMethod &m) {
     const EmbeddingStore &st = m.store();
