@@ -238,13 +238,12 @@ int cmd_heads(int argc, char **argv) {
                     if (s.qmask[u]) qs.push_back(u);
                 std::vector<double> sample_mnr(NC);
                 pool.parallel_for(static_cast<int64_t>(NC), [&](int64_t b, int64_t e, int) {
-                    std::vector<float> sc(static_cast<size_t>(s.n_ctx)), qv(qs.size() * d);
+                    std::vector<float> sc(static_cast<size_t>(s.n_ctx)), qv(qs.size() * d), x(static_cast<size_t>(d));
                     for (int64_t c = b; c < e; ++c) {
                         for (size_t u = 0; u < qs.size(); ++u)
                             for (int32_t i = 0; i < d; ++i) qv[u * d + i] = fp16_to_fp32(store.row(qs[u])[c * d + i]);
                         for (int64_t t = 0; t < s.n_ctx; ++t) {
                             const uint16_t *row = store.row(t) + c * d;
-                            float x[256];
                             for (int32_t i = 0; i < d; ++i) x[i] = fp16_to_fp32(row[i]);
                             float best = -2.0f;
                             for (size_t u = 0; u < qs.size(); ++u) {
