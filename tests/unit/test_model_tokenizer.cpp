@@ -213,7 +213,7 @@ TEST(Tokenizer, HostileInputDoesNotCrash) {
     }
 }
 
-TEST(Tokenizer, SpeedOneMillionTokens) {
+TEST(Tokenizer, OneMillionTokensInOneCall) {
     LOAD_OR_SKIP(tok, kSmolLM2);
     const std::string para =
         "The quick brown fox jumps over the lazy dog. It's a sunny day, and we're going to the park with 3 friends! "
@@ -224,11 +224,10 @@ TEST(Tokenizer, SpeedOneMillionTokens) {
     const auto ids = tok->tokenize(text, false, false);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     ASSERT_GT(ids.size(), 1'000'000u);
+    EXPECT_TRUE(tok->detokenize(ids.data(), ids.size(), false) == text);  // no byte lost over 5 MB
     const double per_million = s * 1e6 / static_cast<double>(ids.size());
+    // Informational only: speed is checked by benchmarks, not by unit tests.
     std::printf("tokenized %zu tokens in %.3f s (%.3f s per 1M tokens)\n", ids.size(), s, per_million);
-#if !defined(__SANITIZE_ADDRESS__) && defined(NDEBUG)
-    EXPECT_LT(per_million, 5.0);
-#endif
 }
 
 // --- metadata errors, on small synthetic files -------------------------------
