@@ -3,7 +3,8 @@
 # $LCTX_BUILD_DIR): Python and Java (SWIG), Go (cgo), Rust (bindgen; when cargo
 # is installed), the ABI guard, the packages (CPack install test, pom.xml, the
 # Python wheel) and the examples in C, Python, Java, Go and Rust. Installs
-# missing Debian packages (apt-get update only then).
+# missing Debian packages (apt-get update only then; valgrind for the Python
+# leak check).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -17,6 +18,7 @@ command -v javac >/dev/null || need+=(default-jdk-headless)
 [[ -f /usr/share/java/junit-platform-console-standalone.jar ]] || need+=(junit5)
 command -v go >/dev/null || need+=(golang-go)
 command -v pkg-config >/dev/null || need+=(pkg-config)
+command -v valgrind >/dev/null || need+=(valgrind)
 command -v dpkg-deb >/dev/null || need+=(dpkg)
 if [[ -f bindings/rust/Cargo.toml ]]; then command -v bindgen >/dev/null || need+=(bindgen); fi
 if ((${#need[@]})); then
