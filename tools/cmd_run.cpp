@@ -23,7 +23,8 @@ struct Progress {
     int64_t total;
     void update(int64_t done) {
         if (!show) return;
-        double dt = now_s() - t0, rate = dt > 0 ? done / dt : 0;
+        // No rate before a quarter second: a few tokens over microseconds is noise.
+        double dt = now_s() - t0, rate = dt > 0.25 ? done / dt : 0;
         double eta = rate > 0 ? (total - done) / rate : 0;
         int w = 30, fill = total > 0 ? int(w * double(done) / double(total)) : w;
         std::fprintf(stderr, "\rencoding [%.*s%*s] %lld/%lld tokens  %.0f tok/s  ETA %.0f s ", fill,
@@ -162,7 +163,10 @@ int cmd_run(int argc, char **argv) {
         }
     }
     const double t_decode = now_s() - t;
-    if (!json) std::fputc('\n', stdout);
+    if (!json) {
+        std::fputc('\n', stdout);
+        std::fflush(stdout);  // the answer line ends before the stats on stderr
+    }
 
     // Selected spans [start, end) in document tokens.
     std::vector<std::pair<int64_t, int64_t>> spans;
