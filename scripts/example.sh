@@ -29,7 +29,7 @@ elif (($# == 0)); then
 import sys
 sys.path.insert(0, "bench")
 import needle_data
-doc, needle, key, value = needle_data.make_doc(n_chars=500_000, depth=0.4, seed=2026)
+doc, needle, key, value = needle_data.make_doc(n_chars=540_000, depth=0.4, seed=2026)
 open(sys.argv[1], "w").write(doc)
 print(f"example: {len(doc)} characters; hidden: \"{needle}\"", file=sys.stderr)
 print(needle_data.question(key))
