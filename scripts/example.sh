@@ -3,12 +3,12 @@
 # about a long document with REFORM on the default model (SmolLM2-135M,
 # trained on 8K tokens).
 #
-#   scripts/example.sh                      a ~128K-token document with a hidden
+#   scripts/example.sh                      a ~120K-token document with a hidden
 #                                           magic number, and the question for it
 #   scripts/example.sh DOC.txt "QUESTION"   your own document and question
 #
 # Progress of the encoding goes to stderr; the answer to stdout. About 3
-# minutes for 128K tokens on 2 cores.
+# minutes for 120K tokens on 2 cores.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -29,7 +29,7 @@ elif (($# == 0)); then
 import sys
 sys.path.insert(0, "bench")
 import needle_data
-doc, needle, key, value = needle_data.make_doc(n_chars=540_000, depth=0.4, seed=2026)
+doc, needle, key, value = needle_data.make_doc(n_chars=500_000, depth=0.4, seed=2026)
 open(sys.argv[1], "w").write(doc)
 print(f"example: {len(doc)} characters; hidden: \"{needle}\"", file=sys.stderr)
 print(needle_data.question(key))
