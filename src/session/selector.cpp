@@ -78,6 +78,18 @@ std::vector<int64_t> select_top(const float *s, const float *p, int64_t n, int64
         return out;
     }
     const int64_t f = std::min(first, n), l0 = std::max(f, n - last);
+    if (f + (n - l0) > budget) {
+        // The forced ranges alone exceed the budget: share it between the two
+        // ends (the first tokens hold the sinks, the last ones lead into the
+        // question), half each, a short end's unused half going to the other.
+        const int64_t n_last = n - l0;
+        int64_t keep_first = std::min(f, budget / 2);
+        const int64_t keep_last = std::min(n_last, budget - keep_first);
+        keep_first = std::min(f, budget - keep_last);
+        for (int64_t t = 0; t < keep_first; ++t) out.push_back(t);
+        for (int64_t t = n - keep_last; t < n; ++t) out.push_back(t);
+        return out;
+    }
     std::vector<int64_t> rest;
     rest.reserve(static_cast<size_t>(l0 - f));
     for (int64_t t = 0; t < f; ++t) out.push_back(t);
@@ -96,8 +108,6 @@ std::vector<int64_t> select_top(const float *s, const float *p, int64_t n, int64
         };
         std::nth_element(rest.begin(), rest.begin() + want, rest.end(), better);
         out.insert(out.end(), rest.begin(), rest.begin() + want);
-    } else if (want < 0) {
-        out.resize(static_cast<size_t>(budget));   // forced ranges larger than the budget
     }
     std::sort(out.begin(), out.end());
     return out;

@@ -21,7 +21,9 @@ void max_pool(const float *s, int64_t n, int64_t half, float *p);
 
 // Positions chosen for a budget of `budget` tokens, ascending: everything
 // when n <= budget; else [0, first) and [n - last, n) plus the best others by
-// (p desc, s desc, position asc) up to `budget` in all.
+// (p desc, s desc, position asc) up to `budget` in all. When the forced
+// ranges alone exceed the budget, the budget is split between them: half to
+// each end, the part a short end cannot use going to the other.
 std::vector<int64_t> select_top(const float *s, const float *p, int64_t n, int64_t budget, int64_t first,
                                 int64_t last);
 

@@ -169,6 +169,44 @@ TEST(ReformSelector, TopKMatchesBruteForceAndIsNested) {
     }
 }
 
+TEST(ReformSelector, ForcedRangesOverBudgetShareItBetweenTheEnds) {
+    std::mt19937 rng(17);
+    for (int trial = 0; trial < 300; ++trial) {
+        const int64_t n = 2 + rng() % 500, first = rng() % 300, last = rng() % 300;
+        const int64_t f = std::min(first, n), n_last = n - std::max(f, n - last);
+        if (f + n_last <= 1) continue;
+        const int64_t budget = 1 + rng() % (f + n_last - 1);   // forced > budget
+        if (n <= budget) continue;
+        std::vector<float> s(n), p(n);
+        for (int64_t t = 0; t < n; ++t) s[t] = p[t] = float(rng() % 9);
+        auto got = select_top(s.data(), p.data(), n, budget, first, last);
+        ASSERT_EQ(static_cast<int64_t>(got.size()), budget) << trial;
+        // Count how many come from each end; none from the middle.
+        int64_t from_first = 0, from_last = 0;
+        for (int64_t t : got) {
+            if (t < f) ++from_first;
+            else if (t >= n - n_last) ++from_last;
+            else FAIL() << "middle token " << t << " kept, trial " << trial;
+        }
+        // Each end keeps its prefix/suffix (contiguous at the boundaries).
+        for (int64_t i = 0; i < from_first; ++i) ASSERT_EQ(got[i], i);
+        for (int64_t i = 0; i < from_last; ++i) ASSERT_EQ(got[got.size() - 1 - i], n - 1 - i);
+        // Balanced: an end gets less than half only when it is shorter than half.
+        const int64_t half = budget / 2;
+        EXPECT_EQ(from_first, std::min(f, std::max(half, budget - n_last))) << trial;
+        EXPECT_EQ(from_last, budget - from_first) << trial;
+        EXPECT_GE(from_last, std::min(n_last, budget - half)) << trial;
+    }
+    // The case that was wrong before: 256 + 256 forced, budget 100.
+    std::vector<float> s(4000, 0.0f);
+    auto got = select_top(s.data(), s.data(), 4000, 100, 256, 256);
+    ASSERT_EQ(got.size(), 100u);
+    EXPECT_EQ(got.front(), 0);
+    EXPECT_EQ(got[49], 49);
+    EXPECT_EQ(got[50], 4000 - 50);
+    EXPECT_EQ(got.back(), 3999);
+}
+
 TEST(ReformProfile, JsonRoundTripAndErrors) {
     HeadProfile p;
     p.name = "test \"quoted\"\n";
