@@ -3,8 +3,12 @@
 Usage: python3 bench/plot_eval.py RESULTS.jsonl OUT.png
 
 One line per method: the mean score over tasks (each task's mean over its
-samples, errors left out) at each length, log2 length axis. Exits with status 3
-when matplotlib is missing (`lctx eval --plot` reports that as a notice).
+samples, errors left out) at each length, log2 length axis. A point that
+averages fewer tasks than the length has results for (an evaluation still
+running, or a method not run on every task) is drawn hollow and labelled
+"n/N tasks", so a partial average is never mistaken for a complete one.
+Exits with status 3 when matplotlib is missing (`lctx eval --plot` reports
+that as a notice).
 """
 import json
 import sys
@@ -27,7 +31,8 @@ def load(path):
 
 
 def averages(rows):
-    """{method: {length: mean over tasks of the task's mean score}}."""
+    """({method: {length: mean over tasks of the task's mean score}},
+    {method: {length: tasks averaged}}, {length: tasks with any result})."""
     per_task = defaultdict(list)
     for r in rows:
         if not r.get("error") and isinstance(r.get("score"), (int, float)):
@@ -36,9 +41,14 @@ def averages(rows):
     for (m, length, _task), scores in per_task.items():
         by_ml[(m, length)].append(sum(scores) / len(scores))
     out = defaultdict(dict)
+    counts = defaultdict(dict)
     for (m, length), means in by_ml.items():
         out[m][length] = 100.0 * sum(means) / len(means)
-    return out
+        counts[m][length] = len(means)
+    tasks_at = defaultdict(set)
+    for (_m, length, task) in per_task:
+        tasks_at[length].add(task)
+    return out, counts, {length: len(t) for length, t in tasks_at.items()}
 
 
 def label(n):
@@ -60,7 +70,7 @@ def main():
     except ImportError:
         print("plot_eval.py: matplotlib is not installed (pip install matplotlib)", file=sys.stderr)
         return 3
-    data = averages(load(sys.argv[1]))
+    data, counts, tasks_at = averages(load(sys.argv[1]))
     if not data:
         print(f"plot_eval.py: no scored rows in {sys.argv[1]}", file=sys.stderr)
         return 1
@@ -68,7 +78,15 @@ def main():
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for m in sorted(data):
         xs = [x for x in lengths if x in data[m]]
-        ax.plot(xs, [data[m][x] for x in xs], marker="o", label=m)
+        line, = ax.plot(xs, [data[m][x] for x in xs], marker="o", label=m)
+        for x in xs:
+            n, total = counts[m][x], tasks_at[x]
+            if n < total:   # partial average: hollow marker and its task count
+                ax.plot([x], [data[m][x]], marker="o", markersize=9,
+                        markerfacecolor="white", color=line.get_color())
+                ax.annotate(f"{n}/{total} tasks", (x, data[m][x]), fontsize=7,
+                            xytext=(4, 4), textcoords="offset points",
+                            color=line.get_color())
     ax.set_xscale("log", base=2)
     ax.set_xticks(lengths)
     ax.set_xticklabels([label(x) for x in lengths])
