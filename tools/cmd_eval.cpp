@@ -279,6 +279,23 @@ std::string last_line(std::string s) {
     return nl == std::string::npos ? s : s.substr(nl + 1);
 }
 
+// The CPU model ("model name" of /proc/cpuinfo), recorded in every row: times
+// are only comparable between rows measured on the same kind of machine.
+std::string cpu_model() {
+    std::ifstream f("/proc/cpuinfo");
+    std::string line;
+    while (std::getline(f, line)) {
+        if (line.rfind("model name", 0) != 0) continue;
+        const size_t colon = line.find(':');
+        if (colon == std::string::npos) break;
+        std::string v = line.substr(colon + 1);
+        while (!v.empty() && v.front() == ' ') v.erase(v.begin());
+        while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.pop_back();
+        if (!v.empty()) return v;
+    }
+    return "unknown";
+}
+
 // Runs one combination in a child; returns the finished JSON row.
 std::string run_in_child(const Options &o, const Combo &c) {
     int out_pipe[2], err_pipe[2];
@@ -338,7 +355,9 @@ std::string run_in_child(const Options &o, const Combo &c) {
     json::Value parsed;
     const bool good = WIFEXITED(status) && WEXITSTATUS(status) == 0 && json::try_parse(row, parsed) &&
                       parsed.type == json::Value::Type::OBJECT;
-    std::string extra = ", \"wall_s\": " + fmt_num("%.3f", wall) + ", \"peak_rss_mib\": " + fmt_num("%.1f", rss) + "}";
+    static const std::string cpu = cpu_model();
+    std::string extra = ", \"wall_s\": " + fmt_num("%.3f", wall) + ", \"peak_rss_mib\": " + fmt_num("%.1f", rss) +
+                        ", \"cpu\": " + json::quote(cpu) + "}";
     if (good) return row.substr(0, row.rfind('}')) + extra;
 
     std::string why;

@@ -62,7 +62,12 @@ std::string markdown_report(const std::vector<Row> &rows, const std::vector<std:
     std::map<std::tuple<std::string, std::string, int64_t>, Cell> cells;
     std::map<std::pair<std::string, int64_t>, Cell> time;
     std::map<std::pair<std::string, int64_t>, double> rss;
+    std::map<std::pair<std::string, int64_t>, std::set<std::string>> cpus;
+    std::map<std::string, int> rows_per_cpu;
     for (const auto &r : rows) {
+        const std::string cpu = r.cpu.empty() ? "not recorded" : r.cpu;
+        cpus[{r.method, r.length}].insert(cpu);
+        ++rows_per_cpu[cpu];
         Cell &c = cells[{r.task, r.method, r.length}];
         if (r.ok()) c.sum += r.score, ++c.n;
         else ++c.errors;
@@ -111,10 +116,16 @@ std::string markdown_report(const std::vector<Row> &rows, const std::vector<std:
         for (int64_t L : lengths) {
             auto it = time.find({m, L});
             md += it == time.end() ? std::string(" - |")
-                                   : " " + fmt("%.1f s", it->second.mean()) + ", " + fmt("%.0f MiB", rss[{m, L}]) + " |";
+                                   : " " + fmt("%.1f s", it->second.mean()) + ", " + fmt("%.0f MiB", rss[{m, L}]) +
+                                         (cpus[{m, L}].size() > 1 ? " (mixed CPUs)" : "") + " |";
         }
         md += "\n";
     }
+    // Times are only comparable on the same kind of machine: say which.
+    md += "\nRows per CPU (the `cpu` field of each row):";
+    for (const auto &[cpu, n] : rows_per_cpu) md += " " + cpu + ": " + std::to_string(n) + ";";
+    md.back() = '.';
+    md += "\n";
     if (!commands.empty()) {
         md += "\n## Commands\n\n```sh\n";
         std::set<std::string> seen;

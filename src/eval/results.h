@@ -19,6 +19,7 @@ struct Row {
     double score = 0;        // 0..1; meaningless when error is set
     double wall_s = 0;       // whole combination, child process included
     double peak_rss_mib = 0;
+    std::string cpu;         // the measuring machine's CPU model; empty in rows written before it was recorded
     bool ok() const { return error.empty(); }
 };
 

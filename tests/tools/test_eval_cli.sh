@@ -24,7 +24,7 @@ while IFS= read -r line; do
   case $line in *'"kind": "run"'*) continue ;; esac
   for f in '"method": ' '"task": ' '"length": 512' '"sample": 0' '"seed": 42' '"n_input_tokens": ' \
            '"score": ' '"answer": ' '"expected": \[' '"timings_s": {"load": ' '"recompute": ' '"decode": ' \
-           '"encode_tokens_per_s": ' '"peak_rss_mib": ' '"wall_s": '; do
+           '"encode_tokens_per_s": ' '"peak_rss_mib": ' '"wall_s": ' '"cpu": "[^"]'; do
     echo "$line" | grep -q "$f" || fail "field $f missing in: $line"
   done
   echo "$line" | grep -q '"error"' && fail "unexpected error row: $line"
@@ -33,7 +33,7 @@ grep -q '"kind": "run", "command": "lctx eval -m ' "$T/r.jsonl" || fail "no run 
 
 # 2. The markdown report.
 for s in '## Average over tasks' '## niah_single' '## vt' '## Time and memory' '| method | 512 |' '| full |' \
-         '| reform |' 'lctx eval -m '; do
+         '| reform |' 'lctx eval -m ' 'Rows per CPU'; do
   grep -qF -- "$s" "$T/r.md" || fail "report lacks '$s'"
 done
 
