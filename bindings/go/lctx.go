@@ -17,7 +17,10 @@ package lctx
 */
 import "C"
 
-import "fmt"
+import (
+	"fmt"
+	"runtime"
+)
 
 // Token is one token id.
 type Token = int32
@@ -55,8 +58,9 @@ func (e *Error) Error() string { return fmt.Sprintf("%s: %s", e.Op, e.Message) }
 func (e *Error) Unwrap() error { return e.Status }
 
 // check turns a status into nil or an *Error with the thread's last message.
-// The C call and this read happen on the same OS thread because cgo calls
-// run on the calling goroutine's thread until they return.
+// lctx_last_error is thread-local and the Go scheduler may move a goroutine
+// to another OS thread between two cgo calls, so the caller must hold
+// runtime.LockOSThread across the failing C call and this read (see call).
 func check(op string, st C.lctx_status) error {
 	if st >= 0 {
 		return nil
@@ -66,6 +70,14 @@ func check(op string, st C.lctx_status) error {
 		msg = StatusString(Status(st))
 	}
 	return &Error{Op: op, Status: Status(st), Message: msg}
+}
+
+// call runs one C call and turns its status into an error, with the goroutine
+// locked to its OS thread so the message read is the one this call left.
+func call(op string, f func() C.lctx_status) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	return check(op, f())
 }
 
 // Version of the loaded library ("MAJOR.MINOR.PATCH").
@@ -80,5 +92,6 @@ func BuildInfo() string { return C.GoString(C.lctx_build_info()) }
 // StatusString is the static text of a status.
 func StatusString(s Status) string { return C.GoString(C.lctx_status_string(C.lctx_status(s))) }
 
-// LastError is the message of the last failed call on this OS thread.
+// LastError is the message of the last failed call on this OS thread. Go may
+// move a goroutine between threads; prefer the Message of a returned *Error.
 func LastError() string { return C.GoString(C.lctx_last_error()) }

@@ -2,6 +2,7 @@ package lctx
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -74,6 +75,33 @@ func TestErrors(t *testing.T) {
 	}
 	if Version() == "" || BuildInfo() == "" || VersionNumber() <= 0 || StatusString(ErrState) == "" {
 		t.Error("version or status text empty")
+	}
+}
+
+// The error message is thread-local in C; goroutines move between OS threads,
+// so many goroutines failing at once must each still get their own message.
+func TestErrorsAcrossGoroutines(t *testing.T) {
+	const workers, calls = 32, 2000
+	wrong := make(chan string, workers)
+	for w := 0; w < workers; w++ {
+		go func(w int) {
+			for i := 0; i < calls; i++ {
+				path := fmt.Sprintf("/nonexistent/w%d-%d.gguf", w, i)
+				_, err := LoadModel(path, nil)
+				var e *Error
+				if !errors.As(err, &e) || !strings.Contains(e.Message, path) {
+					wrong <- fmt.Sprintf("%s: got %v", path, err)
+					return
+				}
+				runtime.Gosched()
+			}
+			wrong <- ""
+		}(w)
+	}
+	for w := 0; w < workers; w++ {
+		if msg := <-wrong; msg != "" {
+			t.Error(msg)
+		}
 	}
 }
 

@@ -39,7 +39,7 @@ func LoadModel(path string, p *ModelParams) (*Model, error) {
 	defer C.free(unsafe.Pointer(cpath))
 	cp := p.native()
 	m := &Model{}
-	if err := check("lctx_model_load", C.lctx_model_load(cpath, &cp, &m.h)); err != nil {
+	if err := call("lctx_model_load", func() C.lctx_status { return C.lctx_model_load(cpath, &cp, &m.h) }); err != nil {
 		return nil, err
 	}
 	runtime.SetFinalizer(m, (*Model).Close) // safety net only; call Close
@@ -54,8 +54,9 @@ func LoadModelFromMemory(data []byte, p *ModelParams) (*Model, error) {
 	if len(data) > 0 {
 		ptr = unsafe.Pointer(&data[0])
 	}
-	if err := check("lctx_model_load_from_memory",
-		C.lctx_model_load_from_memory(ptr, C.size_t(len(data)), &cp, &m.h)); err != nil {
+	if err := call("lctx_model_load_from_memory", func() C.lctx_status {
+		return C.lctx_model_load_from_memory(ptr, C.size_t(len(data)), &cp, &m.h)
+	}); err != nil {
 		return nil, err
 	}
 	runtime.SetFinalizer(m, (*Model).Close)
@@ -109,6 +110,9 @@ func (m *Model) Tokenize(text string, addSpecial, parseSpecial bool) ([]Token, e
 	ctext := C.CString(text)
 	defer C.free(unsafe.Pointer(ctext))
 	out := make([]Token, len(text)+8) // each token covers >= 1 byte, BOS/EOS none
+	// check reads the thread-local message: stay on this OS thread.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	for {
 		var n C.size_t
 		st := C.lctx_tokenize(m.h, ctext, C.size_t(len(text)), C.bool(addSpecial), C.bool(parseSpecial),
@@ -125,11 +129,14 @@ func (m *Model) Tokenize(text string, addSpecial, parseSpecial bool) ([]Token, e
 }
 
 // bytesCall runs a C call that fills (buf, size, &n), growing buf once.
-func bytesCall(op string, guess int, call func(buf *C.char, size C.size_t, n *C.size_t) C.lctx_status) ([]byte, error) {
+func bytesCall(op string, guess int, fill func(buf *C.char, size C.size_t, n *C.size_t) C.lctx_status) ([]byte, error) {
 	buf := make([]byte, guess+1)
+	// check reads the thread-local message: stay on this OS thread.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	for {
 		var n C.size_t
-		st := call((*C.char)(unsafe.Pointer(&buf[0])), C.size_t(len(buf)), &n)
+		st := fill((*C.char)(unsafe.Pointer(&buf[0])), C.size_t(len(buf)), &n)
 		if Status(st) == ErrBufferTooSmall && int(n) >= len(buf) {
 			buf = make([]byte, int(n)+1)
 			continue

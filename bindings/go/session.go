@@ -44,10 +44,10 @@ const (
 
 // SessionParams: zero fields keep the library defaults (see lctx.h).
 type SessionParams struct {
-	Method   Method
-	NCtx     int32
-	Threads  int32
-	Batch    int32
+	Method  Method
+	NCtx    int32
+	Threads int32
+	Batch   int32
 	// Baselines: KV budget and chunk size (0: derived from the model, see lctx.h).
 	KVBudget int32
 	KVChunk  int32
@@ -102,7 +102,7 @@ func (p *SessionParams) native() (C.lctx_session_params, unsafe.Pointer) {
 func NewSession(m *Model, p *SessionParams) (*Session, error) {
 	c, box := p.native()
 	s := &Session{model: m, progress: box}
-	if err := check("lctx_session_create", C.lctx_session_create(m.h, &c, &s.h)); err != nil {
+	if err := call("lctx_session_create", func() C.lctx_status { return C.lctx_session_create(m.h, &c, &s.h) }); err != nil {
 		freeHandleBox(box)
 		return nil, err
 	}
@@ -117,7 +117,9 @@ func LoadIndex(m *Model, path string, p *SessionParams) (*Session, error) {
 	defer C.free(unsafe.Pointer(cpath))
 	c, box := p.native()
 	s := &Session{model: m, progress: box}
-	if err := check("lctx_session_load_index", C.lctx_session_load_index(m.h, cpath, &c, &s.h)); err != nil {
+	if err := call("lctx_session_load_index", func() C.lctx_status {
+		return C.lctx_session_load_index(m.h, cpath, &c, &s.h)
+	}); err != nil {
 		freeHandleBox(box)
 		return nil, err
 	}
@@ -150,7 +152,9 @@ func tokPtr(t []Token) *C.lctx_token {
 
 // Feed appends document tokens (stage 1).
 func (s *Session) Feed(tokens []Token) error {
-	return check("lctx_feed_chunk", C.lctx_feed_chunk(s.h, tokPtr(tokens), C.size_t(len(tokens))))
+	return call("lctx_feed_chunk", func() C.lctx_status {
+		return C.lctx_feed_chunk(s.h, tokPtr(tokens), C.size_t(len(tokens)))
+	})
 }
 
 // FeedText tokenizes text (with BOS before the first chunk) and feeds it.
@@ -163,13 +167,15 @@ func (s *Session) FeedText(text string) error {
 }
 
 // BuildIndex seals the document (stage 2).
-func (s *Session) BuildIndex() error { return check("lctx_build_index", C.lctx_build_index(s.h)) }
+func (s *Session) BuildIndex() error {
+	return call("lctx_build_index", func() C.lctx_status { return C.lctx_build_index(s.h) })
+}
 
 // SaveIndex writes the REFORM index of an indexed session to path.
 func (s *Session) SaveIndex(path string) error {
 	cpath := C.CString(path)
 	defer C.free(unsafe.Pointer(cpath))
-	return check("lctx_index_save", C.lctx_index_save(s.h, cpath))
+	return call("lctx_index_save", func() C.lctx_status { return C.lctx_index_save(s.h, cpath) })
 }
 
 // Selection is the set of document tokens chosen for a question.
@@ -178,7 +184,9 @@ type Selection struct{ h *C.lctx_selection }
 // Select chooses document tokens for a question (stage 3).
 func (s *Session) Select(query []Token) (*Selection, error) {
 	sel := &Selection{}
-	if err := check("lctx_select", C.lctx_select(s.h, tokPtr(query), C.size_t(len(query)), &sel.h)); err != nil {
+	if err := call("lctx_select", func() C.lctx_status {
+		return C.lctx_select(s.h, tokPtr(query), C.size_t(len(query)), &sel.h)
+	}); err != nil {
 		return nil, err
 	}
 	runtime.SetFinalizer(sel, (*Selection).Close)
@@ -210,7 +218,7 @@ func (sel *Selection) Scores() []float32 {
 
 // Recompute builds the decode cache from a selection (stage 4).
 func (s *Session) Recompute(sel *Selection) error {
-	return check("lctx_recompute", C.lctx_recompute(s.h, sel.h))
+	return call("lctx_recompute", func() C.lctx_status { return C.lctx_recompute(s.h, sel.h) })
 }
 
 // Sampling parameters; nil means greedy.
@@ -249,7 +257,7 @@ func (sp *Sampling) native() C.lctx_sampling_params {
 func (s *Session) Decode(sp *Sampling) (Token, error) {
 	c := sp.native()
 	var t C.lctx_token
-	if err := check("lctx_decode", C.lctx_decode(s.h, &c, &t)); err != nil {
+	if err := call("lctx_decode", func() C.lctx_status { return C.lctx_decode(s.h, &c, &t) }); err != nil {
 		return -1, err
 	}
 	return Token(t), nil
