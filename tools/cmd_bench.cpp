@@ -1,5 +1,5 @@
 // lctx bench -m MODEL: prefill and decode throughput of the forward pass
-// (the engine's Forward + KvCache, as the FULL method runs them) on random
+// (the engine's Forward + KvStore, as the FULL method runs them) on random
 // token ids, printed as one JSON object on stdout. bench/run.py runs it side
 // by side with llama.cpp. --profile adds the per-op time breakdown and the
 // GEMM rate against the machine's measured FMA peak.
@@ -15,18 +15,11 @@
 #include <thread>
 #include <vector>
 
-#if defined(__x86_64__)
-// GCC 12 warns about _mm512_undefined_* inside its own intrinsic headers.
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#include <immintrin.h>
-#endif
-
 #include "cli.h"
 #include "common/error.h"
 #include "engine/forward.h"
-#include "engine/kv_cache.h"
-#include "kernels/cpu/cpu_kernels.h"
-#include "kernels/cpu/simd.h"
+#include "backend/cpu/cpu_backend.h"
+#include "engine/kv_store.h"
 #include "model/model.h"
 
 namespace lctx::cli {
@@ -48,59 +41,6 @@ std::vector<int64_t> parse_list(const std::string &s) {
         out.push_back(v);
     }
     return out;
-}
-
-// ---- FMA peak: independent FMA chains in registers, no memory traffic ----
-#if defined(__x86_64__)
-__attribute__((target("avx512f"))) float fma_loop_512(int64_t iters) {
-    __m512 a[16];
-    const __m512 m = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f);
-    for (int i = 0; i < 16; ++i) a[i] = _mm512_set1_ps(static_cast<float>(i));
-    for (int64_t it = 0; it < iters; ++it)
-#pragma GCC unroll 16
-        for (int i = 0; i < 16; ++i) a[i] = _mm512_fmadd_ps(a[i], m, c);
-    __m512 s = a[0];
-    for (int i = 1; i < 16; ++i) s = _mm512_add_ps(s, a[i]);
-    return _mm512_reduce_add_ps(s);
-}
-__attribute__((target("avx2,fma"))) float fma_loop_256(int64_t iters) {
-    __m256 a[12];
-    const __m256 m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);
-    for (int i = 0; i < 12; ++i) a[i] = _mm256_set1_ps(static_cast<float>(i));
-    for (int64_t it = 0; it < iters; ++it)
-#pragma GCC unroll 12
-        for (int i = 0; i < 12; ++i) a[i] = _mm256_fmadd_ps(a[i], m, c);
-    __m256 s = a[0];
-    for (int i = 1; i < 12; ++i) s = _mm256_add_ps(s, a[i]);
-    float f[8];
-    _mm256_storeu_ps(f, s);
-    return f[0] + f[7];
-}
-#endif
-
-// f32 GFLOP/s of the active SIMD width with every pool thread running the loop.
-double fma_peak_gflops(cpu::ThreadPool &pool) {
-#if defined(__x86_64__)
-    const cpu::SimdVariant v = cpu::active_variant();
-    if (v == cpu::SimdVariant::SCALAR) return 0.0;
-    const int lanes = v == cpu::SimdVariant::AVX512 ? 16 : 8, chains = v == cpu::SimdVariant::AVX512 ? 16 : 12;
-    const int64_t iters = 20'000'000;
-    double best = 0.0;
-    volatile float sink = 0.0f;
-    for (int rep = 0; rep < 3; ++rep) {
-        const auto t0 = std::chrono::steady_clock::now();
-        pool.parallel_for(pool.size(), [&](int64_t b, int64_t e, int) {
-            for (int64_t i = b; i < e; ++i)
-                sink = v == cpu::SimdVariant::AVX512 ? fma_loop_512(iters) : fma_loop_256(iters);
-        });
-        const double t = seconds_since(t0);
-        best = std::max(best, 2.0 * lanes * chains * static_cast<double>(iters) * pool.size() / t / 1e9);
-    }
-    return best;
-#else
-    (void)pool;
-    return 0.0;
-#endif
 }
 
 // Multiply-adds of the layer matmuls per token (q, k, v, o, gate, up, down).
@@ -138,12 +78,12 @@ double matmul_seconds(const ForwardProfile &p) {
 
 struct Bench {
     const Model &model;
-    cpu::ThreadPool &pool;
+    Backend &backend;
     Forward fwd;
     std::mt19937 rng{1234};
     std::vector<float> logits;
 
-    Bench(const Model &m, cpu::ThreadPool &p) : model(m), pool(p), fwd(m, p) {}
+    Bench(const Model &m, Backend &be) : model(m), backend(be), fwd(m, be) {}
 
     std::vector<int32_t> random_tokens(int64_t n) {
         std::uniform_int_distribution<int32_t> u(0, model.hparams().n_vocab - 1);
@@ -153,7 +93,7 @@ struct Bench {
     }
 
     // Prefill of n tokens into an empty cache; seconds.
-    double prefill(KvCache &cache, int64_t n, ForwardProfile *prof) {
+    double prefill(KvStore &cache, int64_t n, ForwardProfile *prof) {
         const auto tok = random_tokens(n);
         std::vector<int32_t> pos(static_cast<size_t>(n));
         for (int64_t i = 0; i < n; ++i) pos[i] = static_cast<int32_t>(i);
@@ -166,7 +106,7 @@ struct Bench {
     }
 
     // n single-token steps after what the cache holds; seconds.
-    double decode(KvCache &cache, int64_t n, ForwardProfile *prof) {
+    double decode(KvStore &cache, int64_t n, ForwardProfile *prof) {
         const auto tok = random_tokens(n);
         ForwardOptions opt;
         opt.logits = LogitsMode::LAST;
@@ -248,20 +188,20 @@ int cmd_bench(int argc, char **argv) {
         if (threads <= 0) threads = std::max(1u, std::thread::hardware_concurrency());
         auto model = Model::load_file(a.get("--model"), !a.on("--no-mmap"), static_cast<int32_t>(threads));
         const Hparams &hp = model->hparams();
-        cpu::ThreadPool pool(static_cast<int>(threads));
-        Bench b(*model, pool);
+        std::unique_ptr<Backend> backend = make_cpu_backend(static_cast<int>(threads));
+        Bench b(*model, *backend);
 
         std::string out = "{\n";
         char buf[512];
         std::snprintf(buf, sizeof buf,
                       "  \"model\": \"%s\",\n  \"threads\": %lld,\n  \"simd\": \"%s\",\n  \"build\": \"%s\",\n",
-                      a.get("--model").c_str(), static_cast<long long>(threads), cpu::simd_variant(),
+                      a.get("--model").c_str(), static_cast<long long>(threads), cpu_backend_variant(),
                       lctx_build_info());
         out += buf;
 
         // Warm-up: page the weights in and start the workers.
         {
-            KvCache cache(hp, 64);
+            KvStore cache(*backend, hp, 64);
             b.prefill(cache, 32, nullptr);
         }
 
@@ -277,14 +217,14 @@ int cmd_bench(int argc, char **argv) {
         for (int64_t r = 0; r < repeats; ++r) {
             for (size_t i = 0; i < prompts.size(); ++i) {
                 const bool then_decode = prompts[i] == decode_ctx;
-                KvCache cache(hp, prompts[i] + (then_decode ? n_decode : 0));
+                KvStore cache(*backend, hp, prompts[i] + (then_decode ? n_decode : 0));
                 const double t = b.prefill(cache, prompts[i], profile && r == 0 ? &prefill_prof[i] : nullptr);
                 prefill_tps[i].push_back(prompts[i] / t);
                 if (then_decode)
                     decode_tps.push_back(n_decode / b.decode(cache, n_decode, profile && r == 0 ? &decode_prof : nullptr));
             }
             if (decode_separate) {
-                KvCache cache(hp, decode_ctx + n_decode);
+                KvStore cache(*backend, hp, decode_ctx + n_decode);
                 b.prefill(cache, decode_ctx, nullptr);
                 decode_tps.push_back(n_decode / b.decode(cache, n_decode, profile && r == 0 ? &decode_prof : nullptr));
             }
@@ -303,7 +243,7 @@ int cmd_bench(int argc, char **argv) {
         }
 
         if (profile) {
-            const double peak = fma_peak_gflops(pool), flops = matmul_flops_per_token(hp);
+            const double peak = cpu_backend_fma_peak_gflops(*backend), flops = matmul_flops_per_token(hp);
             std::snprintf(buf, sizeof buf, "  \"fma_peak_gflops\": %.1f,\n  \"profile\": {", peak);
             out += buf;
             for (size_t i = 0; i < prompts.size(); ++i) {

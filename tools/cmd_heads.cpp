@@ -19,6 +19,7 @@
 #include <random>
 #include <sstream>
 
+#include "backend/cpu/cpu_backend.h"
 #include "cli.h"
 #include "common/error.h"
 #include "model/ggml_type.h"
@@ -214,7 +215,7 @@ int cmd_heads(int argc, char **argv) {
         const size_t NC = cands.size();
         const int32_t d = hp.head_dim;
         if (d > 256) die("heads: head_dim %d > 256 is not supported by this tool", d);
-        cpu::ThreadPool pool(threads > 0 ? threads : model->n_threads());
+        std::unique_ptr<Backend> backend = make_cpu_backend(threads > 0 ? threads : model->n_threads());
         EncoderConfig cfg;
         cfg.chunk = 1024;
         cfg.budget = 512;
@@ -228,7 +229,7 @@ int cmd_heads(int argc, char **argv) {
             for (int64_t si = 0; si < n_samples; ++si) {
                 Sample s = task == 0 ? pattern_sample(model->tokenizer(), filler, rng, length)
                                      : semantic_sample(model->tokenizer(), filler, rng, length);
-                ReformEncoder enc(*model, pool, cfg, cands);
+                ReformEncoder enc(*model, *backend, cfg, cands);
                 EmbeddingStore store(enc.dim());
                 const int64_t n = static_cast<int64_t>(s.ids.size());
                 for (int64_t at = 0; at < n; at += cfg.chunk)
@@ -237,7 +238,7 @@ int cmd_heads(int argc, char **argv) {
                 for (int64_t u = 0; u < n; ++u)
                     if (s.qmask[u]) qs.push_back(u);
                 std::vector<double> sample_mnr(NC);
-                pool.parallel_for(static_cast<int64_t>(NC), [&](int64_t b, int64_t e, int) {
+                backend->parallel_for(static_cast<int64_t>(NC), [&](int64_t b, int64_t e, int) {
                     std::vector<float> sc(static_cast<size_t>(s.n_ctx)), qv(qs.size() * d), x(static_cast<size_t>(d));
                     for (int64_t c = b; c < e; ++c) {
                         for (size_t u = 0; u < qs.size(); ++u)

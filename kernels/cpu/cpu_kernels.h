@@ -12,6 +12,10 @@
 
 namespace lctx::cpu {
 
+// f32 GFLOP/s of the active SIMD width with every pool thread running FMA
+// chains in registers (0 for the scalar variant).
+double fma_peak_gflops(ThreadPool &pool);
+
 // Name of the SIMD variant chosen for this CPU ("avx512bf16", "avx512", "avx2", "scalar").
 const char *simd_variant();
 
@@ -51,7 +55,8 @@ void swiglu(const float *gate, const float *up, float *out, int64_t n);
 // Attention of n_q query tokens over n_kv cached keys/values, grouped-query.
 //   q:   [n_q][n_head * head_dim]    (already rotated), row stride ldq
 //   k,v: per KV head h: k + h * kv_head_stride, rows of head_dim, row stride ld_kv
-//   mask: query i may see key j iff kv_pos[j] <= q_pos[i] (causal by position)
+//   mask: query i may see key j of KV head h iff kv_pos[h * kv_pos_head_stride + j] <= q_pos[i]
+//         (causal by position; stride 0: one position array for every head)
 //   out: [n_q][n_head * head_dim], row stride ldo
 // scale = 1/sqrt(head_dim). Streams over keys in blocks with an online
 // softmax (never n_q x n_kv in memory).
@@ -68,6 +73,7 @@ struct AttentionArgs {
     int64_t n_q = 0, n_kv = 0;
     int32_t n_head = 0, n_head_kv = 0, head_dim = 0;
     const int32_t *q_pos = nullptr, *kv_pos = nullptr;
+    int64_t kv_pos_head_stride = 0;   // int32s between the position arrays of KV heads
     float scale = 0.0f;           // 0: 1/sqrt(head_dim)
     float *col_sums = nullptr;    // optional
     int64_t obs_begin = 0;

@@ -99,6 +99,7 @@ void attn_tile(const AttentionArgs &a, float scale, int g, int64_t i0, int64_t r
                int32_t block_max_pos, const float *kt, const float *vb, int64_t ldv, float *o, float *m, float *l,
                float *st) {
     const int ng = a.n_head / a.n_head_kv, hd = a.head_dim;
+    const int32_t *kvp = a.kv_pos + g * a.kv_pos_head_stride;
     const float *q[R];
     float *orow[R];
     float fac[R];
@@ -116,7 +117,7 @@ void attn_tile(const AttentionArgs &a, float scale, int g, int64_t i0, int64_t r
         float *s = st + rr * KB;
         if (block_max_pos > qp)   // some key of the block is after the query
             for (int64_t j = 0; j < nb; ++j)
-                if (a.kv_pos[jb + j] > qp) s[j] = -INFINITY;
+                if (kvp[jb + j] > qp) s[j] = -INFINITY;
         for (int64_t j = nb; j < KB; ++j) s[j] = -INFINITY;
         F vm = V::load(s);
         for (int j = W; j < KB; j += W) vm = V::max(vm, V::load(s + j));
@@ -155,6 +156,7 @@ void attn_partial_tiled(const AttentionArgs &a, float scale, int g, int64_t i0, 
                         float *o, float *m, float *l, float *scratch) {
     const int ng = a.n_head / a.n_head_kv, hd = a.head_dim;
     const float *kg = a.k + g * a.kv_head_stride, *vg = a.v + g * a.kv_head_stride;
+    const int32_t *kvp = a.kv_pos + g * a.kv_pos_head_stride;
     const int64_t rows = (i1 - i0) * ng;
     for (int64_t r = 0; r < rows; ++r) {
         m[r] = -INFINITY;
@@ -171,11 +173,11 @@ void attn_partial_tiled(const AttentionArgs &a, float scale, int g, int64_t i0, 
     for (int64_t i = i0; i < i1; ++i) qmax = a.q_pos[i] > qmax ? a.q_pos[i] : qmax;
     for (int64_t jb = j0; jb < j1; jb += KB) {
         const int64_t nb = min64(KB, j1 - jb);
-        int32_t pmin = a.kv_pos[jb];
-        for (int64_t j = 1; j < nb; ++j) pmin = a.kv_pos[jb + j] < pmin ? a.kv_pos[jb + j] : pmin;
+        int32_t pmin = kvp[jb];
+        for (int64_t j = 1; j < nb; ++j) pmin = kvp[jb + j] < pmin ? kvp[jb + j] : pmin;
         if (pmin > qmax) continue;   // every key of the block is after every query (causal prefill)
-        int32_t pmax = a.kv_pos[jb];
-        for (int64_t j = 1; j < nb; ++j) pmax = a.kv_pos[jb + j] > pmax ? a.kv_pos[jb + j] : pmax;
+        int32_t pmax = kvp[jb];
+        for (int64_t j = 1; j < nb; ++j) pmax = kvp[jb + j] > pmax ? kvp[jb + j] : pmax;
         transpose_keys(kg + jb * a.ld_kv, a.ld_kv, nb, hd, kt);
         if (nb < KB)
             for (int d = 0; d < hd; ++d)

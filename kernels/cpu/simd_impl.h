@@ -425,7 +425,7 @@ void attn_partial(const AttentionArgs &a, float scale, int g, int64_t i0, int64_
             for (int u = 0; u < ng; ++u) {
                 const int64_t r = (i - i0) * ng + u;
                 scaled_query(a, i, g * ng + u, scale, qs);
-                const float bmax = block_scores(qs, kg, a.ld_kv, jb, nb, hd, a.kv_pos, qp, s);
+                const float bmax = block_scores(qs, kg, a.ld_kv, jb, nb, hd, a.kv_pos + g * a.kv_pos_head_stride, qp, s);
                 if (bmax == -INFINITY) continue;
                 const float mnew = fmaxf_(m[r], bmax);
                 const float factor = m[r] == -INFINITY ? 0.0f : __builtin_expf(m[r] - mnew);
@@ -454,7 +454,7 @@ void attn_colsum(const AttentionArgs &a, float scale, int g, int64_t j0, int64_t
                 const float L = l[i * a.n_head + h];
                 if (!(L > 0.0f)) continue;
                 scaled_query(a, i, h, scale, qs);
-                if (block_scores(qs, kg, a.ld_kv, jb, nb, hd, a.kv_pos, a.q_pos[i], s) == -INFINITY) continue;
+                if (block_scores(qs, kg, a.ld_kv, jb, nb, hd, a.kv_pos + g * a.kv_pos_head_stride, a.q_pos[i], s) == -INFINITY) continue;
                 exp_sum(s, nb, m[i * a.n_head + h]);
                 const F inv = V::set1(1.0f / L);
                 int64_t j = 0;

@@ -2,7 +2,8 @@
 #include <cstring>
 
 #include "api/handles.h"
-#include "kernels/cpu/cpu_kernels.h"
+#include "backend/cpu/cpu_backend.h"
+#include "backend/registry.h"
 
 namespace {
 thread_local std::string t_last_error;
@@ -40,7 +41,8 @@ LCTX_API const char *lctx_version(void) {
 
 LCTX_API const char *lctx_build_info(void) {
     static const std::string info = std::string("lctx ") + lctx_version() + "; compiler " __VERSION__ +
-                                    "; cpu kernels " + lctx::cpu::simd_variant();
+                                    "; cpu kernels " + lctx::cpu_backend_variant() +
+                                    "; " + lctx::backends_summary();
     return info.c_str();
 }
 

@@ -9,30 +9,12 @@
 #include <cstring>
 
 #include "common/error.h"
-#include "kernels/cpu/cpu_kernels.h"
 
 namespace lctx {
 
 namespace {
 
 constexpr int64_t kSubBatch = 512;
-
-void add_into(float *x, const float *y, int64_t n) {
-    for (int64_t i = 0; i < n; ++i) x[i] += y[i];
-}
-
-// Row-wise RMSNorm of n_tok rows of `n` floats, rows split over the pool.
-void norm_rows(cpu::ThreadPool &pool, const float *x, const WeightView &w, float *y, int64_t n_tok, int64_t n,
-               float eps) {
-    const float *wd = reinterpret_cast<const float *>(w.data);
-    if (n_tok == 1) {
-        cpu::rms_norm(x, wd, y, n, eps);
-        return;
-    }
-    pool.parallel_for(n_tok, [&](int64_t b, int64_t e, int) {
-        for (int64_t t = b; t < e; ++t) cpu::rms_norm(x + t * n, wd, y + t * n, n, eps);
-    });
-}
 
 // Profiling laps: lap(op) charges the time since the previous lap to op.
 // Without a profile it is one predictable branch.
@@ -64,9 +46,17 @@ double ForwardProfile::total() const {
     return t;
 }
 
-Forward::Forward(const Model &model, cpu::ThreadPool &pool) : model_(model), pool_(pool) {}
+Forward::Forward(const Model &model, Backend &backend) : model_(model), be_(backend) {
+    be_.prepare(model);
+}
 
-void Forward::run(const int32_t *tokens, const int32_t *pos, int64_t n, KvCache &cache, const ForwardOptions &opt,
+float *Forward::scratch(std::unique_ptr<Buffer> &b, int64_t n) {
+    const size_t bytes = static_cast<size_t>(std::max<int64_t>(n, 1)) * sizeof(float);
+    if (!b || b->size() < bytes) b = be_.alloc(bytes);
+    return b->f32();
+}
+
+void Forward::run(const int32_t *tokens, const int32_t *pos, int64_t n, KvStore &cache, const ForwardOptions &opt,
                   std::vector<float> &logits) {
     const Hparams &hp = model_.hparams();
     if (n < 0) fail(LCTX_ERR_INVALID_ARG, "negative token count %lld", (long long)n);
@@ -81,16 +71,19 @@ void Forward::run(const int32_t *tokens, const int32_t *pos, int64_t n, KvCache 
              cache.n_layers(), hp.n_layer);
     if (cache.n_head_kv() != hp.n_head_kv || cache.head_dim() != hp.head_dim)
         fail(LCTX_ERR_INVALID_ARG, "the KV cache was made for another model");
+    if (&cache.backend() != &be_) fail(LCTX_ERR_INVALID_ARG, "the KV cache lives on another backend");
 
     const int64_t E = hp.n_embd, F = hp.n_ff, V = hp.n_vocab, D = hp.head_dim;
     const int64_t Q = int64_t(hp.n_head) * D, KV = int64_t(hp.n_head_kv) * D;
     const int32_t H_kv = hp.n_head_kv;
+    const bool host = be_.host_memory();
+    DensePolicy dense;
+    AttentionPolicy &policy = opt.policy ? *opt.policy : dense;
 
     const int64_t old_size = cache.size();
     const int64_t base = cache.append(n);   // throws CONTEXT_FULL, cache untouched
     try {
-        int32_t *cpos = cache.positions();
-        for (int64_t i = 0; i < n; ++i) cpos[base + i] = pos[i];
+        cache.set_positions(base, pos, n);
 
         switch (opt.logits) {
             case LogitsMode::NONE: logits.clear(); break;
@@ -107,20 +100,23 @@ void Forward::run(const int32_t *tokens, const int32_t *pos, int64_t n, KvCache 
         }
 
         const int64_t nb_max = std::min<int64_t>(n, kSubBatch);
-        x_.resize(static_cast<size_t>(nb_max * E));
-        xn_.resize(static_cast<size_t>(nb_max * E));
-        q_.resize(static_cast<size_t>(nb_max * Q));
-        k_.resize(static_cast<size_t>(nb_max * KV));
-        v_.resize(static_cast<size_t>(nb_max * KV));
-        attn_.resize(static_cast<size_t>(nb_max * std::max(Q, E)));
-        gate_.resize(static_cast<size_t>(nb_max * F));
-        up_.resize(static_cast<size_t>(nb_max * F));
-        tmp_.resize(static_cast<size_t>(nb_max * F));
+        float *x = scratch(x_, nb_max * E), *xn = scratch(xn_, nb_max * E), *q = scratch(q_, nb_max * Q);
+        float *k = scratch(k_, nb_max * KV), *v = scratch(v_, nb_max * KV);
+        float *attn = scratch(attn_, nb_max * std::max(Q, E));
+        float *gate = scratch(gate_, nb_max * F), *up = scratch(up_, nb_max * F), *tmp = scratch(tmp_, nb_max * F);
+        // Hooks and policies read activations on the host.
+        auto on_host = [&](std::vector<float> &h, const float *src, int64_t count) -> const float * {
+            if (host) return src;
+            h.resize(static_cast<size_t>(count));
+            be_.to_host(h.data(), src, static_cast<size_t>(count) * sizeof(float));
+            return h.data();
+        };
+        std::vector<float> cols, logits_dev;
 
         for (int64_t b0 = 0; b0 < n; b0 += kSubBatch) {
             const int64_t nb = std::min(kSubBatch, n - b0);
             const int64_t n_kv = base + b0 + nb;   // slots filled once this sub-batch is stored
-            for (int64_t t = 0; t < nb; ++t) cpu::get_row(model_.tok_embd(), tokens[b0 + t], x_.data() + t * E);
+            be_.get_rows(model_.tok_embd(), tokens + b0, nb, x);
             laps.lap(ForwardProfile::EMBED);
 
             for (int32_t l = 0; l < n_layers; ++l) {
@@ -128,82 +124,71 @@ void Forward::run(const int32_t *tokens, const int32_t *pos, int64_t n, KvCache 
                 const LayerWeights &L = model_.layers()[static_cast<size_t>(l)];
 
                 // --- attention
-                norm_rows(pool_, x_.data(), L.attn_norm, xn_.data(), nb, E, hp.rms_eps);
+                be_.rms_norm(x, L.attn_norm, xn, nb, E, hp.rms_eps);
                 laps.lap(ForwardProfile::NORM);
-                const cpu::MatmulJob qkv[3] = {{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}};
-                cpu::matmul_multi(pool_, qkv, 3, xn_.data(), E, nb);
+                const MatmulJob qkv[3] = {{&L.wq, q}, {&L.wk, k}, {&L.wv, v}};
+                be_.matmul_multi(qkv, 3, xn, E, nb);
                 laps.lap(ForwardProfile::QKV);
-                if (hooks && hooks->on_qkv) hooks->on_qkv(l, q_.data(), k_.data(), v_.data(), nb);
-                pool_.parallel_for(nb, [&](int64_t t0, int64_t t1, int) {
-                    cpu::rope(hp, q_.data() + t0 * Q, Q, t1 - t0, hp.n_head, pos + b0 + t0);
-                    cpu::rope(hp, k_.data() + t0 * KV, KV, t1 - t0, hp.n_head_kv, pos + b0 + t0);
-                });
+                if (hooks && hooks->on_qkv)
+                    hooks->on_qkv(l, on_host(hq_, q, nb * Q), on_host(hk_, k, nb * KV), on_host(hv_, v, nb * KV), nb);
+                policy.before_attention(l, on_host(hq_, q, nb * Q), nb, cache);
+                be_.rope(hp, q, Q, nb, hp.n_head, pos + b0);
+                be_.rope(hp, k, KV, nb, hp.n_head_kv, pos + b0);
                 laps.lap(ForwardProfile::ROPE);
 
-                // Store into the cache, head-major: keys(l) + h * head_stride + slot * D.
-                for (int32_t h = 0; h < H_kv; ++h) {
-                    float *kc = cache.keys(l) + h * cache.head_stride() + (base + b0) * D;
-                    float *vc = cache.values(l) + h * cache.head_stride() + (base + b0) * D;
-                    for (int64_t t = 0; t < nb; ++t) {
-                        std::memcpy(kc + t * D, k_.data() + t * KV + h * D, D * sizeof(float));
-                        std::memcpy(vc + t * D, v_.data() + t * KV + h * D, D * sizeof(float));
-                    }
-                }
+                cache.store(l, base + b0, k, v, nb, KV);
                 laps.lap(ForwardProfile::KV_STORE);
 
-                cpu::AttentionArgs a;
-                a.q = q_.data();
+                const SlotRanges ranges = policy.ranges(l, n_kv, nb);
+                AttentionArgs a = cache.attention_args(l, ranges, gather_);
+                a.q = q;
                 a.ldq = Q;
-                a.k = cache.keys(l);
-                a.v = cache.values(l);
-                a.ld_kv = D;
-                a.kv_head_stride = cache.head_stride();
-                a.out = attn_.data();
+                a.out = attn;
                 a.ldo = Q;
                 a.n_q = nb;
-                a.n_kv = n_kv;
                 a.n_head = hp.n_head;
-                a.n_head_kv = hp.n_head_kv;
-                a.head_dim = hp.head_dim;
                 a.q_pos = pos + b0;
-                a.kv_pos = cpos;
                 // Column sums over queries i >= obs_begin (batch index): the
-                // kernel writes [H_kv][n_kv]; add into [H_kv][base + n].
+                // kernel writes [H_kv][attended slots]; add them into
+                // [H_kv][base + n] at the slots' indices.
                 const bool want_cols = col_sums && hooks->obs_begin < b0 + nb;
-                std::vector<float> cols;
                 if (want_cols) {
-                    cols.assign(static_cast<size_t>(H_kv * n_kv), 0.0f);
+                    cols.assign(static_cast<size_t>(H_kv * a.n_kv), 0.0f);
                     a.col_sums = cols.data();
                     a.obs_begin = std::max<int64_t>(0, hooks->obs_begin - b0);
                 }
-                cpu::attention(pool_, a);
+                be_.attention(a);
                 if (want_cols) {
                     std::vector<float> &dst = (*col_sums)[static_cast<size_t>(l)];
-                    for (int32_t h = 0; h < H_kv; ++h)
-                        add_into(dst.data() + h * (base + n), cols.data() + h * n_kv, n_kv);
+                    for (int32_t h = 0; h < H_kv; ++h) {
+                        const float *src = cols.data() + h * a.n_kv;
+                        for (const auto &[r0, r1] : ranges) {
+                            float *d = dst.data() + h * (base + n) + r0;
+                            for (int64_t s = 0; s < r1 - r0; ++s) d[s] += src[s];
+                            src += r1 - r0;
+                        }
+                    }
                 }
                 laps.lap(ForwardProfile::ATTENTION);
-                cpu::matmul(pool_, L.wo, attn_.data(), Q, nb, xn_.data());
+                be_.matmul(L.wo, attn, Q, nb, xn);
                 laps.lap(ForwardProfile::ATTN_OUT);
-                add_into(x_.data(), xn_.data(), nb * E);
+                be_.add(x, xn, nb * E);
                 laps.lap(ForwardProfile::RESIDUAL);
 
                 // --- MLP
-                norm_rows(pool_, x_.data(), L.ffn_norm, xn_.data(), nb, E, hp.rms_eps);
+                be_.rms_norm(x, L.ffn_norm, xn, nb, E, hp.rms_eps);
                 laps.lap(ForwardProfile::NORM);
-                const cpu::MatmulJob gate_up[2] = {{&L.ffn_gate, gate_.data()}, {&L.ffn_up, up_.data()}};
-                cpu::matmul_multi(pool_, gate_up, 2, xn_.data(), E, nb);
+                const MatmulJob gate_up[2] = {{&L.ffn_gate, gate}, {&L.ffn_up, up}};
+                be_.matmul_multi(gate_up, 2, xn, E, nb);
                 laps.lap(ForwardProfile::FFN_GATE_UP);
-                pool_.parallel_for(nb, [&](int64_t t0, int64_t t1, int) {
-                    cpu::swiglu(gate_.data() + t0 * F, up_.data() + t0 * F, tmp_.data() + t0 * F, (t1 - t0) * F);
-                });
+                be_.swiglu(gate, up, tmp, nb, F);
                 laps.lap(ForwardProfile::SWIGLU);
-                cpu::matmul(pool_, L.ffn_down, tmp_.data(), F, nb, attn_.data());
+                be_.matmul(L.ffn_down, tmp, F, nb, attn);
                 laps.lap(ForwardProfile::FFN_DOWN);
-                add_into(x_.data(), attn_.data(), nb * E);
+                be_.add(x, attn, nb * E);
                 laps.lap(ForwardProfile::RESIDUAL);
 
-                if (hooks && hooks->on_hidden) hooks->on_hidden(l, x_.data(), nb);
+                if (hooks && hooks->on_hidden) hooks->on_hidden(l, on_host(hx_, x, nb * E), nb);
             }
 
             // --- output head, only for the rows wanted
@@ -219,8 +204,14 @@ void Forward::run(const int32_t *tokens, const int32_t *pos, int64_t n, KvCache 
                 dst = logits.data();
             }
             if (nr > 0) {
-                norm_rows(pool_, x_.data() + r0 * E, model_.output_norm(), xn_.data(), nr, E, hp.rms_eps);
-                cpu::matmul(pool_, model_.output(), xn_.data(), E, nr, dst);
+                be_.rms_norm(x + r0 * E, model_.output_norm(), xn, nr, E, hp.rms_eps);
+                if (host) {
+                    be_.matmul(model_.output(), xn, E, nr, dst);
+                } else {
+                    float *out = scratch(tmp_, std::max<int64_t>(nb_max * F, nr * V));
+                    be_.matmul(model_.output(), xn, E, nr, out);
+                    be_.to_host(dst, out, static_cast<size_t>(nr * V) * sizeof(float));
+                }
                 laps.lap(ForwardProfile::OUTPUT);
             }
         }

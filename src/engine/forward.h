@@ -1,15 +1,17 @@
 // The transformer forward pass (architecture "llama"). Prefill batches and
 // single-token decode share this one code path: a batch of tokens with
-// explicit position ids is appended to a KV cache and attends to everything
-// already in it (causally by position).
+// explicit position ids is appended to a KV store and attends to what the
+// attention policy picks (default: every filled slot), causally by position.
+// All ops run on the backend (backend/backend.h).
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <vector>
 
-#include "engine/kv_cache.h"
-#include "kernels/cpu/thread_pool.h"
+#include "backend/backend.h"
+#include "engine/attention_policy.h"
+#include "engine/kv_store.h"
 #include "model/model.h"
 
 namespace lctx {
@@ -26,7 +28,8 @@ struct ForwardHooks {
     // [n_tok][n_embd].
     std::function<void(int32_t layer, const float *hidden, int64_t n_tok)> on_hidden;
     // If set, per layer: [n_head_kv][cache slots] attention mass received by
-    // every cache slot from the batch's queries i >= obs_begin.
+    // every cache slot from the batch's queries i >= obs_begin (slots the
+    // policy leaves out receive 0).
     std::vector<std::vector<float>> *col_sums = nullptr;
     int64_t obs_begin = 0;
 };
@@ -53,11 +56,12 @@ struct ForwardOptions {
     // batch's slots are then removed from the cache and Error CANCELLED thrown).
     std::function<bool()> keep_going;
     ForwardProfile *profile = nullptr;   // optional, see ForwardProfile
+    AttentionPolicy *policy = nullptr;   // null: dense (every filled slot)
 };
 
 class Forward {
 public:
-    Forward(const Model &model, cpu::ThreadPool &pool);
+    Forward(const Model &model, Backend &backend);
 
     // Runs tokens[0..n) at positions pos[0..n) on top of `cache`, appending
     // their K/V. Writes logits (n_vocab per requested token) into `logits`.
@@ -67,14 +71,19 @@ public:
     // a later sub-batch's token even at a smaller position.
     // Throws lctx::Error on bad ids (LCTX_ERR_INVALID_ARG), a full cache
     // (LCTX_ERR_CONTEXT_FULL) or cancellation; the cache is then unchanged.
-    void run(const int32_t *tokens, const int32_t *pos, int64_t n, KvCache &cache, const ForwardOptions &opt,
+    void run(const int32_t *tokens, const int32_t *pos, int64_t n, KvStore &cache, const ForwardOptions &opt,
              std::vector<float> &logits);
 
 private:
+    // Scratch of at least n floats in backend memory.
+    float *scratch(std::unique_ptr<Buffer> &b, int64_t n);
+
     const Model &model_;
-    cpu::ThreadPool &pool_;
+    Backend &be_;
     // Scratch buffers reused across calls.
-    std::vector<float> x_, xn_, q_, k_, v_, attn_, gate_, up_, tmp_;
+    std::unique_ptr<Buffer> x_, xn_, q_, k_, v_, attn_, gate_, up_, tmp_;
+    std::vector<float> hq_, hk_, hv_, hx_;   // host copies for hooks when buffers are not host memory
+    KvStore::GatherScratch gather_;
 };
 
 } // namespace lctx

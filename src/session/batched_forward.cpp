@@ -7,7 +7,7 @@
 
 namespace lctx {
 
-void forward_in_batches(Forward &forward, KvCache &cache, int64_t limit, const int32_t *tokens, size_t n,
+void forward_in_batches(Forward &forward, KvStore &cache, int64_t limit, const int32_t *tokens, size_t n,
                         int32_t n_batch, Progress *progress, std::vector<float> &logits,
                         std::vector<int32_t> &cached_tokens, const char *who) {
     limit = std::min(limit, cache.capacity());

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "engine/forward.h"
-#include "engine/kv_cache.h"
+#include "engine/kv_store.h"
 #include "session/progress.h"
 
 namespace lctx {
@@ -17,7 +17,7 @@ namespace lctx {
 // `cached_tokens` once it is in the cache. Throws LCTX_ERR_CONTEXT_FULL
 // (naming `who`) when more than `limit` slots would be used, and
 // LCTX_ERR_CANCELLED; batches that completed stay in the cache.
-void forward_in_batches(Forward &forward, KvCache &cache, int64_t limit, const int32_t *tokens, size_t n,
+void forward_in_batches(Forward &forward, KvStore &cache, int64_t limit, const int32_t *tokens, size_t n,
                         int32_t n_batch, Progress *progress, std::vector<float> &logits,
                         std::vector<int32_t> &cached_tokens, const char *who);
 

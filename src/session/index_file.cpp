@@ -87,11 +87,14 @@ void write_reform_index(const std::string &path, const Model &model, const HeadP
             w.bytes(store.row(t), static_cast<size_t>(len) * D * sizeof(uint16_t));
             t += len;
         }
-        const KvCache &cache = enc.cache();
+        const KvStore &cache = enc.cache();
+        std::vector<float> rows(static_cast<size_t>(S) * d);
         for (int32_t l = 0; l < E; ++l)
             for (int32_t g = 0; g < KV; ++g) {
-                w.bytes(cache.keys(l) + g * cache.head_stride(), static_cast<size_t>(S) * d * sizeof(float));
-                w.bytes(cache.values(l) + g * cache.head_stride(), static_cast<size_t>(S) * d * sizeof(float));
+                cache.read_keys(l, g, 0, S, rows.data());
+                w.bytes(rows.data(), rows.size() * sizeof(float));
+                cache.read_values(l, g, 0, S, rows.data());
+                w.bytes(rows.data(), rows.size() * sizeof(float));
                 w.bytes(enc.orig(l, g).data(), static_cast<size_t>(S) * sizeof(int64_t));
                 w.bytes(enc.score(l, g).data(), static_cast<size_t>(S) * sizeof(float));
             }
@@ -203,12 +206,14 @@ void read_reform_index_body(ReformIndexHeader &h, std::vector<int32_t> &ids, Emb
     }
     store.commit(h.n_tokens);
     enc.restore(h.n_slots, h.n_tokens);
-    KvCache &cache = enc.cache();
+    KvStore &cache = enc.cache();
     const size_t S = static_cast<size_t>(h.n_slots);
+    std::vector<float> keys(S * d), values(S * d);
     for (int32_t l = 0; l < h.exit_layer; ++l)
         for (int32_t g = 0; g < KV; ++g) {
-            r.bytes(cache.keys(l) + g * cache.head_stride(), S * d * sizeof(float));
-            r.bytes(cache.values(l) + g * cache.head_stride(), S * d * sizeof(float));
+            r.bytes(keys.data(), keys.size() * sizeof(float));
+            r.bytes(values.data(), values.size() * sizeof(float));
+            cache.write_rows(l, g, 0, static_cast<int64_t>(S), keys.data(), values.data());
             std::vector<int64_t> &o = enc.orig(l, g);
             r.bytes(o.data(), S * sizeof(int64_t));
             r.bytes(enc.score(l, g).data(), S * sizeof(float));

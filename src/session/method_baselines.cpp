@@ -17,12 +17,12 @@ bool is_baseline_method(lctx_method m) {
     }
 }
 
-std::unique_ptr<Method> make_baseline_method(const Model &model, cpu::ThreadPool &pool,
+std::unique_ptr<Method> make_baseline_method(const Model &model, Backend &backend,
                                              const lctx_session_params &params) {
-    if (params.method == LCTX_METHOD_INFLLM) return make_infllm_method(model, pool, params);
+    if (params.method == LCTX_METHOD_INFLLM) return make_infllm_method(model, backend, params);
     const BaselineParams p = baseline_params_from(model.hparams(), params);
-    if (params.method == LCTX_METHOD_TRUNCATE) return std::make_unique<TruncateMethod>(model, pool, p);
-    return std::make_unique<RecurrentMethod>(model, pool, p);
+    if (params.method == LCTX_METHOD_TRUNCATE) return std::make_unique<TruncateMethod>(model, backend, p);
+    return std::make_unique<RecurrentMethod>(model, backend, p);
 }
 
 } // namespace lctx

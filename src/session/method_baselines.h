@@ -5,7 +5,7 @@
 
 #include <memory>
 
-#include "kernels/cpu/thread_pool.h"
+#include "backend/backend.h"
 #include "lctx.h"
 #include "model/model.h"
 #include "session/method.h"
@@ -14,7 +14,7 @@ namespace lctx {
 
 bool is_baseline_method(lctx_method m);
 // Validates params (LCTX_ERR_INVALID_ARG) and builds the method.
-std::unique_ptr<Method> make_baseline_method(const Model &model, cpu::ThreadPool &pool,
+std::unique_ptr<Method> make_baseline_method(const Model &model, Backend &backend,
                                              const lctx_session_params &params);
 
 } // namespace lctx

@@ -6,8 +6,8 @@
 
 namespace lctx {
 
-FullMethod::FullMethod(const Model &model, cpu::ThreadPool &pool, int64_t n_ctx, int32_t n_batch)
-    : model_(model), forward_(model, pool), cache_(model.hparams(), n_ctx), n_batch_(n_batch) {}
+FullMethod::FullMethod(const Model &model, Backend &backend, int64_t n_ctx, int32_t n_batch)
+    : model_(model), forward_(model, backend), cache_(backend, model.hparams(), n_ctx), n_batch_(n_batch) {}
 
 void FullMethod::prefill(const int32_t *tokens, size_t n, Progress *progress, double done0, double done1,
                          LogitsMode mode, std::vector<float> &logits) {

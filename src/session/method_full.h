@@ -6,14 +6,14 @@
 #include <memory>
 
 #include "engine/forward.h"
-#include "engine/kv_cache.h"
+#include "engine/kv_store.h"
 #include "session/method.h"
 
 namespace lctx {
 
 class FullMethod : public Method {
 public:
-    FullMethod(const Model &model, cpu::ThreadPool &pool, int64_t n_ctx, int32_t n_batch);
+    FullMethod(const Model &model, Backend &backend, int64_t n_ctx, int32_t n_batch);
 
     void feed(const int32_t *tokens, size_t n, Progress &progress) override;
     void finish(Progress &progress) override;
@@ -30,7 +30,7 @@ private:
 
     const Model &model_;
     Forward forward_;
-    KvCache cache_;
+    KvStore cache_;
     int32_t n_batch_;
     int64_t n_doc_ = 0;
     std::vector<int32_t> tokens_;   // everything in the cache, in order

@@ -6,7 +6,6 @@
 #include <numeric>
 
 #include "common/error.h"
-#include "kernels/cpu/cpu_kernels.h"
 #include "model/ggml_type.h"
 #include "session/infllm_blocks.h"
 
@@ -26,10 +25,10 @@ auto no_bad_alloc(const char *what, F &&f) -> decltype(f()) {
 
 } // namespace
 
-InfllmMethod::InfllmMethod(const Model &model, cpu::ThreadPool &pool, const InfllmParams &params)
-    : model_(model), pool_(pool), p_(params), n_layer_(model.hparams().n_layer),
-      n_kv_(model.hparams().n_head_kv), head_dim_(model.hparams().head_dim), forward_(model, pool),
-      cache_(model.hparams(), params.cache_slots()) {
+InfllmMethod::InfllmMethod(const Model &model, Backend &backend, const InfllmParams &params)
+    : model_(model), backend_(backend), p_(params), n_layer_(model.hparams().n_layer),
+      n_kv_(model.hparams().n_head_kv), head_dim_(model.hparams().head_dim), forward_(model, backend),
+      cache_(backend, model.hparams(), params.cache_slots()) {
     const int64_t width = int64_t(n_kv_) * head_dim_;
     no_bad_alloc("creating the memory store", [&] {
         for (int32_t l = 0; l < n_layer_; ++l) {
@@ -43,22 +42,32 @@ InfllmMethod::InfllmMethod(const Model &model, cpu::ThreadPool &pool, const Infl
     });
 }
 
+void InfllmMethod::RetrievalPolicy::before_attention(int32_t layer, const float *q, int64_t n_q, KvStore &) {
+    m.retrieve(layer, q, n_q);
+    if (used)
+        for (int32_t g = 0; g < m.n_kv_; ++g)
+            for (int64_t b : m.retrieved_[m.index(layer, g)]) (*used)[static_cast<size_t>(b)] = 1;
+}
+
 void InfllmMethod::require_sealed(const char *call) const {
     if (!sealed_) fail(LCTX_ERR_STATE, "INFLLM: %s before the document is finished (build the index first)", call);
 }
 
 void InfllmMethod::fill(int32_t l, int32_t g, int64_t slot0, int64_t tok0, int64_t n) {
+    // Runs on the backend's host threads (fills of different heads in
+    // parallel): scratch is per call.
     const int64_t D = head_dim_;
-    float *kc = cache_.keys(l) + g * cache_.head_stride() + slot0 * D;
-    float *vc = cache_.values(l) + g * cache_.head_stride() + slot0 * D;
+    std::vector<float> kc(static_cast<size_t>(n * D)), vc(static_cast<size_t>(n * D));
+    std::vector<int32_t> pos(static_cast<size_t>(n));
     for (int64_t t = 0; t < n; ++t) {
         const uint16_t *ks = k_store_[l].row(tok0 + t) + g * D, *vs = v_store_[l].row(tok0 + t) + g * D;
         for (int64_t d = 0; d < D; ++d) {
             kc[t * D + d] = fp16_to_fp32(ks[d]);
             vc[t * D + d] = fp16_to_fp32(vs[d]);
         }
+        pos[t] = static_cast<int32_t>(slot0 + t);   // memory slots sit at position = slot
     }
-    cpu::rope(model_.hparams(), kc, D, n, 1, cache_.positions() + slot0);
+    cache_.write_unrotated(l, g, slot0, n, kc.data(), vc.data(), pos.data());
 }
 
 void InfllmMethod::form_blocks(int64_t c0) {
@@ -99,11 +108,12 @@ void InfllmMethod::build_prefix(int64_t c0) {
     prefix_ = n_sink_ + k_ * p_.block + (w1_ - w0_);
     cache_.clear();
     cache_.append(prefix_);
-    int32_t *pos = cache_.positions();
-    for (int64_t s = 0; s < prefix_; ++s) pos[s] = static_cast<int32_t>(s);
+    std::vector<int32_t> pos(static_cast<size_t>(prefix_));
+    std::iota(pos.begin(), pos.end(), 0);
+    cache_.set_positions(0, pos.data(), prefix_);
     const int64_t win_slot = n_sink_ + k_ * p_.block;
     // Layers are independent: fill them in parallel.
-    pool_.parallel_for(n_layer_, [&](int64_t l0, int64_t l1, int) {
+    backend_.parallel_for(n_layer_, [&](int64_t l0, int64_t l1, int) {
         for (int64_t l = l0; l < l1; ++l)
             for (int32_t g = 0; g < n_kv_; ++g) {
                 fill(static_cast<int32_t>(l), g, 0, 0, n_sink_);
@@ -155,7 +165,7 @@ void InfllmMethod::retrieve_blocks(int32_t l, const float *q, int64_t n_q) {
     }
     if (fill_jobs_.empty()) return;
     block_copies_ += static_cast<int64_t>(fill_jobs_.size());
-    pool_.parallel_for(static_cast<int64_t>(fill_jobs_.size()), [&](int64_t b, int64_t e, int) {
+    backend_.parallel_for(static_cast<int64_t>(fill_jobs_.size()), [&](int64_t b, int64_t e, int) {
         for (int64_t j = b; j < e; ++j) {
             const FillJob &f = fill_jobs_[static_cast<size_t>(j)];
             fill(l, f.g, f.slot, f.tok, p_.block);
@@ -164,7 +174,7 @@ void InfllmMethod::retrieve_blocks(int32_t l, const float *q, int64_t n_q) {
 }
 
 void InfllmMethod::refill_memory() {
-    pool_.parallel_for(int64_t(n_layer_) * n_kv_, [&](int64_t b, int64_t e, int) {
+    backend_.parallel_for(int64_t(n_layer_) * n_kv_, [&](int64_t b, int64_t e, int) {
         for (int64_t i = b; i < e; ++i) {
             const int32_t l = static_cast<int32_t>(i / n_kv_), g = static_cast<int32_t>(i % n_kv_);
             const std::vector<int64_t> &r = retrieved_[static_cast<size_t>(i)];
@@ -176,21 +186,21 @@ void InfllmMethod::refill_memory() {
 
 bool InfllmMethod::memory_slots_consistent() const {
     const int64_t D = head_dim_, B = p_.block;
-    std::vector<float> k(static_cast<size_t>(B * D));
+    std::vector<float> k(static_cast<size_t>(B * D)), kc(k.size()), vc(k.size());
     for (int32_t l = 0; l < n_layer_; ++l)
         for (int32_t g = 0; g < n_kv_; ++g) {
             const std::vector<int64_t> &r = retrieved_[index(l, g)];
             for (size_t i = 0; i < r.size(); ++i) {
                 const int64_t slot0 = n_sink_ + static_cast<int64_t>(i) * B, tok0 = block_start(r[i]);
-                const float *kc = cache_.keys(l) + g * cache_.head_stride() + slot0 * D;
-                const float *vc = cache_.values(l) + g * cache_.head_stride() + slot0 * D;
+                cache_.read_keys(l, g, slot0, B, kc.data());
+                cache_.read_values(l, g, slot0, B, vc.data());
                 for (int64_t t = 0; t < B; ++t)
                     for (int64_t d = 0; d < D; ++d) {
                         k[t * D + d] = fp16_to_fp32(k_store_[l].row(tok0 + t)[g * D + d]);
                         if (vc[t * D + d] != fp16_to_fp32(v_store_[l].row(tok0 + t)[g * D + d])) return false;
                     }
-                cpu::rope(model_.hparams(), k.data(), D, B, 1, cache_.positions() + slot0);
-                if (!std::equal(k.begin(), k.end(), kc)) return false;
+                backend_.rope(model_.hparams(), k.data(), D, B, 1, cache_.positions(l, g) + slot0);
+                if (!std::equal(k.begin(), k.end(), kc.begin())) return false;
             }
         }
     return true;
@@ -206,6 +216,7 @@ void InfllmMethod::run(const int32_t *tokens, int64_t n, int64_t pos0, ForwardHo
         ForwardOptions opt;
         opt.logits = done + b == n ? mode : LogitsMode::NONE;
         opt.hooks = &hooks;
+        opt.policy = &policy_;
         opt.keep_going = keep_going;
         no_bad_alloc("running the model", [&] { forward_.run(tokens + done, pos.data(), b, cache_, opt, logits); });
         max_slots_ = std::max(max_slots_, cache_.size());
@@ -239,7 +250,6 @@ void InfllmMethod::step(const int32_t *tokens, int64_t m, const std::function<bo
             }
         }
         done[l] += nt;
-        retrieve(l, q, nt);
     };
     std::vector<float> no_logits;
     try {
@@ -330,8 +340,10 @@ Selection InfllmMethod::select(const std::vector<int32_t> &query, Progress &prog
         ctx_tokens_.resize(static_cast<size_t>(n_sink_ + (w1_ - w0_)));
     }
     const int64_t tail0 = prefix_, tail1 = cache_.size();
-    std::vector<int32_t> saved(cache_.positions() + tail0, cache_.positions() + tail1);
-    std::fill(cache_.positions() + tail0, cache_.positions() + tail1, INT32_MAX);
+    // Every (layer, head) holds the same positions here: save one copy.
+    std::vector<int32_t> saved(cache_.positions(0, 0) + tail0, cache_.positions(0, 0) + tail1);
+    const std::vector<int32_t> hidden(saved.size(), INT32_MAX);
+    cache_.set_positions(tail0, hidden.data(), tail1 - tail0);
     // Memory slots are restored too, so that the next decode step retrieves
     // exactly as if this select had not run.
     std::vector<std::vector<int64_t>> saved_blocks = no_bad_alloc("selecting", [&] { return retrieved_; });
@@ -342,7 +354,7 @@ Selection InfllmMethod::select(const std::vector<int32_t> &query, Progress &prog
         int64_t tail0, tail1;
         ~Restore() {
             m.cache_.truncate(tail1);
-            std::copy(saved.begin(), saved.end(), m.cache_.positions() + tail0);
+            m.cache_.set_positions(tail0, saved.data(), tail1 - tail0);
             m.retrieved_.swap(blocks);
             m.refill_memory();
         }
@@ -352,11 +364,11 @@ Selection InfllmMethod::select(const std::vector<int32_t> &query, Progress &prog
     std::vector<std::vector<char>> used(1);
     no_bad_alloc("selecting", [&] { used[0].assign(static_cast<size_t>(n_blocks_), 0); });
     ForwardHooks hooks;
-    hooks.on_qkv = [&](int32_t l, const float *qv, const float *, const float *, int64_t nt) {
-        retrieve(l, qv, nt);
-        for (int32_t g = 0; g < n_kv_; ++g)
-            for (int64_t b : retrieved_[index(l, g)]) used[0][static_cast<size_t>(b)] = 1;
-    };
+    policy_.used = &used[0];
+    struct ClearUsed {
+        RetrievalPolicy &p;
+        ~ClearUsed() { p.used = nullptr; }
+    } clear_used{policy_};
     std::vector<float> logits;
     if (!progress.keep_going(0.0)) fail(LCTX_ERR_CANCELLED, "INFLLM: select cancelled");
     run(query.data(), q, prefix_, hooks, LogitsMode::NONE, logits, [&] { return progress.keep_going(0.5); });
@@ -386,7 +398,6 @@ void InfllmMethod::recompute(const Selection &selection, Progress &progress, std
     for (auto &r : retrieved_) r.clear();   // the question's blocks go in document order
     ctx_tokens_.resize(static_cast<size_t>(n_sink_ + (w1_ - w0_)));
     ForwardHooks hooks;
-    hooks.on_qkv = [&](int32_t l, const float *qv, const float *, const float *, int64_t nt) { retrieve(l, qv, nt); };
     try {
         if (!progress.keep_going(0.0)) fail(LCTX_ERR_CANCELLED, "INFLLM: recompute cancelled");
         run(selection.query.data(), q, prefix_, hooks, LogitsMode::LAST, logits,
@@ -406,15 +417,14 @@ void InfllmMethod::append(int32_t token, std::vector<float> &logits) {
         fail(LCTX_ERR_CONTEXT_FULL, "INFLLM: the question and answer fill n_ctx = %lld tokens: create the session "
              "with a larger n_ctx", (long long)p_.n_ctx);
     ForwardHooks hooks;
-    hooks.on_qkv = [&](int32_t l, const float *qv, const float *, const float *, int64_t nt) { retrieve(l, qv, nt); };
     run(&token, 1, cache_.size(), hooks, LogitsMode::LAST, logits, {});
     no_bad_alloc("recording the context", [&] { ctx_tokens_.push_back(token); });
 }
 
-std::unique_ptr<Method> make_infllm_method(const Model &model, cpu::ThreadPool &pool,
+std::unique_ptr<Method> make_infllm_method(const Model &model, Backend &backend,
                                            const lctx_session_params &params) {
     const InfllmParams p = infllm_params_from(model.hparams(), params);
-    return no_bad_alloc("creating the method", [&] { return std::make_unique<InfllmMethod>(model, pool, p); });
+    return no_bad_alloc("creating the method", [&] { return std::make_unique<InfllmMethod>(model, backend, p); });
 }
 
 } // namespace lctx

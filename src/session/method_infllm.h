@@ -15,13 +15,14 @@
 //    the most attention mass while they were in a chunk or in the local
 //    window (column sums of the last kv_obs = 128 queries of every forward
 //    call; see InfllmParams::obs for why not all of them).
-//  * Working KvCache, slot = position: [0, S) sinks, [S, S + k*block) the k
+//  * Working KvStore, slot = position: [0, S) sinks, [S, S + k*block) the k
 //    retrieved blocks in document order, then the window, then the tokens
 //    being forwarded. k = min(kv_budget / block, complete blocks), the same
 //    for every layer and head. Keys copied from the store are rotated to
 //    their slot's position, so positions stay consecutive (as REFORM
 //    renumbers) instead of InfLLM's single shared position for all memory.
-//  * Retrieval: in on_qkv of layer l (before its attention), per KV head g:
+//  * Retrieval: the attention policy (RetrievalPolicy), at layer l before its
+//    attention, per KV head g:
 //    block score = sum over the sub-batch's queries and the query heads of g
 //    of q . k_repr (mean over representatives), pre-RoPE; the top k blocks
 //    are copied into layer l's memory slots. Chunks, the question and every
@@ -50,8 +51,8 @@
 #include <vector>
 
 #include "engine/forward.h"
-#include "engine/kv_cache.h"
-#include "kernels/cpu/thread_pool.h"
+#include "engine/kv_store.h"
+#include "backend/backend.h"
 #include "lctx.h"
 #include "model/model.h"
 #include "session/infllm_params.h"
@@ -62,7 +63,7 @@ namespace lctx {
 
 class InfllmMethod : public Method {
 public:
-    InfllmMethod(const Model &model, cpu::ThreadPool &pool, const InfllmParams &params);
+    InfllmMethod(const Model &model, Backend &backend, const InfllmParams &params);
 
     void feed(const int32_t *tokens, size_t n, Progress &progress) override;
     void finish(Progress &progress) override;
@@ -99,17 +100,27 @@ private:
     void retrieve(int32_t l, const float *q, int64_t n_q);
     void retrieve_blocks(int32_t l, const float *q, int64_t n_q);
     void refill_memory();   // fills every memory slot with the block retrieved_ names
-    // Forwards tokens at positions pos0.. in calls of n_batch (retrieval in on_qkv plus `extra`).
+    // Forwards tokens at positions pos0.. in calls of n_batch (retrieval by the policy, capture by hooks).
     void run(const int32_t *tokens, int64_t n, int64_t pos0, ForwardHooks &hooks, LogitsMode mode,
              std::vector<float> &logits, const std::function<bool()> &keep_going);
     void require_sealed(const char *call) const;
 
+    // The attention policy of every forward call: before a layer's attention,
+    // the block's queries retrieve that layer's memory blocks into the
+    // memory slots (and, in select, mark them used).
+    struct RetrievalPolicy final : AttentionPolicy {
+        explicit RetrievalPolicy(InfllmMethod &method) : m(method) {}
+        void before_attention(int32_t layer, const float *q, int64_t n_q, KvStore &store) override;
+        InfllmMethod &m;
+        std::vector<char> *used = nullptr;
+    };
+
     const Model &model_;
-    cpu::ThreadPool &pool_;
+    Backend &backend_;
     InfllmParams p_;
     int32_t n_layer_, n_kv_, head_dim_;
     Forward forward_;
-    KvCache cache_;
+    KvStore cache_;
     std::vector<Fp16Rows> k_store_, v_store_;   // per layer: [token][n_kv * D] pre-RoPE keys, values
     std::vector<int32_t> doc_ids_;
     int64_t n_encoded_ = 0;
@@ -131,10 +142,11 @@ private:
     };
     std::vector<FillJob> fill_jobs_;   // blocks to copy into memory slots, filled in parallel
     std::vector<uint16_t> gather_;
+    RetrievalPolicy policy_{*this};
 };
 
 // Validates the INFLLM fields of params (LCTX_ERR_INVALID_ARG) and builds the method.
-std::unique_ptr<Method> make_infllm_method(const Model &model, cpu::ThreadPool &pool,
+std::unique_ptr<Method> make_infllm_method(const Model &model, Backend &backend,
                                            const lctx_session_params &params);
 
 } // namespace lctx

@@ -31,10 +31,10 @@ int64_t cache_capacity(const BaselineParams &p, int64_t n_catalyst) {
 
 } // namespace
 
-RecurrentMethod::RecurrentMethod(const Model &model, cpu::ThreadPool &pool, const BaselineParams &params)
-    : model_(model), pool_(pool), p_(params), n_layer_(model.hparams().n_layer), n_kv_(model.hparams().n_head_kv),
-      forward_(model, pool),
-      cache_(model.hparams(), cache_capacity(params, params.method == LCTX_METHOD_INFINIPOT
+RecurrentMethod::RecurrentMethod(const Model &model, Backend &backend, const BaselineParams &params)
+    : model_(model), backend_(backend), p_(params), n_layer_(model.hparams().n_layer), n_kv_(model.hparams().n_head_kv),
+      forward_(model, backend),
+      cache_(backend, model.hparams(), cache_capacity(params, params.method == LCTX_METHOD_INFINIPOT
                                                          ? static_cast<int64_t>(params.catalyst.size()) + 8
                                                          : 0)),
       catalyst_(params.method == LCTX_METHOD_INFINIPOT
@@ -46,7 +46,7 @@ RecurrentMethod::RecurrentMethod(const Model &model, cpu::ThreadPool &pool, cons
     score_.resize(orig_.size());
 }
 
-void RecurrentMethod::run_collect(KvCache &cache, const int32_t *tokens, int64_t n, int64_t obs_begin,
+void RecurrentMethod::run_collect(KvStore &cache, const int32_t *tokens, int64_t n, int64_t obs_begin,
                                   std::vector<std::vector<float>> *cols, std::vector<float> *nuc, float *first_nuc,
                                   const std::function<bool()> &keep_going) {
     const int64_t V = model_.hparams().n_vocab;
@@ -178,16 +178,13 @@ std::vector<int64_t> RecurrentMethod::keep_list(int32_t l, int32_t g, int64_t n,
 }
 
 void RecurrentMethod::evict(const std::vector<std::vector<float>> *cap) {
-    const Hparams rot = delta_rope_hparams(model_.hparams());
     const int64_t n = cache_.size();
     if (n <= p_.budget) return;
     for (int32_t l = 0; l < n_layer_; ++l)
         for (int32_t g = 0; g < n_kv_; ++g) {
-            compact_head_slots(cache_, l, g, keep_list(l, g, n, cap), rot, orig_[index(l, g)], score_[index(l, g)]);
+            compact_head_slots(cache_, l, g, keep_list(l, g, n, cap), orig_[index(l, g)], score_[index(l, g)]);
         }
-    int32_t *pos = cache_.positions();
-    for (int64_t i = 0; i < p_.budget; ++i) pos[i] = static_cast<int32_t>(i);
-    cache_.truncate(p_.budget);
+    cache_.truncate(p_.budget);   // every head now holds budget slots at positions 0..budget-1
 }
 
 void RecurrentMethod::feed(const int32_t *tokens, size_t n, Progress &progress) {
@@ -291,22 +288,11 @@ void RecurrentMethod::recompute(const Selection &selection, Progress &progress, 
     if (p_.method == LCTX_METHOD_SNAPKV) {
         // Copy the document cache and compact every head to its keep list.
         const int64_t n = n_doc_slots_;
-        if (!snap_) snap_ = std::make_unique<KvCache>(model_.hparams(), std::max(p_.n_ctx, n));
-        snap_->clear();
-        snap_->append(n);
-        const size_t bytes = static_cast<size_t>(n * cache_.head_dim()) * sizeof(float);
+        if (!snap_) snap_ = std::make_unique<KvStore>(backend_, model_.hparams(), std::max(p_.n_ctx, n));
+        snap_->copy_from(cache_, n);
         for (int32_t l = 0; l < n_layer_; ++l)
-            for (int32_t g = 0; g < n_kv_; ++g) {
-                std::memcpy(snap_->keys(l) + g * snap_->head_stride(), cache_.keys(l) + g * cache_.head_stride(), bytes);
-                std::memcpy(snap_->values(l) + g * snap_->head_stride(), cache_.values(l) + g * cache_.head_stride(),
-                            bytes);
-            }
-        const Hparams rot = delta_rope_hparams(model_.hparams());
-        for (int32_t l = 0; l < n_layer_; ++l)
-            for (int32_t g = 0; g < n_kv_; ++g) compact_head(*snap_, l, g, snap_keep_[index(l, g)], rot);
-        const int64_t k = static_cast<int64_t>(snap_keep_[0].size());
-        for (int64_t i = 0; i < k; ++i) snap_->positions()[i] = static_cast<int32_t>(i);
-        snap_->truncate(k);
+            for (int32_t g = 0; g < n_kv_; ++g) compact_head_renumbered(*snap_, l, g, snap_keep_[index(l, g)]);
+        snap_->truncate(static_cast<int64_t>(snap_keep_[0].size()));
         decode_ = snap_.get();
         ctx_tokens_.clear();
         for (int64_t s : snap_keep_[0]) ctx_tokens_.push_back(doc_ids_[static_cast<size_t>((*first)[s])]);

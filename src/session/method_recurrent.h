@@ -36,7 +36,7 @@
 #include <vector>
 
 #include "engine/forward.h"
-#include "engine/kv_cache.h"
+#include "engine/kv_store.h"
 #include "session/baseline_params.h"
 #include "session/method.h"
 
@@ -44,7 +44,7 @@ namespace lctx {
 
 class RecurrentMethod : public Method {
 public:
-    RecurrentMethod(const Model &model, cpu::ThreadPool &pool, const BaselineParams &params);
+    RecurrentMethod(const Model &model, Backend &backend, const BaselineParams &params);
 
     void feed(const int32_t *tokens, size_t n, Progress &progress) override;
     void finish(Progress &progress) override;
@@ -57,7 +57,7 @@ public:
     // Introspection for tests: the document cache and the original document
     // index of every slot of (layer, KV head).
     const BaselineParams &params() const { return p_; }
-    const KvCache &doc_cache() const { return cache_; }
+    const KvStore &doc_cache() const { return cache_; }
     const std::vector<int64_t> &slot_tokens(int32_t layer, int32_t head) const { return orig_[index(layer, head)]; }
     int64_t max_slots_seen() const { return max_slots_; }
 
@@ -68,7 +68,7 @@ private:
     // Runs tokens on `cache` at positions cache.size().. in calls of n_batch;
     // column sums of the queries i >= obs_begin into cols ([layer][head][slot]
     // over all slots); surprisal of tokens[1..n) into nuc (if non-null).
-    void run_collect(KvCache &cache, const int32_t *tokens, int64_t n, int64_t obs_begin,
+    void run_collect(KvStore &cache, const int32_t *tokens, int64_t n, int64_t obs_begin,
                      std::vector<std::vector<float>> *cols, std::vector<float> *nuc, float *first_nuc,
                      const std::function<bool()> &keep_going);
     // Keep list of (layer, head) for the current scores; n slots.
@@ -77,11 +77,11 @@ private:
     void forward_decode(const int32_t *tokens, size_t n, Progress *progress, std::vector<float> &logits);
 
     const Model &model_;
-    cpu::ThreadPool &pool_;
+    Backend &backend_;
     BaselineParams p_;
     int32_t n_layer_, n_kv_;
     Forward forward_;
-    KvCache cache_;                          // the compressed document cache
+    KvStore cache_;                          // the compressed document cache
     std::vector<std::vector<int64_t>> orig_; // [layer * n_kv + head][slot] -> document index
     std::vector<std::vector<float>> score_;  // [layer * n_kv + head][slot]: H2O/TOVA/SnapKV score, InfiniPot NuC
     std::vector<int32_t> doc_ids_;
@@ -93,10 +93,10 @@ private:
     // Decode: n_doc_slots_ document slots of cache_ (or of snap_ for SNAPKV)
     // followed by the question and answer.
     int64_t n_doc_slots_ = 0;
-    std::unique_ptr<KvCache> snap_;          // SNAPKV: the question-compressed copy
+    std::unique_ptr<KvStore> snap_;          // SNAPKV: the question-compressed copy
     std::vector<std::vector<int64_t>> snap_keep_;   // SNAPKV: keep lists of the last select
     std::vector<int32_t> snap_query_;        // the question of the last select
-    KvCache *decode_ = nullptr;
+    KvStore *decode_ = nullptr;
     std::vector<int32_t> ctx_tokens_;
 };
 

@@ -12,10 +12,10 @@
 
 namespace lctx {
 
-ReformMethod::ReformMethod(const Model &model, cpu::ThreadPool &pool, const lctx_session_params &sp)
-    : model_(model), pool_(pool), params_(reform_params_from(model.hparams(), sp)),
+ReformMethod::ReformMethod(const Model &model, Backend &backend, const lctx_session_params &sp)
+    : model_(model), backend_(backend), params_(reform_params_from(model.hparams(), sp)),
       profile_(choose_head_profile(model.hparams(), sp.reform_heads_path ? sp.reform_heads_path : "")),
-      forward_(model, pool) {
+      forward_(model, backend) {
     EncoderConfig cfg;
     cfg.chunk = params_.chunk;
     cfg.budget = params_.budget;
@@ -27,7 +27,7 @@ ReformMethod::ReformMethod(const Model &model, cpu::ThreadPool &pool, const lctx
 }
 
 void ReformMethod::make_encoder(const EncoderConfig &cfg) {
-    encoder_ = std::make_unique<ReformEncoder>(model_, pool_, cfg, profile_.heads);
+    encoder_ = std::make_unique<ReformEncoder>(model_, backend_, cfg, profile_.heads);
     store_ = std::make_unique<EmbeddingStore>(encoder_->dim());
 }
 
@@ -72,7 +72,7 @@ Selection ReformMethod::select(const std::vector<int32_t> &query, Progress &prog
     last_s_.assign(static_cast<size_t>(N), 0.0f);
     for (int64_t t = 0; t < N;) {
         const int64_t len = std::min(N - t, store_->contiguous_from(t));
-        score_tokens(store_->row(t), len, D, qs.data(), nq, encoder_->n_heads(), last_s_.data() + t, &pool_);
+        score_tokens(store_->row(t), len, D, qs.data(), nq, encoder_->n_heads(), last_s_.data() + t, &backend_);
         t += len;
     }
     if (!progress.keep_going(0.8)) fail(LCTX_ERR_CANCELLED, "select cancelled");
@@ -114,7 +114,7 @@ void ReformMethod::recompute(const Selection &selection, Progress &progress, std
     if (static_cast<int64_t>(ids.size()) > params_.n_ctx)
         fail(LCTX_ERR_CONTEXT_FULL, "REFORM recompute: %zu tokens do not fit n_ctx = %lld", ids.size(),
              (long long)params_.n_ctx);
-    if (!decode_cache_) decode_cache_ = std::make_unique<KvCache>(model_.hparams(), params_.n_ctx);
+    if (!decode_cache_) decode_cache_ = std::make_unique<KvStore>(backend_, model_.hparams(), params_.n_ctx);
     decode_cache_->clear();
     ctx_tokens_.clear();
     try {

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "engine/forward.h"
-#include "engine/kv_cache.h"
+#include "engine/kv_store.h"
 #include "lctx.h"
 #include "session/embedding_store.h"
 #include "session/head_profile.h"
@@ -23,7 +23,7 @@ namespace lctx {
 
 class ReformMethod : public Method {
 public:
-    ReformMethod(const Model &model, cpu::ThreadPool &pool, const lctx_session_params &params);
+    ReformMethod(const Model &model, Backend &backend, const lctx_session_params &params);
 
     void feed(const int32_t *tokens, size_t n, Progress &progress) override;
     void finish(Progress &progress) override;
@@ -55,7 +55,7 @@ private:
     void forward_decode(const int32_t *tokens, size_t n, Progress *progress, std::vector<float> &logits);
 
     const Model &model_;
-    cpu::ThreadPool &pool_;
+    Backend &backend_;
     ReformParams params_;
     HeadProfile profile_;
     std::unique_ptr<ReformEncoder> encoder_;
@@ -63,7 +63,7 @@ private:
     std::vector<int32_t> doc_ids_;
     bool sealed_ = false;
     Forward forward_;
-    std::unique_ptr<KvCache> decode_cache_;
+    std::unique_ptr<KvStore> decode_cache_;
     std::vector<int32_t> ctx_tokens_;
     std::vector<float> last_s_, last_p_, last_qemb_;
     std::vector<bool> last_mask_;

@@ -15,7 +15,7 @@ namespace lctx {
 
 class TruncateMethod : public Method {
 public:
-    TruncateMethod(const Model &model, cpu::ThreadPool &pool, const BaselineParams &params);
+    TruncateMethod(const Model &model, Backend &backend, const BaselineParams &params);
 
     void feed(const int32_t *tokens, size_t n, Progress &progress) override;
     void finish(Progress &progress) override;

@@ -6,7 +6,6 @@
 #include <numeric>
 
 #include "common/error.h"
-#include "kernels/cpu/cpu_kernels.h"
 #include "session/evictor_h2o.h"
 #include "session/kv_compact.h"
 
@@ -20,11 +19,11 @@ void l2_normalize(const float *v, int32_t n, float *out) {
     for (int32_t i = 0; i < n; ++i) out[i] = v[i] * inv;
 }
 
-ReformEncoder::ReformEncoder(const Model &model, cpu::ThreadPool &pool, const EncoderConfig &cfg,
+ReformEncoder::ReformEncoder(const Model &model, Backend &backend, const EncoderConfig &cfg,
                              std::vector<HeadSpec> heads)
-    : model_(model), pool_(pool), forward_(model, pool), cfg_(cfg), heads_(std::move(heads)),
+    : model_(model), backend_(backend), forward_(model, backend), cfg_(cfg), heads_(std::move(heads)),
       exit_(0), head_dim_(model.hparams().head_dim), n_kv_(model.hparams().n_head_kv),
-      cache_(model.hparams(), cfg.budget + cfg.chunk, [&] {
+      cache_(backend, model.hparams(), cfg.budget + cfg.chunk, [&] {
           int32_t e = 0;
           for (const HeadSpec &h : heads_) e = std::max(e, h.layer);
           return e;
@@ -39,9 +38,16 @@ void ReformEncoder::capture_exit_layer(const float *x, int64_t n, int64_t row0, 
     const Hparams &hp = model_.hparams();
     const LayerWeights &L = model_.layers()[static_cast<size_t>(exit_)];
     const int64_t E = hp.n_embd, D = head_dim_;
-    xn_.resize(static_cast<size_t>(n * E));
-    const float *w = reinterpret_cast<const float *>(L.attn_norm.data);
-    for (int64_t t = 0; t < n; ++t) cpu::rms_norm(x + t * E, w, xn_.data() + t * E, E, hp.rms_eps);
+    // x is a host copy of the residual stream: the projections run on the
+    // backend, in its memory, and come back to the host for normalising.
+    auto grow = [&](std::unique_ptr<Buffer> &b, int64_t floats) {
+        const size_t bytes = static_cast<size_t>(std::max<int64_t>(floats, 1)) * sizeof(float);
+        if (!b || b->size() < bytes) b = backend_.alloc(bytes);
+        return b->f32();
+    };
+    float *xb = grow(x_buf_, n * E), *xn = grow(xn_buf_, n * E), *pb = grow(proj_buf_, n * D);
+    backend_.from_host(xb, x, static_cast<size_t>(n * E) * sizeof(float));
+    backend_.rms_norm(xb, L.attn_norm, xn, n, E, hp.rms_eps);
     proj_.resize(static_cast<size_t>(n * D));
     tmp_.resize(static_cast<size_t>(D));
     for (size_t i = 0; i < heads_.size(); ++i) {
@@ -51,7 +57,8 @@ void ReformEncoder::capture_exit_layer(const float *x, int64_t n, int64_t row0, 
         WeightView sub = W;   // the head's D rows of the projection
         sub.data = W.row(int64_t(h.head) * D);
         sub.n_rows = D;
-        cpu::matmul(pool_, sub, xn_.data(), E, n, proj_.data());
+        backend_.matmul(sub, xn, E, n, pb);
+        backend_.to_host(proj_.data(), pb, static_cast<size_t>(n * D) * sizeof(float));
         for (int64_t t = 0; t < n; ++t) {
             l2_normalize(proj_.data() + t * D, static_cast<int32_t>(D), tmp_.data());
             write(row0 + t, static_cast<int32_t>(i * D), tmp_.data());
@@ -67,7 +74,9 @@ void ReformEncoder::run_capture(const int32_t *tokens, int64_t n, const RowWrite
         // Heads at layer 0 only: their input is the token embedding; no
         // working cache exists.
         std::vector<float> x(static_cast<size_t>(n * E));
-        for (int64_t t = 0; t < n; ++t) cpu::get_row(model_.tok_embd(), tokens[t], x.data() + t * E);
+        std::unique_ptr<Buffer> rows = backend_.alloc(x.size() * sizeof(float));
+        backend_.get_rows(model_.tok_embd(), tokens, n, rows->f32());
+        backend_.to_host(x.data(), rows->data(), x.size() * sizeof(float));
         capture_exit_layer(x.data(), n, 0, write);
         return;
     }
@@ -139,18 +148,15 @@ void ReformEncoder::step(const int32_t *tokens, int64_t m, EmbeddingStore &store
 void ReformEncoder::evict() {
     // Keys are cached after RoPE at their slot's position: compact_head
     // rotates a survivor moving from slot s to slot i by i - s.
-    const Hparams rot = delta_rope_hparams(model_.hparams());
     const int64_t n = cache_.size(), B = cfg_.budget;
     for (int32_t l = 0; l < exit_; ++l) {
         for (int32_t g = 0; g < n_kv_; ++g) {
             std::vector<int64_t> &o = orig(l, g);
             std::vector<float> &s = score(l, g);
-            compact_head_slots(cache_, l, g, h2o_keep(s.data(), o.data(), n, B, cfg_.sink, cfg_.recent), rot, o, s);
+            compact_head_slots(cache_, l, g, h2o_keep(s.data(), o.data(), n, B, cfg_.sink, cfg_.recent), o, s);
         }
     }
-    int32_t *pos = cache_.positions();
-    for (int64_t i = 0; i < B; ++i) pos[i] = static_cast<int32_t>(i);
-    cache_.truncate(B);
+    cache_.truncate(B);   // every head now holds B slots at positions 0..B-1
 }
 
 void ReformEncoder::embed_query(const int32_t *tokens, int64_t q, std::vector<float> &out,
@@ -175,8 +181,9 @@ void ReformEncoder::restore(int64_t n_slots, int64_t n_encoded) {
              (long long)n_slots, (long long)cfg_.budget);
     cache_.clear();
     if (exit_ > 0) cache_.append(n_slots);
-    int32_t *pos = cache_.positions();
-    for (int64_t i = 0; i < cache_.size(); ++i) pos[i] = static_cast<int32_t>(i);
+    std::vector<int32_t> pos(static_cast<size_t>(cache_.size()));
+    std::iota(pos.begin(), pos.end(), 0);
+    cache_.set_positions(0, pos.data(), cache_.size());
     n_encoded_ = n_encoded;
     for (auto &o : orig_) o.assign(static_cast<size_t>(n_slots), 0);
     for (auto &s : score_) s.assign(static_cast<size_t>(n_slots), 0.0f);

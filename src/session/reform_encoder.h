@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "engine/forward.h"
-#include "engine/kv_cache.h"
+#include "engine/kv_store.h"
 #include "session/embedding_store.h"
 #include "session/head_profile.h"
 
@@ -24,7 +24,7 @@ struct EncoderConfig {
 
 class ReformEncoder {
 public:
-    ReformEncoder(const Model &model, cpu::ThreadPool &pool, const EncoderConfig &cfg, std::vector<HeadSpec> heads);
+    ReformEncoder(const Model &model, Backend &backend, const EncoderConfig &cfg, std::vector<HeadSpec> heads);
 
     int32_t exit_layer() const { return exit_; }
     int32_t dim() const { return static_cast<int32_t>(heads_.size()) * head_dim_; }
@@ -47,8 +47,8 @@ public:
 
     // Working cache state, for persistence: per layer l < E and KV head g,
     // slot s holds original token orig(l,g)[s] with H2O score score(l,g)[s].
-    KvCache &cache() { return cache_; }
-    const KvCache &cache() const { return cache_; }
+    KvStore &cache() { return cache_; }
+    const KvStore &cache() const { return cache_; }
     std::vector<int64_t> &orig(int32_t l, int32_t g) { return orig_[static_cast<size_t>(l) * n_kv_ + g]; }
     std::vector<float> &score(int32_t l, int32_t g) { return score_[static_cast<size_t>(l) * n_kv_ + g]; }
     const std::vector<int64_t> &orig(int32_t l, int32_t g) const { return orig_[static_cast<size_t>(l) * n_kv_ + g]; }
@@ -68,17 +68,18 @@ private:
     void evict();
 
     const Model &model_;
-    cpu::ThreadPool &pool_;
+    Backend &backend_;
     Forward forward_;
     EncoderConfig cfg_;
     std::vector<HeadSpec> heads_;
     int32_t exit_, head_dim_, n_kv_;
-    KvCache cache_;
+    KvStore cache_;
     std::vector<std::vector<int64_t>> orig_;
     std::vector<std::vector<float>> score_;
     int64_t n_encoded_ = 0;
     std::vector<std::vector<float>> cols_;
-    std::vector<float> xn_, proj_, tmp_;
+    std::unique_ptr<Buffer> x_buf_, xn_buf_, proj_buf_;
+    std::vector<float> proj_, tmp_;
 };
 
 // Writes v / ||v|| (or zeros when ||v|| < 1e-20) into out, n floats.

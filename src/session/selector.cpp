@@ -43,15 +43,15 @@ void score_range(const uint16_t *emb, int64_t t0, int64_t t1, int32_t dim, const
 } // namespace
 
 void score_tokens(const uint16_t *emb, int64_t n, int32_t dim, const float *query, int64_t n_query,
-                  int32_t n_heads, float *s, cpu::ThreadPool *pool) {
+                  int32_t n_heads, float *s, Backend *backend) {
     const float inv = n_heads > 0 ? 1.0f / static_cast<float>(n_heads) : 1.0f;
-    if (!pool || n < 4096) {
+    if (!backend || n < 4096) {
         score_range(emb, 0, n, dim, query, n_query, inv, s);
         return;
     }
     // Each token's score depends only on its own row: the split does not
     // change the result, so selections are identical for any thread count.
-    pool->parallel_for(n, [&](int64_t b, int64_t e, int) { score_range(emb, b, e, dim, query, n_query, inv, s); });
+    backend->parallel_for(n, [&](int64_t b, int64_t e, int) { score_range(emb, b, e, dim, query, n_query, inv, s); });
 }
 
 void max_pool(const float *s, int64_t n, int64_t half, float *p) {

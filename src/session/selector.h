@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/cpu/thread_pool.h"
+#include "backend/backend.h"
 
 namespace lctx {
 
@@ -14,7 +14,7 @@ namespace lctx {
 // [n][dim], query f32 [n_query][dim] (rows of unit-norm head blocks, so s is
 // the mean per-head cosine). n_query == 0 gives s = 0. pool may be null.
 void score_tokens(const uint16_t *emb, int64_t n, int32_t dim, const float *query, int64_t n_query,
-                  int32_t n_heads, float *s, cpu::ThreadPool *pool);
+                  int32_t n_heads, float *s, Backend *backend);
 
 // p[t] = max of s over [t - half, t + half] clipped to [0, n): O(n).
 void max_pool(const float *s, int64_t n, int64_t half, float *p);

@@ -8,6 +8,7 @@
 #include "session/method_baselines.h"
 #include "session/method_full.h"
 #include "session/method_reform.h"
+#include "backend/registry.h"
 
 namespace lctx {
 
@@ -62,17 +63,17 @@ Session::Session(const Model &model, const lctx_session_params &params)
         fail(LCTX_ERR_INVALID_ARG, "unknown method %d (lctx_method)", method_value);
     switch (params.method) {
     case LCTX_METHOD_FULL:
-        pool_ = std::make_unique<cpu::ThreadPool>(std::max(1, n_threads));
-        method_ = std::make_unique<FullMethod>(model, *pool_, n_ctx, n_batch);
+        backend_ = make_backend("", std::max(1, n_threads));
+        method_ = std::make_unique<FullMethod>(model, *backend_, n_ctx, n_batch);
         break;
     case LCTX_METHOD_REFORM:
-        pool_ = std::make_unique<cpu::ThreadPool>(std::max(1, n_threads));
-        method_ = std::make_unique<ReformMethod>(model, *pool_, params);
+        backend_ = make_backend("", std::max(1, n_threads));
+        method_ = std::make_unique<ReformMethod>(model, *backend_, params);
         break;
     case LCTX_METHOD_TRUNCATE: case LCTX_METHOD_STREAMING: case LCTX_METHOD_H2O: case LCTX_METHOD_TOVA:
     case LCTX_METHOD_SNAPKV: case LCTX_METHOD_INFINIPOT: case LCTX_METHOD_INFLLM:
-        pool_ = std::make_unique<cpu::ThreadPool>(std::max(1, n_threads));
-        method_ = make_baseline_method(model, *pool_, params);
+        backend_ = make_backend("", std::max(1, n_threads));
+        method_ = make_baseline_method(model, *backend_, params);
         break;
     case LCTX_METHOD_ILRE: case LCTX_METHOD_REATTENTION: case LCTX_METHOD_REFRESHKV:
         fail(LCTX_ERR_UNSUPPORTED, "method '%s' is not implemented yet in this version of lctx",

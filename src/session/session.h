@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cpu/thread_pool.h"
+#include "backend/backend.h"
 #include "lctx.h"
 #include "model/model.h"
 #include "session/method.h"
@@ -48,7 +48,7 @@ private:
     const Model &model_;
     lctx_session_params params_;
     uint64_t id_;
-    std::unique_ptr<cpu::ThreadPool> pool_;
+    std::unique_ptr<Backend> backend_;   // declared before method_: destroyed after it
     std::unique_ptr<Method> method_;
     lctx_stage stage_ = LCTX_STAGE_FEEDING;
     std::atomic<bool> cancel_{false};

@@ -21,8 +21,8 @@
 
 #include "common/error.h"
 #include "engine/forward.h"
-#include "engine/kv_cache.h"
-#include "kernels/cpu/thread_pool.h"
+#include "engine/kv_store.h"
+#include "backend/cpu/cpu_backend.h"
 #include "model/model.h"
 
 namespace {
@@ -83,9 +83,9 @@ int run(int argc, char **argv) {
     auto model = lctx::Model::load_file(model_path, true, static_cast<int32_t>(threads));
     const lctx::Hparams &hp = model->hparams();
     const int32_t layers_run = n_layers < 0 ? hp.n_layer : static_cast<int32_t>(n_layers);
-    lctx::cpu::ThreadPool pool(static_cast<int>(threads));
-    lctx::Forward fwd(*model, pool);
-    lctx::KvCache cache(hp, n, layers_run);   // validates layers_run
+    std::unique_ptr<lctx::Backend> backend = lctx::make_cpu_backend(static_cast<int>(threads));
+    lctx::Forward fwd(*model, *backend);
+    lctx::KvStore cache(*backend, hp, n, layers_run);   // validates layers_run
 
     std::vector<float> hidden(static_cast<size_t>(layers_run) * n * hp.n_embd);
     // Rows arrive in token order for every layer (calls, and sub-batches

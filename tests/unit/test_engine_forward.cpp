@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "engine/forward.h"
 #include "engine_tiny_model.h"
+#include "backend/cpu/cpu_backend.h"
 #include "kernels/cpu/cpu_kernels.h"
 
 using namespace lctx;
@@ -53,15 +54,15 @@ protected:
             if (p.empty()) GTEST_SKIP() << "stories260K.gguf not found";
             model_ = Model::load_file(p, true, 2);
         }
-        pool_ = std::make_unique<cpu::ThreadPool>(2);
-        fwd_ = std::make_unique<Forward>(*model_, *pool_);
+        be_ = make_cpu_backend(2);
+        fwd_ = std::make_unique<Forward>(*model_, *be_);
     }
     const Hparams &hp() const { return model_->hparams(); }
     int32_t V() const { return hp().n_vocab; }
 
     // Runs tokens [0, n) in calls of the given sizes (cycled), returns all logits.
     std::vector<float> run_in_calls(const std::vector<int32_t> &tok, const std::vector<int32_t> &pos,
-                                    const std::vector<int64_t> &sizes, KvCache &cache) {
+                                    const std::vector<int64_t> &sizes, KvStore &cache) {
         std::vector<float> all, logits;
         ForwardOptions opt;
         opt.logits = LogitsMode::ALL;
@@ -77,7 +78,7 @@ protected:
     }
 
     std::unique_ptr<Model> model_;
-    std::unique_ptr<cpu::ThreadPool> pool_;
+    std::unique_ptr<Backend> be_;
     std::unique_ptr<Forward> fwd_;
 };
 
@@ -87,7 +88,7 @@ TEST_P(EngineForward, BatchSeveralCallsAndOneByOneAgree) {
     const int64_t n = 40;
     const auto tok = random_tokens(n, V(), 11);
     const auto pos = iota_pos(n);
-    KvCache c1(hp(), n), c2(hp(), n), c3(hp(), n);
+    KvStore c1(*be_, hp(), n), c2(*be_, hp(), n), c3(*be_, hp(), n);
     const auto batch = run_in_calls(tok, pos, {n}, c1);
     const auto several = run_in_calls(tok, pos, {13, 1, 26}, c2);
     EXPECT_EQ(c1.size(), n);
@@ -109,7 +110,7 @@ TEST_P(EngineForward, BatchSeveralCallsAndOneByOneAgree) {
         EXPECT_LE(rel_diff(batch.data() + o, one.data() + o, V()), 1e-4) << "row " << i;
     }
     // LAST of a batch equals the last row of ALL
-    KvCache c4(hp(), n);
+    KvStore c4(*be_, hp(), n);
     fwd_->run(tok.data(), pos.data(), n, c4, opt, logits);
     EXPECT_LE(rel_diff(batch.data() + (n - 1) * V(), logits.data(), V()), 1e-6);
 }
@@ -126,7 +127,7 @@ TEST_P(EngineForward, LongBatchIsSplitIntoSubBatches) {
     hb.on_hidden = [&](int32_t l, const float *h, int64_t nt) { hid_b[l].insert(hid_b[l].end(), h, h + nt * hp().n_embd); };
     ForwardOptions opt;
     opt.logits = LogitsMode::ALL;
-    KvCache ca(hp(), n), cb(hp(), n);
+    KvStore ca(*be_, hp(), n), cb(*be_, hp(), n);
     std::vector<float> la, lb, part;
     opt.hooks = &ha;
     fwd_->run(tok.data(), pos.data(), n, ca, opt, la);
@@ -149,7 +150,7 @@ TEST_P(EngineForward, LongBatchIsSplitIntoSubBatches) {
 TEST_P(EngineForward, BadTokenIdLeavesCacheUnchanged) {
     const auto tok = random_tokens(12, V(), 5);
     const auto pos = iota_pos(12);
-    KvCache cache(hp(), 32);
+    KvStore cache(*be_, hp(), 32);
     std::vector<float> logits;
     ForwardOptions opt;
     fwd_->run(tok.data(), pos.data(), 5, cache, opt, logits);
@@ -169,7 +170,7 @@ TEST_P(EngineForward, BadTokenIdLeavesCacheUnchanged) {
     }
     // Continuing gives what one clean run gives.
     fwd_->run(tok.data() + 5, pos.data() + 5, 7, cache, opt, logits);
-    KvCache clean(hp(), 32);
+    KvStore clean(*be_, hp(), 32);
     std::vector<float> want;
     fwd_->run(tok.data(), pos.data(), 12, clean, opt, want);
     EXPECT_LE(rel_diff(want.data(), logits.data(), V()), 1e-4);
@@ -178,7 +179,7 @@ TEST_P(EngineForward, BadTokenIdLeavesCacheUnchanged) {
 TEST_P(EngineForward, FullCacheLeavesCacheUnchanged) {
     const auto tok = random_tokens(9, V(), 6);
     const auto pos = iota_pos(9);
-    KvCache cache(hp(), 8);
+    KvStore cache(*be_, hp(), 8);
     std::vector<float> logits;
     ForwardOptions opt;
     fwd_->run(tok.data(), pos.data(), 6, cache, opt, logits);
@@ -191,7 +192,7 @@ TEST_P(EngineForward, FullCacheLeavesCacheUnchanged) {
     EXPECT_EQ(cache.size(), 6);
     fwd_->run(tok.data() + 6, pos.data() + 6, 2, cache, opt, logits);
     EXPECT_EQ(cache.size(), 8);
-    KvCache clean(hp(), 8);
+    KvStore clean(*be_, hp(), 8);
     std::vector<float> want;
     fwd_->run(tok.data(), pos.data(), 8, clean, opt, want);
     EXPECT_LE(rel_diff(want.data(), logits.data(), V()), 1e-4);
@@ -200,7 +201,7 @@ TEST_P(EngineForward, FullCacheLeavesCacheUnchanged) {
 TEST_P(EngineForward, CancelAndHookErrorsLeaveCacheUnchanged) {
     const auto tok = random_tokens(10, V(), 8);
     const auto pos = iota_pos(10);
-    KvCache cache(hp(), 10);
+    KvStore cache(*be_, hp(), 10);
     std::vector<float> logits;
     ForwardOptions opt;
     fwd_->run(tok.data(), pos.data(), 4, cache, opt, logits);
@@ -227,7 +228,7 @@ TEST_P(EngineForward, CancelAndHookErrorsLeaveCacheUnchanged) {
     EXPECT_EQ(cache.size(), 4);
 
     fwd_->run(tok.data() + 4, pos.data() + 4, 6, cache, opt, logits);
-    KvCache clean(hp(), 10);
+    KvStore clean(*be_, hp(), 10);
     std::vector<float> want;
     fwd_->run(tok.data(), pos.data(), 10, clean, opt, want);
     EXPECT_LE(rel_diff(want.data(), logits.data(), V()), 1e-4);
@@ -247,10 +248,10 @@ TEST_P(EngineForward, EarlyExitMatchesTheFirstLayers) {
     std::vector<float> logits;
     ForwardOptions opt;
     opt.hooks = &hf;
-    KvCache cf(hp(), n);
+    KvStore cf(*be_, hp(), n);
     fwd_->run(tok.data(), pos.data(), n, cf, opt, logits);
 
-    KvCache ce(hp(), n, 1);   // a cache for layer 0 only
+    KvStore ce(*be_, hp(), n, 1);   // a cache for layer 0 only
     ForwardOptions eo;
     eo.n_layers = 1;
     eo.logits = LogitsMode::NONE;
@@ -259,7 +260,12 @@ TEST_P(EngineForward, EarlyExitMatchesTheFirstLayers) {
     EXPECT_TRUE(logits.empty());
     ASSERT_EQ(early[0].size(), full[0].size());
     EXPECT_LE(rel_diff(full[0].data(), early[0].data(), full[0].size()), 1e-6);
-    for (int64_t i = 0; i < n * hp().head_dim; ++i) ASSERT_EQ(ce.keys(0)[i], cf.keys(0)[i]);
+    std::vector<float> ke(static_cast<size_t>(n * hp().head_dim)), kf(ke.size());
+    for (int32_t h = 0; h < hp().n_head_kv; ++h) {
+        ce.read_keys(0, h, 0, n, ke.data());
+        cf.read_keys(0, h, 0, n, kf.data());
+        ASSERT_EQ(ke, kf);
+    }
 
     eo.n_layers = 2;   // more layers than the cache holds
     EXPECT_THROW(fwd_->run(tok.data(), pos.data(), 1, ce, eo, logits), Error);
@@ -279,19 +285,25 @@ TEST_P(EngineForward, QkvHookSeesKeysBeforeRope) {
     };
     ForwardOptions opt;
     opt.hooks = &hooks;
-    KvCache cache(hp(), n);
+    KvStore cache(*be_, hp(), n);
     std::vector<float> logits;
     fwd_->run(tok.data(), pos.data(), n, cache, opt, logits);
+    std::vector<float> stored(static_cast<size_t>(n * hp().head_dim)), unrot(stored.size());
     for (int32_t l = 0; l < hp().n_layer; ++l) {
         std::vector<float> k = ks[l];
         cpu::rope_ref(hp(), k.data(), KV, n, hp().n_head_kv, pos.data());
-        for (int32_t h = 0; h < hp().n_head_kv; ++h)
+        for (int32_t h = 0; h < hp().n_head_kv; ++h) {
+            cache.read_keys(l, h, 0, n, stored.data());
+            cache.unrotated_keys(l, h, 0, n, unrot.data());
             for (int64_t t = 0; t < n; ++t)
-                for (int32_t d = 0; d < hp().head_dim; ++d)
-                    ASSERT_NEAR(cache.keys(l)[h * cache.head_stride() + t * hp().head_dim + d],
-                                k[t * KV + h * hp().head_dim + d], 1e-5);
+                for (int32_t d = 0; d < hp().head_dim; ++d) {
+                    ASSERT_NEAR(stored[t * hp().head_dim + d], k[t * KV + h * hp().head_dim + d], 1e-5);
+                    // Rotated back: the pre-RoPE key of the hook (ReAttention reads these).
+                    ASSERT_NEAR(unrot[t * hp().head_dim + d], ks[l][t * KV + h * hp().head_dim + d], 1e-4);
+                }
+            for (int64_t t = 0; t < n; ++t) EXPECT_EQ(cache.position(l, h, t), pos[t]);
+        }
     }
-    for (int64_t t = 0; t < n; ++t) EXPECT_EQ(cache.positions()[t], pos[t]);
 }
 
 TEST_P(EngineForward, ColumnSumsAreAttentionMass) {
@@ -301,7 +313,7 @@ TEST_P(EngineForward, ColumnSumsAreAttentionMass) {
     const int64_t n0 = 20, n = 600, obs = 550;
     const auto tok = random_tokens(n0 + n, V(), 12);
     const auto pos = iota_pos(n0 + n);
-    KvCache cache(hp(), n0 + n);
+    KvStore cache(*be_, hp(), n0 + n);
     std::vector<float> logits;
     ForwardOptions opt;
     fwd_->run(tok.data(), pos.data(), n0, cache, opt, logits);
@@ -334,18 +346,18 @@ TEST_P(EngineForward, ShiftedPositionsAndRepositionGiveSameLogits) {
     const auto pos = iota_pos(n), shifted = iota_pos(n, 500);
     ForwardOptions opt;
     opt.logits = LogitsMode::ALL;
-    KvCache ca(hp(), n), cb(hp(), n);
+    KvStore ca(*be_, hp(), n), cb(*be_, hp(), n);
     std::vector<float> la, lb;
     fwd_->run(tok.data(), pos.data(), n, ca, opt, la);
     fwd_->run(tok.data(), shifted.data(), n, cb, opt, lb);
     for (int64_t i = 0; i < n; ++i) EXPECT_LE(rel_diff(la.data() + i * V(), lb.data() + i * V(), V()), 1e-4);
 
     // 20 tokens at 0..19, moved to 100..119, then token 20 at position 120.
-    KvCache cc(hp(), n);
+    KvStore cc(*be_, hp(), n);
     std::vector<float> lc;
     opt.logits = LogitsMode::NONE;
     fwd_->run(tok.data(), pos.data(), n - 1, cc, opt, lc);
-    cc.reposition(iota_pos(n - 1, 100), hp());
+    cc.reposition(iota_pos(n - 1, 100));
     const int32_t p = 120;
     opt.logits = LogitsMode::LAST;
     fwd_->run(tok.data() + n - 1, &p, 1, cc, opt, lc);

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <random>
 
+#include "backend/cpu/cpu_backend.h"
 #include "common/error.h"
 #include "engine_tiny_model.h"
 #include "session_test_util.h"
@@ -94,7 +95,7 @@ int32_t argmax(const std::vector<float> &v) {
 }
 
 // FULL's logits for doc + query and greedy continuation; the tokens it chose.
-std::vector<std::vector<float>> full_answer(const Model &model, cpu::ThreadPool &pool, const std::vector<int32_t> &doc,
+std::vector<std::vector<float>> full_answer(const Model &model, Backend &pool, const std::vector<int32_t> &doc,
                                             const std::vector<int32_t> &query, int steps,
                                             std::vector<int32_t> &chosen) {
     FullMethod full(model, pool, 2048, 64);
@@ -127,7 +128,8 @@ double rel_diff(const std::vector<float> &a, const std::vector<float> &b) {
 // decode steps; blocks formed and retrieved into `blocks` / `retrieved`.
 double diff_to_full(const lctx_session_params &sp, int n_doc, size_t piece, int64_t *blocks, int64_t *retrieved) {
     Tiny t;
-    cpu::ThreadPool pool(2);
+    auto pool_owner = make_cpu_backend(2);
+    Backend &pool = *pool_owner;
     const auto doc = random_tokens(n_doc, 11), query = random_tokens(9, 12);
     std::vector<int32_t> chosen;
     const auto ref = full_answer(*t.model, pool, doc, query, 4, chosen);
@@ -178,7 +180,8 @@ TEST(InfllmMethod, AllBlocksRetrievedEqualsFullStories260K) {
     std::vector<int32_t> doc(400), query(10);
     for (auto &x : doc) x = 3 + int32_t(rng() % uint32_t(V - 3));
     for (auto &x : query) x = 3 + int32_t(rng() % uint32_t(V - 3));
-    cpu::ThreadPool pool(2);
+    auto pool_owner = make_cpu_backend(2);
+    Backend &pool = *pool_owner;
     std::vector<int32_t> chosen;
     const auto ref = full_answer(*model, pool, doc, query, 4, chosen);
     auto sp = infllm_params(4, 32, 16, 512, 64);
@@ -200,7 +203,8 @@ TEST(InfllmMethod, LimitedMemoryDiffersFromFull) {
 
 TEST(InfllmMethod, FeedSplitDoesNotMatter) {
     Tiny t;
-    cpu::ThreadPool pool(2);
+    auto pool_owner = make_cpu_backend(2);
+    Backend &pool = *pool_owner;
     const auto doc = random_tokens(260, 21), query = random_tokens(7, 22);
     const auto sp = infllm_params(8, 32, 16, 48, 40);
     auto a = make_infllm_method(*t.model, pool, sp), b = make_infllm_method(*t.model, pool, sp);
@@ -213,7 +217,8 @@ TEST(InfllmMethod, FeedSplitDoesNotMatter) {
 
 TEST(InfllmMethod, LimitedMemoryKeepsSizesAndSelectsSorted) {
     Tiny t;
-    cpu::ThreadPool pool(2);
+    auto pool_owner = make_cpu_backend(2);
+    Backend &pool = *pool_owner;
     const auto doc = random_tokens(400, 31), query = random_tokens(6, 32);
     auto sp = infllm_params(8, 32, 16, 40, 48);   // budget rounds down to 2 blocks
     sp.kv_obs = 16;                               // representatives from the last 16 queries of a call
@@ -270,7 +275,8 @@ TEST(InfllmMethod, LimitedMemoryKeepsSizesAndSelectsSorted) {
 
 TEST(InfllmMethod, SecondQuestionAfterDecodingEqualsFreshSession) {
     Tiny t;
-    cpu::ThreadPool pool(2);
+    auto pool_owner = make_cpu_backend(2);
+    Backend &pool = *pool_owner;
     const auto doc = random_tokens(300, 41), q1 = random_tokens(8, 42), q2 = random_tokens(5, 43);
     const auto sp = infllm_params(8, 32, 16, 48, 48);
     auto a = make_infllm_method(*t.model, pool, sp), b = make_infllm_method(*t.model, pool, sp);
@@ -286,7 +292,8 @@ TEST(InfllmMethod, SecondQuestionAfterDecodingEqualsFreshSession) {
 TEST(InfllmMethod, SelectDuringDecodingKeepsTheAnswer) {
     // A select that is cancelled leaves the previous answer decodable.
     Tiny t;
-    cpu::ThreadPool pool(2);
+    auto pool_owner = make_cpu_backend(2);
+    Backend &pool = *pool_owner;
     const auto doc = random_tokens(200, 51), q1 = random_tokens(6, 52), q2 = random_tokens(6, 53);
     const auto sp = infllm_params(8, 32, 16, 48, 48);
     auto a = make_infllm_method(*t.model, pool, sp), b = make_infllm_method(*t.model, pool, sp);
@@ -304,7 +311,8 @@ TEST(InfllmMethod, SelectDuringDecodingKeepsTheAnswer) {
 
 TEST(InfllmMethod, CancelledFeedAndRecomputeStayConsistent) {
     Tiny t;
-    cpu::ThreadPool pool(2);
+    auto pool_owner = make_cpu_backend(2);
+    Backend &pool = *pool_owner;
     const auto doc = random_tokens(300, 61), query = random_tokens(7, 62);
     const auto sp = infllm_params(8, 32, 16, 48, 48);
     auto ref = make_infllm_method(*t.model, pool, sp);
@@ -338,7 +346,8 @@ TEST(InfllmMethod, CancelledFeedAndRecomputeStayConsistent) {
 
 TEST(InfllmMethod, EmptyDocumentAndFullDecodeCache) {
     Tiny t;
-    cpu::ThreadPool pool(2);
+    auto pool_owner = make_cpu_backend(2);
+    Backend &pool = *pool_owner;
     auto sp = infllm_params(8, 32, 16, 48, 48);
     sp.n_ctx = 10;   // question + answer
     auto m = make_infllm_method(*t.model, pool, sp);
@@ -362,7 +371,8 @@ TEST(InfllmMethod, EmptyDocumentAndFullDecodeCache) {
 
 TEST(InfllmMethod, BadParamsRefused) {
     Tiny t;
-    cpu::ThreadPool pool(1);
+    auto pool_owner = make_cpu_backend(1);
+    Backend &pool = *pool_owner;
     auto refused = [&](lctx_session_params p) {
         try {
             make_infllm_method(*t.model, pool, p);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include <random>
 
+#include "backend/cpu/cpu_backend.h"
 #include "common/error.h"
 #include "engine/forward.h"
 #include "engine_tiny_model.h"
@@ -163,9 +164,9 @@ TEST(ReformMethod, EmbeddingsIndependentOfChunkingAndMatchFullForward) {
     // Reference: one forward over the whole document through all 4 layers,
     // pre-RoPE projections from the on_qkv hook, normalised here.
     const Hparams &hp = t.model->hparams();
-    cpu::ThreadPool pool(2);
-    Forward fw(*t.model, pool);
-    KvCache cache(hp, 400);
+    auto be = make_cpu_backend(2);
+    Forward fw(*t.model, *be);
+    KvStore cache(*be, hp, 400);
     const int64_t n = static_cast<int64_t>(doc.size()), d = hp.head_dim;
     HeadProfile prof_h = parse_head_profile(kTinyProfile, "t");
     std::vector<float> ref(static_cast<size_t>(n) * prof_h.heads.size() * d);
@@ -233,7 +234,9 @@ TEST(ReformMethod, FeedSplitInvarianceAndDenseWorkingCache) {
             for (int64_t s = 0; s < 8; ++s) EXPECT_EQ(o[40 + s], 325 + s); // recent
             EXPECT_EQ(o, rb.encoder().orig(l, g));
         }
-    for (int64_t s = 0; s < 48; ++s) EXPECT_EQ(e.cache().positions()[s], s);
+    for (int32_t l = 0; l < e.cache().n_layers(); ++l)
+        for (int32_t g = 0; g < e.cache().n_head_kv(); ++g)
+            for (int64_t s = 0; s < 48; ++s) EXPECT_EQ(e.cache().position(l, g, s), s);
     // Selections are identical too.
     auto q = random_tokens(9, 10);
     auto sa = a.select(q.data(), q.size()), sb = b.select(q.data(), q.size());
@@ -250,14 +253,16 @@ TEST(ReformMethod, SelectHasNoSideEffects) {
     feed_split(s, doc, {250});
     feed_split(fresh, doc, {250});
     const ReformEncoder &e = reform(s).encoder();
-    const KvCache &c = e.cache();
+    const KvStore &c = e.cache();
     auto snapshot = [&] {
-        std::vector<float> v;
+        std::vector<float> v, rows(static_cast<size_t>(c.size() * c.head_dim()));
         for (int32_t l = 0; l < c.n_layers(); ++l)
             for (int32_t g = 0; g < c.n_head_kv(); ++g) {
-                const float *k = c.keys(l) + g * c.head_stride(), *vv = c.values(l) + g * c.head_stride();
-                v.insert(v.end(), k, k + c.size() * c.head_dim());
-                v.insert(v.end(), vv, vv + c.size() * c.head_dim());
+                c.read_keys(l, g, 0, c.size(), rows.data());
+                v.insert(v.end(), rows.begin(), rows.end());
+                c.read_values(l, g, 0, c.size(), rows.data());
+                v.insert(v.end(), rows.begin(), rows.end());
+                v.insert(v.end(), c.positions(l, g), c.positions(l, g) + c.size());
             }
         return v;
     };

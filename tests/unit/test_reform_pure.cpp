@@ -8,6 +8,7 @@
 #include <random>
 #include <set>
 
+#include "backend/cpu/cpu_backend.h"
 #include "common/error.h"
 #include "model/ggml_type.h"
 #include "session/evictor_h2o.h"
@@ -91,9 +92,9 @@ TEST(ReformSelector, ScoreMatchesDoubleReference) {
     unit_blocks(q);
     std::vector<uint16_t> e(ef.size());
     for (size_t i = 0; i < e.size(); ++i) e[i] = fp32_to_fp16(ef[i]);
-    cpu::ThreadPool pool(2);
+    auto pool = make_cpu_backend(2);
     std::vector<float> s(n), s1(n);
-    score_tokens(e.data(), n, D, q.data(), nq, heads, s.data(), &pool);
+    score_tokens(e.data(), n, D, q.data(), nq, heads, s.data(), pool.get());
     score_tokens(e.data(), n, D, q.data(), nq, heads, s1.data(), nullptr);
     EXPECT_EQ(s, s1);   // thread count does not change scores
     for (int64_t t = 0; t < n; ++t) {

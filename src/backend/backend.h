@@ -1,0 +1,151 @@
+// The backend seam: the one interface through which the engine and the
+// methods run ops and own memory. Nothing above src/backend/ calls a kernel
+// directly; a backend is picked per session by the registry (registry.h).
+//
+// Memory model. Activations, scratch and KV storage live in Buffers the
+// backend allocates; the float pointers the ops take are addresses inside
+// such buffers (for the CPU backend, plain host memory). Weights stay where
+// the model put them (WeightView, host memory, usually mmapped); a device
+// backend uploads them once in prepare() and finds its copy by the view's
+// data pointer. Hooks that hand activations to methods (ForwardHooks) get
+// host pointers: a backend whose buffers are not host memory says so
+// (host_memory() false) and the engine copies through to_host().
+//
+// The op set is what the forward pass and the methods need: embedding rows,
+// norms, matmul on every supported weight type, RoPE at explicit per-row
+// positions, SwiGLU, residual add, attention with the per-slot score outputs
+// that the evictors read, KV row moves (append, gather, compact) and top-k.
+//
+// Changing this file changes the module ABI: bump kBackendApiVersion
+// (module_abi.h), so that modules built against an older header are refused.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/model.h"
+
+namespace lctx {
+
+// Element type of KV storage.
+enum class KvType { F32, F16 };
+const char *kv_type_name(KvType t);
+size_t kv_type_size(KvType t);
+
+// A block of backend memory. data() is valid for the buffer's lifetime.
+class Buffer {
+public:
+    virtual ~Buffer() = default;
+    virtual void *data() = 0;
+    virtual size_t size() const = 0;
+    float *f32() { return static_cast<float *>(data()); }
+};
+
+// One weight applied to shared activations (matmul_multi).
+struct MatmulJob {
+    const WeightView *W;
+    float *y;
+};
+constexpr int kMaxMatmulJobs = 8;
+
+// Attention of n_q query tokens over n_kv cached keys/values, grouped-query.
+//   q:   [n_q][n_head * head_dim] (already rotated), row stride ldq
+//   k,v: per KV head g: k + g * kv_head_stride, rows of head_dim, stride ld_kv
+//        elements of kv_type (f32 or f16)
+//   mask: query i sees slot j of KV head g iff kv_pos[g * kv_pos_head_stride + j] <= q_pos[i]
+//   out: [n_q][n_head * head_dim], row stride ldo
+// col_sums (optional, [n_head_kv][n_kv]): adds the softmax probability every
+// slot receives, summed over the query heads of its group and the queries
+// i >= obs_begin (the H2O/TOVA/SnapKV eviction scores).
+struct AttentionArgs {
+    const float *q = nullptr;
+    int64_t ldq = 0;
+    const void *k = nullptr;
+    const void *v = nullptr;
+    KvType kv_type = KvType::F32;
+    int64_t ld_kv = 0;               // elements between consecutive slots of one head
+    int64_t kv_head_stride = 0;      // elements between KV heads
+    float *out = nullptr;
+    int64_t ldo = 0;
+    int64_t n_q = 0, n_kv = 0;
+    int32_t n_head = 0, n_head_kv = 0, head_dim = 0;
+    const int32_t *q_pos = nullptr;
+    const int32_t *kv_pos = nullptr;
+    int64_t kv_pos_head_stride = 0;  // 0: one position array shared by every KV head
+    float scale = 0.0f;              // 0: 1/sqrt(head_dim)
+    float *col_sums = nullptr;
+    int64_t obs_begin = 0;
+};
+
+class Backend {
+public:
+    virtual ~Backend() = default;
+
+    // --- identity
+    virtual const char *name() const = 0;           // "cpu", "cuda", ...
+    virtual std::string description() const = 0;    // one line: device, variant, threads
+    virtual int n_threads() const = 0;               // host threads (parallel_for)
+
+    // --- memory
+    // A buffer of `bytes` (64-byte aligned). Throws LCTX_ERR_OUT_OF_MEMORY.
+    virtual std::unique_ptr<Buffer> alloc(size_t bytes) = 0;
+    // Whether buffer memory is directly readable by the host (CPU: true).
+    virtual bool host_memory() const = 0;
+    virtual void to_host(void *dst, const void *src, size_t bytes) = 0;
+    virtual void from_host(void *dst, const void *src, size_t bytes) = 0;
+    // Copy between two places of backend memory (regions may overlap).
+    virtual void copy(void *dst, const void *src, size_t bytes) = 0;
+    // Called once per model before the first op on its weights.
+    virtual void prepare(const Model &model) = 0;
+
+    // --- host work of the methods (scoring, bookkeeping), split over the
+    // backend's host threads; fn(begin, end, thread_index).
+    virtual void parallel_for(int64_t n, const std::function<void(int64_t, int64_t, int)> &fn) = 0;
+
+    // --- ops of the forward pass
+    // out[t] = row ids[t] of W as f32, n_embd = W.n_cols floats each.
+    virtual void get_rows(const WeightView &W, const int32_t *ids, int64_t n, float *out) = 0;
+    // RMSNorm of n_rows rows of n floats (w: the F32 scale weight; may be empty).
+    virtual void rms_norm(const float *x, const WeightView &w, float *y, int64_t n_rows, int64_t n, float eps) = 0;
+    // y[t * W.n_rows + r] = sum_c W[r, c] * x[t * ldx + c], t < n_tok.
+    virtual void matmul(const WeightView &W, const float *x, int64_t ldx, int64_t n_tok, float *y) = 0;
+    // Several weights with the same n_cols on the same activations, one job.
+    virtual void matmul_multi(const MatmulJob *jobs, int n_jobs, const float *x, int64_t ldx, int64_t n_tok) = 0;
+    // In-place RoPE of n_tok rows of n_heads heads (row stride ld floats) at
+    // positions pos[t], with hp's rotary setup. Positions may be deltas (the
+    // re-rotation of cached keys: hp from rope_delta_hparams).
+    virtual void rope(const Hparams &hp, float *x, int64_t ld, int64_t n_tok, int32_t n_heads,
+                      const int32_t *pos) = 0;
+    // out = silu(gate) * up over n_rows rows of n elements.
+    virtual void swiglu(const float *gate, const float *up, float *out, int64_t n_rows, int64_t n) = 0;
+    // x += y over n elements.
+    virtual void add(float *x, const float *y, int64_t n) = 0;
+    virtual void attention(const AttentionArgs &a) = 0;
+
+    // --- KV rows (elements of `type`, rows of `row` elements)
+    // dst[i] = src[idx[i]] for i < n (rows may overlap only if idx ascending and idx[i] >= i).
+    virtual void gather_rows(KvType type, void *dst, const void *src, const int64_t *idx, int64_t n, int64_t row) = 0;
+    // Writes n f32 rows (source row stride ld_src floats) as `type` at dst (row stride ld_dst elements).
+    virtual void store_rows(KvType type, void *dst, int64_t ld_dst, const float *src, int64_t ld_src, int64_t n,
+                            int64_t row) = 0;
+    // Reads n rows of `type` as f32.
+    virtual void load_rows(KvType type, float *dst, int64_t ld_dst, const void *src, int64_t ld_src, int64_t n,
+                           int64_t row) = 0;
+
+    // --- selection
+    // Indices of the k largest of x[0..n) (ties: the lower index), ascending.
+    virtual std::vector<int64_t> top_k(const float *x, int64_t n, int64_t k) = 0;
+};
+
+// hp with the YaRN magnitude factor cancelled, for the delta rotation of keys
+// that already carry it (re-positioning cached keys).
+Hparams rope_delta_hparams(const Hparams &hp);
+// hp for rotating keys rotated with hp at p back to position 0 (rope at -p):
+// the delta rotation that also removes the magnitude factor.
+Hparams rope_inverse_hparams(const Hparams &hp);
+
+} // namespace lctx

@@ -1,0 +1,226 @@
+#include "backend/cpu/cpu_backend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <numeric>
+
+#include "common/error.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/thread_pool.h"
+#include "model/ggml_type.h"
+
+namespace lctx {
+
+double cpu_backend_fma_peak_gflops(Backend &backend);
+
+namespace {
+
+class HostBuffer final : public Buffer {
+public:
+    explicit HostBuffer(size_t bytes) : size_(bytes) {
+        if (bytes == 0) return;
+        p_ = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+        if (!p_) fail(LCTX_ERR_OUT_OF_MEMORY, "cannot allocate %.1f MiB", double(bytes) / (1024.0 * 1024.0));
+    }
+    ~HostBuffer() override { std::free(p_); }
+    void *data() override { return p_; }
+    size_t size() const override { return size_; }
+
+private:
+    void *p_ = nullptr;
+    size_t size_;
+};
+
+cpu::AttentionArgs to_cpu(const AttentionArgs &a, const float *k, const float *v, int64_t ld_kv,
+                          int64_t head_stride) {
+    cpu::AttentionArgs c;
+    c.q = a.q;
+    c.ldq = a.ldq;
+    c.k = k;
+    c.v = v;
+    c.ld_kv = ld_kv;
+    c.kv_head_stride = head_stride;
+    c.out = a.out;
+    c.ldo = a.ldo;
+    c.n_q = a.n_q;
+    c.n_kv = a.n_kv;
+    c.n_head = a.n_head;
+    c.n_head_kv = a.n_head_kv;
+    c.head_dim = a.head_dim;
+    c.q_pos = a.q_pos;
+    c.kv_pos = a.kv_pos;
+    c.kv_pos_head_stride = a.kv_pos_head_stride;
+    c.scale = a.scale;
+    c.col_sums = a.col_sums;
+    c.obs_begin = a.obs_begin;
+    return c;
+}
+
+class CpuBackend final : public Backend {
+public:
+    explicit CpuBackend(int n_threads) : pool_(std::max(1, n_threads)) {}
+
+    const char *name() const override { return "cpu"; }
+    std::string description() const override {
+        return std::string("cpu (") + cpu::simd_variant() + ", " + std::to_string(pool_.size()) + " threads)";
+    }
+    int n_threads() const override { return pool_.size(); }
+
+    std::unique_ptr<Buffer> alloc(size_t bytes) override { return std::make_unique<HostBuffer>(bytes); }
+    bool host_memory() const override { return true; }
+    void to_host(void *dst, const void *src, size_t bytes) override { std::memmove(dst, src, bytes); }
+    void from_host(void *dst, const void *src, size_t bytes) override { std::memmove(dst, src, bytes); }
+    void copy(void *dst, const void *src, size_t bytes) override { std::memmove(dst, src, bytes); }
+    void prepare(const Model &) override {}
+
+    void parallel_for(int64_t n, const std::function<void(int64_t, int64_t, int)> &fn) override {
+        pool_.parallel_for(n, fn);
+    }
+
+    void get_rows(const WeightView &W, const int32_t *ids, int64_t n, float *out) override {
+        for (int64_t t = 0; t < n; ++t) cpu::get_row(W, ids[t], out + t * W.n_cols);
+    }
+
+    void rms_norm(const float *x, const WeightView &w, float *y, int64_t n_rows, int64_t n, float eps) override {
+        const float *wd = reinterpret_cast<const float *>(w.data);
+        if (n_rows == 1) {
+            cpu::rms_norm(x, wd, y, n, eps);
+            return;
+        }
+        pool_.parallel_for(n_rows, [&](int64_t b, int64_t e, int) {
+            for (int64_t t = b; t < e; ++t) cpu::rms_norm(x + t * n, wd, y + t * n, n, eps);
+        });
+    }
+
+    void matmul(const WeightView &W, const float *x, int64_t ldx, int64_t n_tok, float *y) override {
+        cpu::matmul(pool_, W, x, ldx, n_tok, y);
+    }
+
+    void matmul_multi(const MatmulJob *jobs, int n_jobs, const float *x, int64_t ldx, int64_t n_tok) override {
+        if (n_jobs > cpu::kMaxMatmulJobs) fail(LCTX_ERR_INTERNAL, "matmul_multi: %d jobs", n_jobs);
+        cpu::MatmulJob cj[cpu::kMaxMatmulJobs];
+        for (int i = 0; i < n_jobs; ++i) cj[i] = {jobs[i].W, jobs[i].y};
+        cpu::matmul_multi(pool_, cj, n_jobs, x, ldx, n_tok);
+    }
+
+    void rope(const Hparams &hp, float *x, int64_t ld, int64_t n_tok, int32_t n_heads, const int32_t *pos) override {
+        if (n_tok < 64) {
+            cpu::rope(hp, x, ld, n_tok, n_heads, pos);
+            return;
+        }
+        pool_.parallel_for(n_tok, [&](int64_t t0, int64_t t1, int) {
+            cpu::rope(hp, x + t0 * ld, ld, t1 - t0, n_heads, pos + t0);
+        });
+    }
+
+    void swiglu(const float *gate, const float *up, float *out, int64_t n_rows, int64_t n) override {
+        pool_.parallel_for(n_rows, [&](int64_t t0, int64_t t1, int) {
+            cpu::swiglu(gate + t0 * n, up + t0 * n, out + t0 * n, (t1 - t0) * n);
+        });
+    }
+
+    void add(float *x, const float *y, int64_t n) override {
+        for (int64_t i = 0; i < n; ++i) x[i] += y[i];
+    }
+
+    void attention(const AttentionArgs &a) override {
+        if (a.kv_type == KvType::F32) {
+            cpu::attention(pool_, to_cpu(a, static_cast<const float *>(a.k), static_cast<const float *>(a.v),
+                                         a.ld_kv, a.kv_head_stride));
+            return;
+        }
+        // f16 storage: widen the attended slots to f32 scratch first (the
+        // kernels read f32). Costs one conversion pass over the keys and
+        // values per call; docs/kv-storage.md has the measured effect.
+        const int64_t D = a.head_dim, n = a.n_kv, H = a.n_head_kv;
+        const size_t need = static_cast<size_t>(H * n * D);
+        if (kf_.size() < need) {
+            kf_.resize(need);
+            vf_.resize(need);
+        }
+        const uint16_t *k = static_cast<const uint16_t *>(a.k), *v = static_cast<const uint16_t *>(a.v);
+        pool_.parallel_for(H * n, [&](int64_t b, int64_t e, int) {
+            for (int64_t r = b; r < e; ++r) {
+                const int64_t g = r / n, j = r % n;
+                const uint16_t *ks = k + g * a.kv_head_stride + j * a.ld_kv, *vs = v + g * a.kv_head_stride + j * a.ld_kv;
+                float *kd = kf_.data() + r * D, *vd = vf_.data() + r * D;
+                for (int64_t d = 0; d < D; ++d) {
+                    kd[d] = fp16_to_fp32(ks[d]);
+                    vd[d] = fp16_to_fp32(vs[d]);
+                }
+            }
+        });
+        cpu::attention(pool_, to_cpu(a, kf_.data(), vf_.data(), D, n * D));
+    }
+
+    void gather_rows(KvType type, void *dst, const void *src, const int64_t *idx, int64_t n, int64_t row) override {
+        const size_t bytes = static_cast<size_t>(row) * kv_type_size(type);
+        auto *d = static_cast<uint8_t *>(dst);
+        const auto *s = static_cast<const uint8_t *>(src);
+        for (int64_t i = 0; i < n; ++i) {
+            if (d + i * bytes == s + idx[i] * bytes) continue;
+            std::memmove(d + i * bytes, s + idx[i] * bytes, bytes);
+        }
+    }
+
+    void store_rows(KvType type, void *dst, int64_t ld_dst, const float *src, int64_t ld_src, int64_t n,
+                    int64_t row) override {
+        if (type == KvType::F32) {
+            float *d = static_cast<float *>(dst);
+            for (int64_t i = 0; i < n; ++i) std::memcpy(d + i * ld_dst, src + i * ld_src, row * sizeof(float));
+            return;
+        }
+        uint16_t *d = static_cast<uint16_t *>(dst);
+        for (int64_t i = 0; i < n; ++i)
+            for (int64_t c = 0; c < row; ++c) d[i * ld_dst + c] = fp32_to_fp16(src[i * ld_src + c]);
+    }
+
+    void load_rows(KvType type, float *dst, int64_t ld_dst, const void *src, int64_t ld_src, int64_t n,
+                   int64_t row) override {
+        if (type == KvType::F32) {
+            const float *s = static_cast<const float *>(src);
+            for (int64_t i = 0; i < n; ++i) std::memcpy(dst + i * ld_dst, s + i * ld_src, row * sizeof(float));
+            return;
+        }
+        const uint16_t *s = static_cast<const uint16_t *>(src);
+        for (int64_t i = 0; i < n; ++i)
+            for (int64_t c = 0; c < row; ++c) dst[i * ld_dst + c] = fp16_to_fp32(s[i * ld_src + c]);
+    }
+
+    std::vector<int64_t> top_k(const float *x, int64_t n, int64_t k) override {
+        k = std::clamp<int64_t>(k, 0, std::max<int64_t>(n, 0));
+        std::vector<int64_t> idx(static_cast<size_t>(std::max<int64_t>(n, 0)));
+        std::iota(idx.begin(), idx.end(), int64_t{0});
+        auto key = [&](int64_t i) { return std::isnan(x[i]) ? -INFINITY : x[i]; };
+        auto better = [&](int64_t a, int64_t b) {
+            const float sa = key(a), sb = key(b);
+            return sa > sb || (sa == sb && a < b);
+        };
+        if (k < n) std::nth_element(idx.begin(), idx.begin() + k, idx.end(), better);
+        idx.resize(static_cast<size_t>(k));
+        std::sort(idx.begin(), idx.end());
+        return idx;
+    }
+
+private:
+    cpu::ThreadPool pool_;
+    std::vector<float> kf_, vf_;
+
+    friend double lctx::cpu_backend_fma_peak_gflops(Backend &);   // f16 attention: widened keys and values
+};
+
+} // namespace
+
+std::unique_ptr<Backend> make_cpu_backend(int n_threads) { return std::make_unique<CpuBackend>(n_threads); }
+
+const char *cpu_backend_variant() { return cpu::simd_variant(); }
+
+double cpu_backend_fma_peak_gflops(Backend &backend) {
+    auto *cpu = dynamic_cast<CpuBackend *>(&backend);
+    return cpu ? cpu::fma_peak_gflops(cpu->pool_) : 0.0;
+}
+
+} // namespace lctx

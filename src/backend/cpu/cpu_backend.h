@@ -1,0 +1,21 @@
+// The CPU backend: today's SIMD kernels (kernels/cpu/) behind the Backend
+// interface, with a persistent thread pool. Buffers are host memory.
+#pragma once
+
+#include <memory>
+
+#include "backend/backend.h"
+
+namespace lctx {
+
+// n_threads >= 1 (the calling thread included).
+std::unique_ptr<Backend> make_cpu_backend(int n_threads);
+
+// "avx512bf16", "avx512", "avx2" or "scalar": the kernel variant this CPU runs.
+const char *cpu_backend_variant();
+
+// f32 GFLOP/s peak of this CPU's SIMD FMA units on the backend's threads
+// (lctx bench); 0 when `backend` is not the CPU backend or runs scalar code.
+double cpu_backend_fma_peak_gflops(Backend &backend);
+
+} // namespace lctx

@@ -1,0 +1,212 @@
+#include "backend/registry.h"
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <dirent.h>
+#include <mutex>
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/module_abi.h"
+#include "common/error.h"
+#include "common/log.h"
+
+namespace lctx {
+
+namespace {
+
+struct LoadedModule {
+    BackendInfo info;
+    const lctx_backend_module *table = nullptr;   // null when unusable
+};
+
+std::mutex g_mu;
+bool g_scanned = false;
+std::vector<LoadedModule> g_modules;
+
+// Owns a backend made by a module and hands it back to the module to free.
+class ModuleBackend final : public Backend {
+public:
+    ModuleBackend(Backend *impl, const lctx_backend_module *m) : impl_(impl), m_(m) {}
+    ~ModuleBackend() override { m_->destroy(impl_); }
+    const char *name() const override { return impl_->name(); }
+    std::string description() const override { return impl_->description(); }
+    int n_threads() const override { return impl_->n_threads(); }
+    std::unique_ptr<Buffer> alloc(size_t bytes) override { return impl_->alloc(bytes); }
+    bool host_memory() const override { return impl_->host_memory(); }
+    void to_host(void *d, const void *s, size_t n) override { impl_->to_host(d, s, n); }
+    void from_host(void *d, const void *s, size_t n) override { impl_->from_host(d, s, n); }
+    void copy(void *d, const void *s, size_t n) override { impl_->copy(d, s, n); }
+    void prepare(const Model &model) override { impl_->prepare(model); }
+    void parallel_for(int64_t n, const std::function<void(int64_t, int64_t, int)> &fn) override {
+        impl_->parallel_for(n, fn);
+    }
+    void get_rows(const WeightView &W, const int32_t *ids, int64_t n, float *out) override {
+        impl_->get_rows(W, ids, n, out);
+    }
+    void rms_norm(const float *x, const WeightView &w, float *y, int64_t r, int64_t n, float eps) override {
+        impl_->rms_norm(x, w, y, r, n, eps);
+    }
+    void matmul(const WeightView &W, const float *x, int64_t ldx, int64_t n_tok, float *y) override {
+        impl_->matmul(W, x, ldx, n_tok, y);
+    }
+    void matmul_multi(const MatmulJob *j, int n, const float *x, int64_t ldx, int64_t n_tok) override {
+        impl_->matmul_multi(j, n, x, ldx, n_tok);
+    }
+    void rope(const Hparams &hp, float *x, int64_t ld, int64_t n_tok, int32_t nh, const int32_t *pos) override {
+        impl_->rope(hp, x, ld, n_tok, nh, pos);
+    }
+    void swiglu(const float *g, const float *u, float *o, int64_t r, int64_t n) override { impl_->swiglu(g, u, o, r, n); }
+    void add(float *x, const float *y, int64_t n) override { impl_->add(x, y, n); }
+    void attention(const AttentionArgs &a) override { impl_->attention(a); }
+    void gather_rows(KvType t, void *d, const void *s, const int64_t *idx, int64_t n, int64_t row) override {
+        impl_->gather_rows(t, d, s, idx, n, row);
+    }
+    void store_rows(KvType t, void *d, int64_t ldd, const float *s, int64_t lds, int64_t n, int64_t row) override {
+        impl_->store_rows(t, d, ldd, s, lds, n, row);
+    }
+    void load_rows(KvType t, float *d, int64_t ldd, const void *s, int64_t lds, int64_t n, int64_t row) override {
+        impl_->load_rows(t, d, ldd, s, lds, n, row);
+    }
+    std::vector<int64_t> top_k(const float *x, int64_t n, int64_t k) override { return impl_->top_k(x, n, k); }
+
+private:
+    Backend *impl_;
+    const lctx_backend_module *m_;
+};
+
+// Loads one module file; the handle stays open for the process lifetime
+// (backends and their code must outlive every session).
+LoadedModule load_module(const std::string &path) {
+    LoadedModule m;
+    m.info.path = path;
+    void *h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        const char *e = dlerror();
+        m.info.note = std::string("cannot load: ") + (e ? e : "unknown error");
+        return m;
+    }
+    auto get = reinterpret_cast<lctx_backend_module_get_fn>(dlsym(h, LCTX_BACKEND_MODULE_SYMBOL));
+    const lctx_backend_module *t = get ? get() : nullptr;
+    if (!t) {
+        m.info.note = std::string("no ") + LCTX_BACKEND_MODULE_SYMBOL + " table";
+        return m;
+    }
+    m.info.name = t->name ? t->name : "";
+    if (t->api_version != LCTX_BACKEND_API_VERSION || t->struct_size < sizeof(lctx_backend_module)) {
+        m.info.note = "built for backend API version " + std::to_string(t->api_version) + ", this library uses " +
+                      std::to_string(LCTX_BACKEND_API_VERSION);
+        return m;
+    }
+    if (!t->score || !t->create || !t->destroy || m.info.name.empty()) {
+        m.info.note = "incomplete module table";
+        return m;
+    }
+    m.info.score = t->score();
+    if (m.info.score <= 0) m.info.note = "cannot run on this machine (no device or driver)";
+    m.table = t;
+    return m;
+}
+
+std::string self_dir() {
+    Dl_info info{};
+    if (!dladdr(reinterpret_cast<void *>(&backends_summary), &info) || !info.dli_fname) return "";
+    std::string p = info.dli_fname;
+    const size_t slash = p.rfind('/');
+    return slash == std::string::npos ? "." : p.substr(0, slash);
+}
+
+void scan_locked() {
+    g_modules.clear();
+    std::vector<std::string> paths;
+    if (const char *env = std::getenv("LCTX_BACKEND_PATH")) {
+        std::string s = env;
+        for (size_t at = 0; at <= s.size();) {
+            const size_t end = std::min(s.find(':', at), s.size());
+            if (end > at) paths.push_back(s.substr(at, end - at));
+            at = end + 1;
+        }
+    }
+    const std::string dir = self_dir();
+    if (DIR *d = dir.empty() ? nullptr : opendir(dir.c_str())) {
+        while (dirent *e = readdir(d)) {
+            const std::string f = e->d_name;
+            if (f.rfind("liblctx-", 0) == 0 && f.size() > 11 && f.find(".so") != std::string::npos)
+                paths.push_back(dir + "/" + f);
+        }
+        closedir(d);
+    }
+    for (const std::string &p : paths) {
+        LoadedModule m = load_module(p);
+        if (!m.info.note.empty())
+            LCTX_LOG_INFO("backend module %s%s%s: %s", p.c_str(), m.info.name.empty() ? "" : " (",
+                          m.info.name.empty() ? "" : (m.info.name + ")").c_str(), m.info.note.c_str());
+        g_modules.push_back(std::move(m));
+    }
+    g_scanned = true;
+}
+
+void ensure_scanned() {
+    std::lock_guard<std::mutex> lock(g_mu);
+    if (!g_scanned) scan_locked();
+}
+
+} // namespace
+
+std::vector<BackendInfo> backends_available() {
+    ensure_scanned();
+    std::vector<BackendInfo> out;
+    BackendInfo cpu;
+    cpu.name = "cpu";
+    cpu.score = 1;
+    out.push_back(cpu);
+    std::lock_guard<std::mutex> lock(g_mu);
+    for (const LoadedModule &m : g_modules) out.push_back(m.info);
+    return out;
+}
+
+void backends_rescan() {
+    std::lock_guard<std::mutex> lock(g_mu);
+    scan_locked();
+}
+
+std::unique_ptr<Backend> make_backend(const std::string &requested, int n_threads) {
+    ensure_scanned();
+    std::string name = requested;
+    if (name.empty())
+        if (const char *env = std::getenv("LCTX_BACKEND")) name = env;
+    if (name == "cpu") return make_cpu_backend(n_threads);
+    const bool any = name.empty() || name == "auto";
+    const LoadedModule *best = nullptr;
+    {
+        std::lock_guard<std::mutex> lock(g_mu);
+        for (const LoadedModule &m : g_modules) {
+            if (!m.table || m.info.score <= 0) continue;
+            if (!any && m.info.name != name) continue;
+            if (!best || m.info.score > best->info.score) best = &m;
+        }
+    }
+    if (best) {
+        char err[512] = "";
+        void *impl = best->table->create(n_threads, err, sizeof err);
+        if (impl) return std::make_unique<ModuleBackend>(static_cast<Backend *>(impl), best->table);
+        LCTX_LOG_WARN("backend '%s' (%s) failed to start: %s; using the CPU", best->info.name.c_str(),
+                      best->info.path.c_str(), err[0] ? err : "no reason given");
+    } else if (!any) {
+        LCTX_LOG_WARN("backend '%s' is not available on this machine; using the CPU", name.c_str());
+    }
+    return make_cpu_backend(n_threads);
+}
+
+std::string backends_summary() {
+    std::string s = std::string("backends: cpu (") + cpu_backend_variant() + ")";
+    for (const BackendInfo &b : backends_available()) {
+        if (b.name == "cpu") continue;
+        s += "; " + (b.name.empty() ? b.path : b.name);
+        s += b.score > 0 ? " (score " + std::to_string(b.score) + ")" : " (unusable: " + b.note + ")";
+    }
+    return s;
+}
+
+} // namespace lctx

@@ -1,0 +1,126 @@
+// The KV store of one sequence. Per layer and KV head it holds `capacity`
+// slots; a slot holds a key, a value and its own position id, so every
+// (layer, KV head) can be evicted, compacted and renumbered on its own (H2O,
+// SnapKV, InfLLM, RefreshKV) through one mechanism. The number of filled
+// slots, size(), is common to all of them.
+//
+// Keys are stored after RoPE at their slot's position: attention reads them
+// as they are, and moving a slot to another position re-rotates its key by
+// the delta (compact_head, reposition). unrotated_keys() rotates back for
+// methods that score position-free keys (ReAttention). docs/kv-storage.md
+// has the measurements behind this choice.
+//
+// Memory is backend memory (Backend::alloc); element type f32 or f16. The
+// session code never touches it directly: the forward pass stores and
+// attends through attention_args(), methods move slots with the calls below.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "backend/backend.h"
+#include "model/model.h"
+
+namespace lctx {
+
+class KvStore {
+public:
+    // capacity: maximum slots. n_layers_used < 0: all layers of hp. Throws
+    // LCTX_ERR_OUT_OF_MEMORY when it cannot be allocated (or exceeds RAM).
+    KvStore(Backend &backend, const Hparams &hp, int64_t capacity, int32_t n_layers_used = -1,
+            KvType type = KvType::F32);
+
+    Backend &backend() const { return be_; }
+    int64_t size() const { return size_; }
+    int64_t capacity() const { return capacity_; }
+    int32_t n_layers() const { return n_layers_; }
+    int32_t n_head_kv() const { return n_head_kv_; }
+    int32_t head_dim() const { return head_dim_; }
+    KvType type() const { return type_; }
+    size_t bytes() const;   // memory held by keys, values and positions
+
+    // Position of slot s of (layer, head); positions(l, h) points at slot 0.
+    const int32_t *positions(int32_t layer, int32_t head) const {
+        return pos_.data() + (static_cast<size_t>(layer) * n_head_kv_ + head) * capacity_;
+    }
+    int32_t position(int32_t layer, int32_t head, int64_t slot) const { return positions(layer, head)[slot]; }
+
+    // Reserves n slots at the end; throws LCTX_ERR_CONTEXT_FULL when there is no room.
+    int64_t append(int64_t n);
+    void truncate(int64_t new_size);   // drops slots >= new_size
+    void clear() { size_ = 0; }
+
+    // Sets the position of slots [slot0, slot0 + n) of every layer and head.
+    void set_positions(int64_t slot0, const int32_t *pos, int64_t n);
+    // Sets the position of slots [slot0, slot0 + n) of one (layer, head)
+    // without touching its keys (the caller wrote keys for these positions).
+    void set_head_positions(int32_t layer, int32_t head, int64_t slot0, const int32_t *pos, int64_t n);
+
+    // The forward pass: writes n rows of rotated keys and values of every KV
+    // head of `layer` ([n][n_head_kv * head_dim] backend memory, row stride
+    // ld floats) into slots [slot0, slot0 + n).
+    void store(int32_t layer, int64_t slot0, const float *k, const float *v, int64_t n, int64_t ld);
+    // Attention arguments for `layer` over its first n_kv slots (the caller
+    // fills the query side).
+    AttentionArgs attention_args(int32_t layer, int64_t n_kv) const;
+
+    // Attention arguments over the listed slot ranges of `layer` (ascending,
+    // disjoint): a single range starting at 0 is read in place; otherwise
+    // the slots are gathered into `scratch` (kept by the caller while the
+    // arguments are used), positions included.
+    struct GatherScratch {
+        std::unique_ptr<Buffer> k, v;
+        std::vector<int32_t> pos;
+    };
+    AttentionArgs attention_args(int32_t layer, const std::vector<std::pair<int64_t, int64_t>> &ranges,
+                                 GatherScratch &scratch) const;
+
+    // Host copies of rows: keys as stored (rotated), values, n rows of
+    // head_dim floats from slot0 of (layer, head).
+    void read_keys(int32_t layer, int32_t head, int64_t slot0, int64_t n, float *out) const;
+    void read_values(int32_t layer, int32_t head, int64_t slot0, int64_t n, float *out) const;
+    // Keys rotated back to position 0 (the pre-RoPE projections, up to rounding).
+    void unrotated_keys(int32_t layer, int32_t head, int64_t slot0, int64_t n, float *out) const;
+    // Writes host rows of (layer, head): keys must already be rotated to the
+    // slots' positions (or use write_unrotated).
+    void write_rows(int32_t layer, int32_t head, int64_t slot0, int64_t n, const float *k, const float *v);
+    // Writes pre-RoPE keys (rotated here to pos[]) and values into slots
+    // [slot0, slot0 + n) of (layer, head) and sets their positions.
+    void write_unrotated(int32_t layer, int32_t head, int64_t slot0, int64_t n, const float *k, const float *v,
+                         const int32_t *pos);
+
+    // Keeps slots keep[] (ascending, unique) of (layer, head), moved to slots
+    // 0..k-1 with positions new_pos[0..k) (keys re-rotated by the delta).
+    // Slots >= k of this head are stale afterwards: the caller truncates once
+    // every head holds k slots.
+    void compact_head(int32_t layer, int32_t head, const std::vector<int64_t> &keep, const int32_t *new_pos);
+    // Keeps the same slots keep[] (ascending) of every layer and head, in order.
+    void compact(const std::vector<int64_t> &keep_slots);
+    // Moves slot s of every layer and head to position new_pos[s] (size()
+    // entries), re-rotating the keys by the delta.
+    void reposition(const std::vector<int32_t> &new_pos);
+    // Copies the first n slots of every layer and head of `src` (same
+    // geometry and type) into this store, which then holds n slots.
+    void copy_from(const KvStore &src, int64_t n);
+
+private:
+    size_t row_bytes() const { return static_cast<size_t>(head_dim_) * kv_type_size(type_); }
+    uint8_t *head_k(int32_t l, int32_t h) const;
+    uint8_t *head_v(int32_t l, int32_t h) const;
+    int32_t *pos_of(int32_t l, int32_t h) {
+        return pos_.data() + (static_cast<size_t>(l) * n_head_kv_ + h) * capacity_;
+    }
+    // Rotates n stored keys of (l, h) from slot0 by delta[i] (f16: via f32).
+    void rotate_keys(int32_t l, int32_t h, int64_t slot0, int64_t n, const int32_t *delta);
+
+    Backend &be_;
+    Hparams hp_, rot_;   // rot_: hp for delta rotations (rope_delta_hparams)
+    int32_t n_layers_, n_head_kv_, head_dim_;
+    int64_t capacity_, size_ = 0;
+    KvType type_;
+    std::vector<std::unique_ptr<Buffer>> k_, v_;   // per layer: [head][slot][head_dim]
+    std::vector<int32_t> pos_;                     // [layer][head][slot]
+};
+
+} // namespace lctx
