@@ -47,7 +47,7 @@ PYTHON="$python" bash packaging/test_wheel.sh "$build/wheel"
 
 echo "== examples"
 model="$root/models/SmolLM2-135M-Instruct.Q4_1.gguf"
-[[ -f "$model" ]] || model="${LCTX_TINY_MODEL:-$root/../shared/models/stories260K.gguf}"
+[[ -f "$model" ]] || model="${LCTX_TINY_MODEL:-$root/tests/data/stories260K.gguf}"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 cat > "$tmp/doc.txt" <<'TXT'

@@ -23,10 +23,10 @@ func tinyModel(t *testing.T) *Model {
 	t.Helper()
 	path := os.Getenv("LCTX_TINY_MODEL")
 	if path == "" {
-		path = filepath.Join(root(), "..", "shared", "models", "stories260K.gguf")
+		path = filepath.Join(root(), "tests", "data", "stories260K.gguf")
 	}
 	if _, err := os.Stat(path); err != nil {
-		t.Skipf("tiny model not found at %s (set LCTX_TINY_MODEL)", path)
+		t.Fatalf("test model missing: %s (stories260K.gguf is committed under tests/data/): %v", path, err)
 	}
 	m, err := LoadModel(path, &ModelParams{Threads: 1})
 	if err != nil {

@@ -8,12 +8,19 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 BUILD = pathlib.Path(os.environ.get("LCTX_BUILD_DIR", ROOT / "build" / "release"))
 MODELS = pathlib.Path(os.environ.get("LCTX_MODELS_DIR", ROOT / "models"))
 SMOLLM2 = MODELS / "SmolLM2-135M-Instruct.Q4_1.gguf"
-STORIES = ROOT.parent / "shared" / "models" / "stories260K.gguf"
+STORIES = ROOT / "tests" / "data" / "stories260K.gguf"
 
 
 def need_file(path: pathlib.Path, what: str) -> pathlib.Path:
     if not path.exists():
         pytest.skip(f"{what} not found at {path}")
+    return path
+
+
+def need_model(path: pathlib.Path, hint: str) -> pathlib.Path:
+    """A missing model fails the test (never a skip)."""
+    if not path.exists():
+        pytest.fail(f"model missing: {path} ({hint})", pytrace=False)
     return path
 
 
@@ -24,9 +31,9 @@ def lctx_cli() -> pathlib.Path:
 
 @pytest.fixture(scope="session")
 def smollm2() -> pathlib.Path:
-    return need_file(SMOLLM2, "SmolLM2 (run scripts/fetch-models.sh)")
+    return need_model(SMOLLM2, "run scripts/fetch-models.sh")
 
 
 @pytest.fixture(scope="session")
 def stories() -> pathlib.Path:
-    return need_file(STORIES, "stories260K")
+    return need_model(STORIES, "committed under tests/data/")

@@ -97,7 +97,7 @@ def _compare(tmp_path, template, convs):
 
 def test_smollm2_chatml_matches_jinja(tmp_path):
     if not SMOLLM2.exists():
-        pytest.skip(f"SmolLM2 not found at {SMOLLM2}")
+        pytest.fail(f"model missing: {SMOLLM2} (run scripts/fetch-models.sh)", pytrace=False)
     gguf = pytest.importorskip("gguf")
     field = gguf.GGUFReader(str(SMOLLM2)).fields["tokenizer.chat_template"]
     template = bytes(field.parts[field.data[0]]).decode()

@@ -145,7 +145,7 @@ def test_bad_input_is_refused(dump_tool, tmp_path):
 
 def test_smollm2_real_tensors(dump_tool, tmp_path):
     if not SMOLLM2.exists():
-        pytest.skip(f"SmolLM2 not found at {SMOLLM2}")
+        pytest.fail(f"model missing: {SMOLLM2} (run scripts/fetch-models.sh)", pytrace=False)
     reader = gguf.GGUFReader(str(SMOLLM2))
     tensors = {t.name: t for t in reader.tensors}
     checked = 0

@@ -1,10 +1,11 @@
 """Forward::run (via lctx_forward_dump) against the numpy reference llama_ref.py.
 
 Models: the tiny random-weight variants of make_tiny_model.py (F32, F16,
-Q8_0, Q4_1, tied, linear and YaRN RoPE scaling), stories260K and SmolLM2-135M
-(skipped when absent). Prompts of 1, 7, 100 and 2,000 random tokens. Checks
-every row of logits (cosine >= 0.9999) and the residual stream after every
-layer (max abs diff relative to the largest magnitude <= 1e-3).
+Q8_0, Q4_1, tied, linear and YaRN RoPE scaling), stories260K (tests/data/) and
+SmolLM2-135M (models/; a missing model fails the test). Prompts of 1, 7, 100
+and 2,000 random tokens. Checks every row of logits (cosine >= 0.9999) and the
+residual stream after every layer (max abs diff relative to the largest
+magnitude <= 1e-3).
 
 Env: LCTX_BUILD_DIR (default build/release), LCTX_MODELS_DIR (default models/).
 """
@@ -35,7 +36,7 @@ def _dir_from_env(var, default):
 BUILD = _dir_from_env("LCTX_BUILD_DIR", "build/release")
 MODELS = _dir_from_env("LCTX_MODELS_DIR", "models")
 DUMP = BUILD / "tests" / "lctx_forward_dump"
-STORIES = ROOT.parent / "shared" / "models" / "stories260K.gguf"
+STORIES = ROOT / "tests" / "data" / "stories260K.gguf"
 SMOLLM = MODELS / "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 LENGTHS = [1, 7, 100, 2000]
@@ -62,7 +63,8 @@ def _model_path(name, tiny_dir):
         return tiny_dir / (name + ".gguf")
     path = {"stories260K": STORIES, "smollm2": SMOLLM}[name]
     if not path.exists():
-        pytest.skip(f"{path} not found")
+        hint = "committed under tests/data/" if name == "stories260K" else "run scripts/fetch-models.sh"
+        pytest.fail(f"model missing: {path} ({hint})", pytrace=False)
     return path
 
 

@@ -17,7 +17,7 @@ BUILD = pathlib.Path(os.environ.get("LCTX_BUILD_DIR", ROOT / "build" / "release"
 MODELS = pathlib.Path(os.environ.get("LCTX_MODELS_DIR", ROOT / "models"))
 MODEL_PATHS = {
     "smollm2": MODELS / "SmolLM2-135M-Instruct.Q4_1.gguf",
-    "stories": ROOT.parent / "shared" / "models" / "stories260K.gguf",
+    "stories": ROOT / "tests" / "data" / "stories260K.gguf",
 }
 
 llama_cpp = pytest.importorskip("llama_cpp")
@@ -148,7 +148,8 @@ def _model(name: str) -> pathlib.Path:
         return MODEL_PATHS[name]
     p = MODEL_PATHS[name]
     if not p.exists():
-        pytest.skip(f"{name} model not found at {p}")
+        hint = "committed under tests/data/" if name == "stories" else "run scripts/fetch-models.sh"
+        pytest.fail(f"{name} model missing: {p} ({hint})", pytrace=False)
     return p
 
 

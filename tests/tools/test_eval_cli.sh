@@ -6,7 +6,7 @@
 set -euo pipefail
 LCTX=$1
 MODEL=$2
-[ -f "$MODEL" ] || { echo "SKIP: model $MODEL not found"; exit 0; }
+[ -f "$MODEL" ] || { echo "FAIL: test model $MODEL not found (stories260K.gguf is committed under tests/data/)"; exit 1; }
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }

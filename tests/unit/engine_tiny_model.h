@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -118,21 +119,20 @@ inline std::vector<uint8_t> make_tiny_llama(const TinyOptions &o = {}) {
     return w.build();
 }
 
-// Path of the shared stories260K model, or "" when it is not there.
+// Path of the stories260K model committed under tests/data/. Throws when the
+// file is not there, so a test that needs it fails (naming the path) instead
+// of skipping.
 inline std::string stories260k_path() {
-    std::string p = std::string(LCTX_SOURCE_DIR) + "/../shared/models/stories260K.gguf";
-    if (const char *d = std::getenv("LCTX_MODELS_DIR")) {
-        const std::string q = std::string(d) + "/stories260K.gguf";
-        if (FILE *f = std::fopen(q.c_str(), "rb")) {
-            std::fclose(f);
-            return q;
-        }
-    }
+#ifdef LCTX_TEST_DATA_DIR
+    const std::string p = std::string(LCTX_TEST_DATA_DIR) + "/stories260K.gguf";
+#else
+    const std::string p = std::string(LCTX_SOURCE_DIR) + "/tests/data/stories260K.gguf";
+#endif
     if (FILE *f = std::fopen(p.c_str(), "rb")) {
         std::fclose(f);
         return p;
     }
-    return "";
+    throw std::runtime_error("test model missing: " + p + " (stories260K.gguf is committed under tests/data/)");
 }
 
 } // namespace engine_test

@@ -17,7 +17,7 @@ using ::testing::HasSubstr;
 
 namespace {
 
-std::string stories_path() { return std::string(LCTX_SOURCE_DIR) + "/../shared/models/stories260K.gguf"; }
+std::string stories_path() { return std::string(LCTX_TEST_DATA_DIR) + "/stories260K.gguf"; }
 
 class Api : public ::testing::Test {
 protected:

@@ -542,7 +542,7 @@ TEST(GgufMalformed, MutationFuzz) {
 // --- real files (facts checked with gguf-py's GGUFReader) -------------------
 
 namespace {
-std::string shared_model(const char *name) { return std::string(LCTX_SOURCE_DIR) + "/../shared/models/" + name; }
+std::string test_data_model(const char *name) { return std::string(LCTX_TEST_DATA_DIR) + "/" + name; }
 std::string local_model(const char *name) {
     const char *dir = std::getenv("LCTX_MODELS_DIR");
     return (dir ? std::string(dir) : std::string(LCTX_SOURCE_DIR) + "/models") + "/" + name;
@@ -550,8 +550,8 @@ std::string local_model(const char *name) {
 } // namespace
 
 TEST(GgufReal, Stories260K) {
-    const std::string path = shared_model("stories260K.gguf");
-    if (!std::filesystem::exists(path)) GTEST_SKIP() << "missing " << path;
+    const std::string path = test_data_model("stories260K.gguf");
+    ASSERT_TRUE(std::filesystem::exists(path)) << "test model missing: " << path << " (committed under tests/data/)";
     const auto bytes = read_file(path);
     for (bool mmap : {true, false}) {
         auto g = GgufFile::open(path, mmap);
@@ -581,7 +581,7 @@ TEST(GgufReal, Stories260K) {
 
 TEST(GgufReal, SmolLM2Q4_1) {
     const std::string path = local_model("SmolLM2-135M-Instruct.Q4_1.gguf");
-    if (!std::filesystem::exists(path)) GTEST_SKIP() << "missing " << path;
+    ASSERT_TRUE(std::filesystem::exists(path)) << "model missing: " << path << " (run scripts/fetch-models.sh)";
     auto g = GgufFile::open(path);
     EXPECT_TRUE(g->is_mmapped());
     EXPECT_EQ(g->version(), 3u);

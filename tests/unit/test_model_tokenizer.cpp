@@ -19,7 +19,7 @@ using lctx::Tokenizer;
 
 namespace {
 
-const std::string kStories = std::string(LCTX_SOURCE_DIR) + "/../shared/models/stories260K.gguf";
+const std::string kStories = std::string(LCTX_TEST_DATA_DIR) + "/stories260K.gguf";
 const std::string kSmolLM2 = std::string(LCTX_SOURCE_DIR) + "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
 
 std::unique_ptr<Tokenizer> load(const std::string &path) {
@@ -27,8 +27,15 @@ std::unique_ptr<Tokenizer> load(const std::string &path) {
     return Tokenizer::from_gguf(*f);
 }
 
-#define LOAD_OR_SKIP(var, path)                                                   \
-    if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not present";    \
+// A missing model fails the test: stories260K is committed under tests/data/,
+// SmolLM2 is fetched into models/ by scripts/fetch-models.sh (scripts/setup.sh).
+#define ASSERT_MODEL_EXISTS(path)                                                            \
+    ASSERT_TRUE(std::filesystem::exists(path))                                               \
+        << "model missing: " << (path)                                                       \
+        << ((path) == kStories ? " (committed under tests/data/)" : " (run scripts/fetch-models.sh)")
+
+#define LOAD_MODEL(var, path) \
+    ASSERT_MODEL_EXISTS(path); \
     auto var = load(path)
 
 // --- a minimal reader for the one-case-per-line JSON data files -------------
@@ -130,17 +137,17 @@ const std::vector<std::string> kRoundTrip = {
 } // namespace
 
 TEST(Tokenizer, StoriesMatchesLlamaCppCases) {
-    LOAD_OR_SKIP(tok, kStories);
+    LOAD_MODEL(tok, kStories);
     check_cases(*tok, "stories");
 }
 
 TEST(Tokenizer, SmolLM2MatchesLlamaCppCases) {
-    LOAD_OR_SKIP(tok, kSmolLM2);
+    LOAD_MODEL(tok, kSmolLM2);
     check_cases(*tok, "smollm2");
 }
 
 TEST(Tokenizer, StoriesSpecialIds) {
-    LOAD_OR_SKIP(tok, kStories);
+    LOAD_MODEL(tok, kStories);
     EXPECT_EQ(tok->n_vocab(), 512);
     EXPECT_EQ(tok->bos(), 1);
     EXPECT_EQ(tok->eos(), 2);
@@ -157,7 +164,7 @@ TEST(Tokenizer, StoriesSpecialIds) {
 }
 
 TEST(Tokenizer, SmolLM2SpecialIds) {
-    LOAD_OR_SKIP(tok, kSmolLM2);
+    LOAD_MODEL(tok, kSmolLM2);
     EXPECT_EQ(tok->n_vocab(), 49152);
     EXPECT_EQ(tok->token_text(2), "<|im_end|>");
     EXPECT_TRUE(tok->is_eog(2));
@@ -170,8 +177,8 @@ TEST(Tokenizer, SmolLM2SpecialIds) {
 }
 
 TEST(Tokenizer, RoundTrip) {
-    for (const std::string &path : {kSmolLM2, kStories}) {
-        if (!std::filesystem::exists(path)) continue;
+    for (const std::string &path : {kStories, kSmolLM2}) {  // stories first: it is always there
+        ASSERT_MODEL_EXISTS(path);
         auto tok = load(path);
         for (const std::string &s : kRoundTrip) {
             const auto ids = tok->tokenize(s, false, false);
@@ -183,8 +190,8 @@ TEST(Tokenizer, RoundTrip) {
 }
 
 TEST(Tokenizer, HostileInputDoesNotCrash) {
-    for (const std::string &path : {kSmolLM2, kStories}) {
-        if (!std::filesystem::exists(path)) continue;
+    for (const std::string &path : {kStories, kSmolLM2}) {  // stories first: it is always there
+        ASSERT_MODEL_EXISTS(path);
         auto tok = load(path);
         std::string junk;
         for (int i = 0; i < 4096; ++i) junk.push_back(static_cast<char>((i * 131 + 7) & 0xFF));  // invalid UTF-8, NULs
@@ -214,7 +221,7 @@ TEST(Tokenizer, HostileInputDoesNotCrash) {
 }
 
 TEST(Tokenizer, OneMillionTokensInOneCall) {
-    LOAD_OR_SKIP(tok, kSmolLM2);
+    LOAD_MODEL(tok, kSmolLM2);
     const std::string para =
         "The quick brown fox jumps over the lazy dog. It's a sunny day, and we're going to the park with 3 friends! "
         "Internationalization isn't easy; tokenizers split words into sub-word units.\n";

@@ -11,13 +11,13 @@ BUILD = pathlib.Path(os.environ.get("LCTX_BUILD_DIR", ROOT / "build" / "release"
 if (BUILD / "bindings" / "python" / "lctx").is_dir():
     sys.path.insert(0, str(BUILD / "bindings" / "python"))
 
-TINY = pathlib.Path(os.environ.get("LCTX_TINY_MODEL", ROOT.parent / "shared" / "models" / "stories260K.gguf"))
+TINY = pathlib.Path(os.environ.get("LCTX_TINY_MODEL", ROOT / "tests" / "data" / "stories260K.gguf"))
 
 
 @pytest.fixture(scope="session")
 def tiny_path() -> pathlib.Path:
-    if not TINY.is_file():
-        pytest.skip(f"tiny model not found at {TINY} (set LCTX_TINY_MODEL)")
+    if not TINY.is_file():  # a missing model fails, never skips
+        pytest.fail(f"test model missing: {TINY} (stories260K.gguf is committed under tests/data/)", pytrace=False)
     return TINY
 
 

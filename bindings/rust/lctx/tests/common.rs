@@ -9,30 +9,24 @@ pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../..")
 }
 
-/// stories260K ($LCTX_TINY_MODEL or ../shared/models), or None (the test
-/// then returns early with a note, like a skip).
-pub fn tiny_model() -> Option<lctx::Model> {
-    let path = std::env::var("LCTX_TINY_MODEL")
+/// Path of stories260K: $LCTX_TINY_MODEL, or the copy committed under tests/data/.
+pub fn tiny_model_path() -> PathBuf {
+    std::env::var("LCTX_TINY_MODEL")
         .map(PathBuf::from)
-        .unwrap_or_else(|_| repo_root().join("../shared/models/stories260K.gguf"));
-    if !path.exists() {
-        eprintln!("SKIP: tiny model not found at {} (set LCTX_TINY_MODEL)", path.display());
-        return None;
-    }
-    Some(lctx::Model::load(&path, &lctx::ModelParams { n_threads: 1, ..Default::default() }).expect("loading stories260K"))
+        .unwrap_or_else(|_| repo_root().join("tests/data/stories260K.gguf"))
+}
+
+/// stories260K, loaded. A missing file fails the test (it is never skipped).
+pub fn tiny_model() -> lctx::Model {
+    let path = tiny_model_path();
+    assert!(
+        path.is_file(),
+        "test model missing: {} (stories260K.gguf is committed under tests/data/)",
+        path.display()
+    );
+    lctx::Model::load(&path, &lctx::ModelParams { n_threads: 1, ..Default::default() }).expect("loading stories260K")
 }
 
 pub fn small_params() -> lctx::SessionParams {
     lctx::SessionParams { n_ctx: 512, n_threads: 1, ..Default::default() }
-}
-
-/// The tiny model, or return from the test (skipped) when it is absent.
-#[macro_export]
-macro_rules! model_or_skip {
-    () => {
-        match common::tiny_model() {
-            Some(m) => m,
-            None => return,
-        }
-    };
 }

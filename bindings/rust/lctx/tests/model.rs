@@ -6,7 +6,7 @@ use lctx::{ChatMessage, Model, ModelParams, Status};
 
 #[test]
 fn model_information() {
-    let m = model_or_skip!();
+    let m = tiny_model();
     assert_eq!(m.architecture(), "llama");
     assert_eq!(m.n_vocab(), 512);
     assert!(m.n_layer() > 0 && m.n_head() > 0 && m.n_head_kv() > 0 && m.head_dim() > 0);
@@ -27,11 +27,8 @@ fn model_information() {
 
 #[test]
 fn load_from_memory_matches_load() {
-    let m = model_or_skip!();
-    let path = std::env::var("LCTX_TINY_MODEL")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|_| common::repo_root().join("../shared/models/stories260K.gguf"));
-    let bytes = std::fs::read(path).unwrap();
+    let m = tiny_model();
+    let bytes = std::fs::read(common::tiny_model_path()).unwrap();
     let m2 = Model::load_from_memory(&bytes, &ModelParams { n_threads: 1, use_mmap: false }).unwrap();
     drop(bytes); // the library copied it
     assert_eq!(m2.n_params(), m.n_params());
@@ -40,7 +37,7 @@ fn load_from_memory_matches_load() {
 
 #[test]
 fn tokenize_pieces_detokenize_round_trip() {
-    let m = model_or_skip!();
+    let m = tiny_model();
     let toks = m.tokenize(DOC, true, false).unwrap();
     assert_eq!(toks[0], m.token_bos().unwrap());
     assert_eq!(m.detokenize(&toks, false).unwrap().trim(), DOC.trim());
@@ -58,7 +55,7 @@ fn tokenize_pieces_detokenize_round_trip() {
 
 #[test]
 fn chat_template_absent_is_unsupported() {
-    let m = model_or_skip!();
+    let m = tiny_model();
     let msg = ChatMessage { role: "user".into(), content: "hi".into() };
     assert_eq!(m.chat_apply(&[msg], true).unwrap_err().status, Status::Unsupported);
     assert_eq!(m.prompt_parts(), (String::new(), "\n".to_string()));
@@ -66,7 +63,7 @@ fn chat_template_absent_is_unsupported() {
 
 #[test]
 fn model_is_shared_between_threads() {
-    let m = model_or_skip!();
+    let m = tiny_model();
     let answers: Vec<String> = std::thread::scope(|scope| {
         let hs: Vec<_> = (0..2)
             .map(|_| {

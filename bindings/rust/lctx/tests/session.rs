@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 
 #[test]
 fn stages_and_greedy_is_argmax() {
-    let m = model_or_skip!();
+    let m = common::tiny_model();
     let mut s = m.session(&small_params()).unwrap();
     assert_eq!(s.stage(), Stage::Feeding);
     let e = s.decode(&Sampling::greedy()).unwrap_err();
@@ -40,7 +40,7 @@ fn stages_and_greedy_is_argmax() {
 
 #[test]
 fn bad_token_is_an_error_and_the_session_stays_usable() {
-    let m = model_or_skip!();
+    let m = common::tiny_model();
     let mut s = m.session(&small_params()).unwrap();
     let e = s.feed(&[1, 2, m.n_vocab() + 100]).unwrap_err();
     assert_eq!(e.status, Status::InvalidArg);
@@ -60,7 +60,7 @@ fn prepared<'m>(m: &'m lctx::Model) -> Session<'m> {
 
 #[test]
 fn token_iterator_and_text_pieces_agree() {
-    let m = model_or_skip!();
+    let m = common::tiny_model();
     let ids: Vec<_> = prepared(&m).tokens(24, &Sampling::greedy()).collect::<Result<_, _>>().unwrap();
     let mut b = prepared(&m);
     let text: String = b.generate(24, &Sampling::greedy()).collect::<Result<_, _>>().unwrap();
@@ -74,7 +74,7 @@ fn token_iterator_and_text_pieces_agree() {
 
 #[test]
 fn ask_many_is_deterministic() {
-    let m = model_or_skip!();
+    let m = common::tiny_model();
     let run = || {
         let mut s = m.session(&small_params()).unwrap();
         s.feed_text(&DOC.repeat(2)).unwrap();
@@ -89,7 +89,7 @@ fn ask_many_is_deterministic() {
 
 #[test]
 fn seeded_sampling_is_reproducible() {
-    let m = model_or_skip!();
+    let m = common::tiny_model();
     let sample = |seed| {
         let mut s = m.session(&small_params()).unwrap();
         s.feed_text(DOC).unwrap();
@@ -102,7 +102,7 @@ fn seeded_sampling_is_reproducible() {
 
 #[test]
 fn progress_reports_and_cancels() {
-    let m = model_or_skip!();
+    let m = common::tiny_model();
     let seen = Arc::new(Mutex::new(Vec::new()));
     let rec = seen.clone();
     let p = SessionParams {
@@ -125,7 +125,7 @@ fn progress_reports_and_cancels() {
 
 #[test]
 fn panic_in_progress_cancels_and_propagates() {
-    let m = model_or_skip!();
+    let m = common::tiny_model();
     let p = SessionParams { n_batch: 16, progress: Some(Arc::new(|_| panic!("from the callback"))), ..small_params() };
     let mut s = m.session(&p).unwrap();
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| s.feed_text(DOC)));
@@ -136,7 +136,7 @@ fn panic_in_progress_cancels_and_propagates() {
 
 #[test]
 fn canceller_works_from_another_thread() {
-    let m = model_or_skip!();
+    let m = common::tiny_model();
     let calls = Arc::new(AtomicUsize::new(0));
     let (tx, rx) = std::sync::mpsc::channel::<()>();
     let tx = Mutex::new(tx);
@@ -172,7 +172,7 @@ fn canceller_works_from_another_thread() {
 
 #[test]
 fn logger_receives_messages() {
-    let m = model_or_skip!();
+    let m = common::tiny_model();
     let got = Arc::new(Mutex::new(Vec::new()));
     let g2 = got.clone();
     lctx::set_logger(Some(Box::new(move |l, msg: &str| g2.lock().unwrap().push((l, msg.to_string())))),
@@ -193,7 +193,7 @@ fn reform_params() -> SessionParams {
 
 #[test]
 fn reform_index_save_and_load() {
-    let m = model_or_skip!();
+    let m = common::tiny_model();
     let p = reform_params();
     let mut s = m.session(&p).unwrap();
     s.feed_text(&DOC.repeat(6)).unwrap();

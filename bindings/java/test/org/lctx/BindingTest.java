@@ -13,7 +13,6 @@ import java.util.concurrent.atomic.AtomicInteger;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
@@ -23,11 +22,18 @@ class BindingTest {
     static Path root = Path.of(System.getenv().getOrDefault("LCTX_SOURCE_DIR", "."));
     static Model model;
 
+    /** stories260K: $LCTX_TINY_MODEL, or the copy committed under tests/data/. */
+    static Path tinyPath() {
+        String p = System.getenv("LCTX_TINY_MODEL");
+        return p != null ? Path.of(p) : root.resolve("tests/data/stories260K.gguf");
+    }
+
     @BeforeAll
     static void load() {
-        String p = System.getenv("LCTX_TINY_MODEL");
-        Path tiny = p != null ? Path.of(p) : root.resolve("../shared/models/stories260K.gguf");
-        Assumptions.assumeTrue(Files.exists(tiny), "tiny model not found: " + tiny);
+        Path tiny = tinyPath();
+        // A missing model fails every test, never skips them.
+        assertTrue(Files.isRegularFile(tiny),
+                "test model missing: " + tiny + " (stories260K.gguf is committed under tests/data/)");
         model = new Model(tiny.toString(), 1, true);
     }
 
@@ -145,7 +151,7 @@ class BindingTest {
 
     @Test
     void closeIsIdempotentAndModelClosesSessions() {
-        Model m = new Model(root.resolve("../shared/models/stories260K.gguf").toString());
+        Model m = new Model(tinyPath().toString());
         Session s = m.newSession(new Session.Params().nCtx(64));
         m.close();
         m.close();
