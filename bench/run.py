@@ -78,6 +78,9 @@ def main():
     ap.add_argument("--reform", default="", help="REFORM encode lengths for lctx, e.g. 32768,131072")
     ap.add_argument("--reform-baseline", action="store_true",
                     help="also llama.cpp full prefill of each REFORM length, once (slow: hours at 128K on 2 cores)")
+    ap.add_argument("--before", default=None,
+                    help="the lctx binary of a previous build: measured in the same repeats, reported as a ratio")
+    ap.add_argument("--kv-f16", action="store_true", help="also lctx with an f16 KV store (lctx bench --kv f16)")
     ap.add_argument("-o", "--out", default=str(ROOT / "docs" / "results" / "bench-smollm2.md"))
     args = ap.parse_args()
 
@@ -95,11 +98,17 @@ def main():
     prompts = [int(x) for x in args.prompts.split(",")]
 
     load_before = loadavg()
-    runs = {"lctx": [], "llama.cpp": []}
+    runs = {"lctx": [], "llama.cpp": [], "before": [], "f16": []}
     for r in range(args.repeats):
         print(f"repeat {r + 1}/{args.repeats}: lctx", file=sys.stderr, flush=True)
         reform = ["--reform", args.reform] if args.reform else []
         runs["lctx"].append(json.loads(sh([str(lctx), "bench"] + common + reform)))
+        if args.before:
+            print(f"repeat {r + 1}/{args.repeats}: lctx (previous build)", file=sys.stderr, flush=True)
+            runs["before"].append(json.loads(sh([args.before, "bench"] + common)))
+        if args.kv_f16:
+            print(f"repeat {r + 1}/{args.repeats}: lctx (f16 KV)", file=sys.stderr, flush=True)
+            runs["f16"].append(json.loads(sh([str(lctx), "bench", "--kv", "f16"] + common)))
         if not args.no_llama:
             print(f"repeat {r + 1}/{args.repeats}: llama.cpp", file=sys.stderr, flush=True)
             runs["llama.cpp"].append(json.loads(sh([py, str(ROOT / "bench" / "llama_cpp_bench.py"), "--flash-attn",
@@ -153,6 +162,21 @@ def main():
         md.append(f"| REFORM encode {n} tokens vs llama.cpp full prefill (tok/s) | {f3(a)} | "
                   + (f"{b:.1f} (one run) | **{a[1] / b:.2f}x** |" if b else "not measured | |"))
     md.append(f"| peak RSS (MiB) | {rss[0]:.0f} | {rss[1]:.0f} (Python process) | |")
+    if args.before or args.kv_f16:
+        md += ["", "## lctx against its previous build, and with an f16 KV store", "",
+               "Same repeats (interleaved with the runs above), medians; ratios are this build's f32 run over "
+               "the other column's median (above 1: this build is faster).", "",
+               "| measurement | this build (f32 KV) | previous build | this / previous | f16 KV | f32 / f16 |",
+               "|---|---:|---:|---:|---:|---:|"]
+        for label, key in rows:
+            a = stats(series("lctx", key))[1]
+            b = stats(series("before", key))[1] if args.before else float("nan")
+            c = stats(series("f16", key))[1] if args.kv_f16 else float("nan")
+            md.append(f"| {label} | {a:.1f} | {b:.1f} | **{a / b:.3f}x** | {c:.1f} | {a / c:.3f}x |")
+        pr = lambda k: max((r["peak_rss_mib"] for r in runs[k]), default=float("nan"))
+        md.append(f"| peak RSS (MiB) | {pr('lctx'):.0f} | {pr('before'):.0f} | | {pr('f16'):.0f} | |")
+        if args.before:
+            md.append(f"\nprevious build: `{args.before}` ({runs['before'][0]['build']})")
     md += ["", "## Machine", ""]
     for k, v in m.items():
         md.append(f"- {k}: {v}")

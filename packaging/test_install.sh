@@ -6,7 +6,7 @@
 set -euo pipefail
 build="$(cd "$1" && pwd)"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-tiny="${LCTX_TINY_MODEL:-$root/../shared/models/stories260K.gguf}"
+tiny="${LCTX_TINY_MODEL:-$root/tests/data/stories260K.gguf}"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 printf 'Lily had a red ball. She played with it in the park.\n' > "$tmp/doc.txt"

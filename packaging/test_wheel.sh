@@ -9,7 +9,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cache="${1:-$root/build/wheel}"
 python="${PYTHON:-python3}"
-model="${LCTX_TINY_MODEL:-$root/../shared/models/stories260K.gguf}"
+model="${LCTX_TINY_MODEL:-$root/tests/data/stories260K.gguf}"
 if [[ "${LCTX_SKIP_WHEEL:-0}" == 1 ]]; then echo "test_wheel: SKIPPED (LCTX_SKIP_WHEEL=1)"; exit 0; fi
 
 tmp="$(mktemp -d)"

@@ -156,6 +156,63 @@ std::string reform_json(const Args &a, const std::vector<int64_t> &lengths, int6
     return out + "\n  ],\n";
 }
 
+// Keys before or after RoPE? Per KV length n, for one layer of this model:
+// the decode attention of one query over n slots (f32 and f16 storage), and
+// rotating those n keys to their positions, which keeping un-rotated keys
+// would add to every decode step. Best of `repeats`, in milliseconds.
+std::string kv_study_json(Backend &be, const Hparams &hp, const std::vector<int64_t> &lengths, int64_t repeats) {
+    std::string out = "  \"kv_study\": [";
+    std::mt19937 rng(3);
+    std::normal_distribution<float> nd;
+    const int64_t D = hp.head_dim, Q = int64_t(hp.n_head) * D;
+    for (size_t li = 0; li < lengths.size(); ++li) {
+        const int64_t n = lengths[li];
+        double t_attn[2] = {1e30, 1e30}, t_rope = 1e30;
+        std::vector<float> k(static_cast<size_t>(n * D)), v(k.size());
+        std::vector<int32_t> pos(static_cast<size_t>(n));
+        for (int64_t i = 0; i < n; ++i) pos[i] = static_cast<int32_t>(i);
+        for (int type = 0; type < 2; ++type) {
+            KvStore s(be, hp, n, 1, type ? KvType::F16 : KvType::F32);
+            s.append(n);
+            for (int32_t h = 0; h < hp.n_head_kv; ++h) {
+                for (float &x : k) x = nd(rng);
+                for (float &x : v) x = nd(rng);
+                s.write_unrotated(0, h, 0, n, k.data(), v.data(), pos.data());
+            }
+            std::vector<float> q(static_cast<size_t>(Q)), o(q.size());
+            for (float &x : q) x = nd(rng);
+            const int32_t qpos = static_cast<int32_t>(n);
+            for (int64_t r = 0; r < repeats + 1; ++r) {
+                AttentionArgs a = s.attention_args(0, n);
+                a.q = q.data();
+                a.ldq = Q;
+                a.out = o.data();
+                a.ldo = Q;
+                a.n_q = 1;
+                a.n_head = hp.n_head;
+                a.q_pos = &qpos;
+                const auto t0 = std::chrono::steady_clock::now();
+                be.attention(a);
+                if (r > 0) t_attn[type] = std::min(t_attn[type], seconds_since(t0));
+            }
+        }
+        for (int64_t r = 0; r < repeats + 1; ++r) {
+            std::vector<float> keys(static_cast<size_t>(n * hp.n_head_kv * D));
+            for (float &x : keys) x = nd(rng);
+            const auto t0 = std::chrono::steady_clock::now();
+            be.rope(hp, keys.data(), int64_t(hp.n_head_kv) * D, n, hp.n_head_kv, pos.data());
+            if (r > 0) t_rope = std::min(t_rope, seconds_since(t0));
+        }
+        char buf[256];
+        std::snprintf(buf, sizeof buf,
+                      "%s\n    {\"n_kv\": %lld, \"attention_f32_ms\": %.4f, \"attention_f16_ms\": %.4f, "
+                      "\"rotate_keys_ms\": %.4f}",
+                      li ? "," : "", static_cast<long long>(n), t_attn[0] * 1e3, t_attn[1] * 1e3, t_rope * 1e3);
+        out += buf;
+    }
+    return out + "\n  ],\n";
+}
+
 } // namespace
 
 int cmd_bench(int argc, char **argv) {
@@ -169,8 +226,12 @@ int cmd_bench(int argc, char **argv) {
         "  --profile              per-op time breakdown, GEMM GFLOP/s and the FMA peak\n"
         "  --no-mmap              read the model into memory instead of mapping the file\n"
         "  --reform LIST          also REFORM encode (feed + build_index) of these document lengths\n"
+        "  --kv f32|f16           element type of the KV store (default f32)\n"
+        "  --kv-study LIST        per KV length: one layer's decode attention vs re-rotating its keys\n"
+        "                         (the cost of keeping keys before RoPE), f32 and f16\n"
         "Prints one JSON object: tokens/s per repeat, peak RSS, profile.\n";
-    Args a = parse_args(argc, argv, {"--model", "--threads", "--prompts", "--decode-ctx", "--n-decode", "--repeats", "--reform"},
+    Args a = parse_args(argc, argv, {"--model", "--threads", "--prompts", "--decode-ctx", "--n-decode", "--repeats", "--reform", "--kv",
+                         "--kv-study"},
                         {"--profile", "--no-mmap"},
                         {{"-m", "--model"}, {"-t", "--threads"}, {"-p", "--prompts"}, {"-n", "--n-decode"},
                          {"-r", "--repeats"}},
@@ -182,6 +243,10 @@ int cmd_bench(int argc, char **argv) {
     if (decode_ctx < 0 || n_decode <= 0 || repeats <= 0) die("--decode-ctx >= 0, --n-decode and --repeats > 0\n");
     const bool profile = a.on("--profile");
     const std::vector<int64_t> reform = a.has("--reform") ? parse_list(a.get("--reform")) : std::vector<int64_t>{};
+    const std::vector<int64_t> kv_study = a.has("--kv-study") ? parse_list(a.get("--kv-study")) : std::vector<int64_t>{};
+    const std::string kv_name = a.get("--kv", "f32");
+    if (kv_name != "f32" && kv_name != "f16") die("--kv must be f32 or f16\n");
+    const KvType kv = kv_name == "f16" ? KvType::F16 : KvType::F32;
 
     try {
         int64_t threads = a.get_int("--threads", 0);
@@ -194,9 +259,10 @@ int cmd_bench(int argc, char **argv) {
         std::string out = "{\n";
         char buf[512];
         std::snprintf(buf, sizeof buf,
-                      "  \"model\": \"%s\",\n  \"threads\": %lld,\n  \"simd\": \"%s\",\n  \"build\": \"%s\",\n",
+                      "  \"model\": \"%s\",\n  \"threads\": %lld,\n  \"simd\": \"%s\",\n  \"build\": \"%s\",\n"
+                      "  \"kv\": \"%s\",\n",
                       a.get("--model").c_str(), static_cast<long long>(threads), cpu_backend_variant(),
-                      lctx_build_info());
+                      lctx_build_info(), kv_type_name(kv));
         out += buf;
 
         // Warm-up: page the weights in and start the workers.
@@ -217,14 +283,14 @@ int cmd_bench(int argc, char **argv) {
         for (int64_t r = 0; r < repeats; ++r) {
             for (size_t i = 0; i < prompts.size(); ++i) {
                 const bool then_decode = prompts[i] == decode_ctx;
-                KvStore cache(*backend, hp, prompts[i] + (then_decode ? n_decode : 0));
+                KvStore cache(*backend, hp, prompts[i] + (then_decode ? n_decode : 0), -1, kv);
                 const double t = b.prefill(cache, prompts[i], profile && r == 0 ? &prefill_prof[i] : nullptr);
                 prefill_tps[i].push_back(prompts[i] / t);
                 if (then_decode)
                     decode_tps.push_back(n_decode / b.decode(cache, n_decode, profile && r == 0 ? &decode_prof : nullptr));
             }
             if (decode_separate) {
-                KvStore cache(*backend, hp, decode_ctx + n_decode);
+                KvStore cache(*backend, hp, decode_ctx + n_decode, -1, kv);
                 b.prefill(cache, decode_ctx, nullptr);
                 decode_tps.push_back(n_decode / b.decode(cache, n_decode, profile && r == 0 ? &decode_prof : nullptr));
             }
@@ -270,6 +336,7 @@ int cmd_bench(int argc, char **argv) {
             out += "\n  },\n";
         }
         if (!reform.empty()) out += reform_json(a, reform, repeats, threads, hp.n_vocab);
+        if (!kv_study.empty()) out += kv_study_json(*backend, hp, kv_study, repeats);
         std::snprintf(buf, sizeof buf, "  \"peak_rss_mib\": %.1f\n}\n", peak_rss_mib());
         out += buf;
         std::fputs(out.c_str(), stdout);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "model/ggml_type.h"
 #include "cpu_kernels.h"
 #include "simd.h"
 
@@ -34,7 +35,8 @@ void check(const AttentionArgs &a) {
         fail(LCTX_ERR_INVALID_ARG, "attention: n_head %d must be a positive multiple of n_head_kv %d (head_dim %d)",
              a.n_head, a.n_head_kv, a.head_dim);
     if (a.n_q == 0) return;
-    if (!a.q || !a.out || !a.q_pos || (a.n_kv > 0 && (!a.k || !a.v || !a.kv_pos)))
+    const bool kv = (a.k && a.v) || (a.k16 && a.v16);
+    if (!a.q || !a.out || !a.q_pos || (a.n_kv > 0 && (!kv || !a.kv_pos)))
         fail(LCTX_ERR_INVALID_ARG, "attention: null input");
     const int64_t width = static_cast<int64_t>(a.n_head) * a.head_dim;
     if (a.ldq < width || a.ldo < width || (a.n_kv > 0 && a.ld_kv < a.head_dim))
@@ -45,6 +47,36 @@ void check(const AttentionArgs &a) {
 float *grow(std::vector<float> &v, size_t n) {
     if (v.size() < n) v.resize(n);
     return v.data();
+}
+
+// f16 storage: slots [j0, j1) of KV head g widened into thread-local f32
+// copies; the returned arguments read them at the same slot indices (head
+// stride 0, rows of head_dim), so the f32 kernels run unchanged.
+AttentionArgs widened(const KernelTable &kt, const AttentionArgs &a, int g, int64_t j0, int64_t j1) {
+    thread_local std::vector<float> kbuf, vbuf;
+    const int64_t hd = a.head_dim;
+    float *k = grow(kbuf, static_cast<size_t>(j1 * hd)), *v = grow(vbuf, static_cast<size_t>(j1 * hd));
+    const uint16_t *ks = a.k16 + g * a.kv_head_stride, *vs = a.v16 + g * a.kv_head_stride;
+    auto widen = [&](const uint16_t *src, float *dst, int64_t n) {
+        if (!kt.dequant_row(GgmlType::F16, reinterpret_cast<const uint8_t *>(src), dst, n))
+            for (int64_t i = 0; i < n; ++i) dst[i] = fp16_to_fp32(src[i]);
+    };
+    if (a.ld_kv == hd) {
+        widen(ks + j0 * hd, k + j0 * hd, (j1 - j0) * hd);
+        widen(vs + j0 * hd, v + j0 * hd, (j1 - j0) * hd);
+    } else {
+        for (int64_t j = j0; j < j1; ++j) {
+            widen(ks + j * a.ld_kv, k + j * hd, hd);
+            widen(vs + j * a.ld_kv, v + j * hd, hd);
+        }
+    }
+    AttentionArgs b = a;
+    b.k = k;
+    b.v = v;
+    b.k16 = b.v16 = nullptr;
+    b.ld_kv = hd;
+    b.kv_head_stride = 0;
+    return b;
 }
 
 float scale_of(const AttentionArgs &a) {
@@ -88,7 +120,12 @@ void attention(ThreadPool &pool, const AttentionArgs &a) {
         const int64_t i0 = qb * qblock, i1 = std::min(a.n_q, i0 + qblock);
         const int64_t j0 = a.n_kv * s / n_split, j1 = a.n_kv * (s + 1) / n_split;
         const int64_t r0 = (s * a.n_head_kv + g) * a.n_q * ng + i0 * ng;
-        kt.attn_partial(a, scale, g, i0, i1, j0, j1, po + r0 * hd, pm + r0, pl + r0, scratch.data());
+        if (a.k16) {
+            const AttentionArgs b = widened(kt, a, g, j0, j1);
+            kt.attn_partial(b, scale, g, i0, i1, j0, j1, po + r0 * hd, pm + r0, pl + r0, scratch.data());
+        } else {
+            kt.attn_partial(a, scale, g, i0, i1, j0, j1, po + r0 * hd, pm + r0, pl + r0, scratch.data());
+        }
     });
 
     // Merge splits, normalise, write out; keep the final (m, l) per [query][head].
@@ -132,7 +169,8 @@ void attention(ThreadPool &pool, const AttentionArgs &a) {
             const int64_t c = item % per_head;
             const int64_t j0 = n_kb * c / per_head * kAttnKeyBlock;
             const int64_t j1 = std::min(a.n_kv, n_kb * (c + 1) / per_head * kAttnKeyBlock);
-            kt.attn_colsum(a, scale, g, j0, j1, fm.data(), fl.data(), scratch.data());
+            if (a.k16) kt.attn_colsum(widened(kt, a, g, j0, j1), scale, g, j0, j1, fm.data(), fl.data(), scratch.data());
+            else kt.attn_colsum(a, scale, g, j0, j1, fm.data(), fl.data(), scratch.data());
         }
     });
 }
@@ -152,9 +190,10 @@ void attention_ref(const AttentionArgs &a) {
                     p[j] = -INFINITY;
                     continue;
                 }
-                const float *k = a.k + g * a.kv_head_stride + j * a.ld_kv;
+                const int64_t at = g * a.kv_head_stride + j * a.ld_kv;
                 double s = 0.0;
-                for (int d = 0; d < hd; ++d) s += static_cast<double>(q[d]) * k[d];
+                for (int d = 0; d < hd; ++d)
+                    s += static_cast<double>(q[d]) * (a.k16 ? fp16_to_fp32(a.k16[at + d]) : a.k[at + d]);
                 p[j] = s * scale;
                 mx = std::max(mx, p[j]);
             }
@@ -165,8 +204,9 @@ void attention_ref(const AttentionArgs &a) {
             }
             std::fill(acc.begin(), acc.end(), 0.0);
             for (int64_t j = 0; j < a.n_kv && sum > 0.0; ++j) {
-                const float *v = a.v + g * a.kv_head_stride + j * a.ld_kv;
-                for (int d = 0; d < hd; ++d) acc[d] += p[j] / sum * v[d];
+                const int64_t at = g * a.kv_head_stride + j * a.ld_kv;
+                for (int d = 0; d < hd; ++d)
+                    acc[d] += p[j] / sum * (a.v16 ? fp16_to_fp32(a.v16[at + d]) : a.v[at + d]);
                 if (a.col_sums && i >= a.obs_begin) a.col_sums[g * a.n_kv + j] += static_cast<float>(p[j] / sum);
             }
             float *out = a.out + i * a.ldo + static_cast<int64_t>(h) * hd;

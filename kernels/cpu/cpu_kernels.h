@@ -67,6 +67,9 @@ void swiglu(const float *gate, const float *up, float *out, int64_t n);
 struct AttentionArgs {
     const float *q = nullptr; int64_t ldq = 0;
     const float *k = nullptr; const float *v = nullptr;
+    // f16 storage instead of k/v (same layout, halves): every work item
+    // widens its own key range to f32 before the kernels read it.
+    const uint16_t *k16 = nullptr; const uint16_t *v16 = nullptr;
     int64_t ld_kv = 0;            // floats between consecutive keys of one head
     int64_t kv_head_stride = 0;   // floats between KV heads
     float *out = nullptr; int64_t ldo = 0;

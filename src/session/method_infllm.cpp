@@ -40,6 +40,9 @@ InfllmMethod::InfllmMethod(const Model &model, Backend &backend, const InfllmPar
         pend_.resize(n);
         retrieved_.resize(n);
     });
+    feeder_.chunk = p_.chunk;
+    feeder_.who = "INFLLM";
+    feeder_.n_encoded = [this] { return n_encoded_; };
 }
 
 void InfllmMethod::RetrievalPolicy::before_attention(int32_t layer, const float *q, int64_t n_q, KvStore &) {
@@ -290,39 +293,25 @@ void InfllmMethod::step(const int32_t *tokens, int64_t m, const std::function<bo
     n_encoded_ = c0 + m;
 }
 
+ChunkStep InfllmMethod::encode_step() {
+    return [this](const int32_t *tokens, int64_t m, const std::function<bool()> &keep_going) {
+        step(tokens, m, keep_going);
+    };
+}
+
 void InfllmMethod::feed(const int32_t *tokens, size_t n, Progress &progress) {
     if (sealed_) fail(LCTX_ERR_STATE, "INFLLM: the document is sealed");
-    const size_t before = doc_ids_.size();
-    no_bad_alloc("storing document tokens", [&] { doc_ids_.insert(doc_ids_.end(), tokens, tokens + n); });
-    try {
-        while (static_cast<int64_t>(doc_ids_.size()) - n_encoded_ >= p_.chunk) {
-            const double frac = n ? double(std::max<int64_t>(0, n_encoded_ - int64_t(before))) / double(n) : 1.0;
-            if (!progress.keep_going(frac))
-                fail(LCTX_ERR_CANCELLED, "INFLLM: cancelled after %lld of %zu tokens",
-                     (long long)std::max<int64_t>(0, n_encoded_ - int64_t(before)), n);
-            step(doc_ids_.data() + n_encoded_, p_.chunk, [&] { return progress.keep_going(frac); });
-        }
-    } catch (...) {
-        // Keep what was encoded (and what was pending before this call).
-        doc_ids_.resize(std::max<size_t>(before, static_cast<size_t>(n_encoded_)));
-        throw;
-    }
-    progress.keep_going(1.0);
+    feeder_.feed(tokens, n, progress, encode_step());
 }
 
 void InfllmMethod::finish(Progress &progress) {
     if (sealed_) return;
-    const int64_t n_doc = static_cast<int64_t>(doc_ids_.size());
-    while (n_encoded_ < n_doc) {
-        const double frac = double(n_encoded_) / double(n_doc);
-        if (!progress.keep_going(frac)) fail(LCTX_ERR_CANCELLED, "INFLLM: finishing the document cancelled");
-        step(doc_ids_.data() + n_encoded_, std::min(p_.chunk, n_doc - n_encoded_),
-             [&] { return progress.keep_going(frac); });
-    }
+    feeder_.finish(progress, encode_step());
+    const int64_t n_doc = static_cast<int64_t>(feeder_.ids.size());
     form_blocks(n_doc);
     build_prefix(n_doc);
-    ctx_tokens_.assign(doc_ids_.begin(), doc_ids_.begin() + n_sink_);
-    ctx_tokens_.insert(ctx_tokens_.end(), doc_ids_.begin() + w0_, doc_ids_.begin() + w1_);
+    ctx_tokens_.assign(feeder_.ids.begin(), feeder_.ids.begin() + n_sink_);
+    ctx_tokens_.insert(ctx_tokens_.end(), feeder_.ids.begin() + w0_, feeder_.ids.begin() + w1_);
     sealed_ = true;
     progress.keep_going(1.0);
 }

@@ -57,6 +57,7 @@
 #include "model/model.h"
 #include "session/infllm_params.h"
 #include "session/infllm_store.h"
+#include "session/chunk_feeder.h"
 #include "session/method.h"
 
 namespace lctx {
@@ -71,7 +72,7 @@ public:
     void recompute(const Selection &selection, Progress &progress, std::vector<float> &logits) override;
     void append(int32_t token, std::vector<float> &logits) override;
     const std::vector<int32_t> &context_tokens() const override { return ctx_tokens_; }
-    int64_t n_fed() const override { return static_cast<int64_t>(doc_ids_.size()); }
+    int64_t n_fed() const override { return static_cast<int64_t>(feeder_.ids.size()); }
 
     // Introspection for tests.
     const InfllmParams &params() const { return p_; }
@@ -92,6 +93,7 @@ private:
     size_t index(int32_t l, int32_t g) const { return static_cast<size_t>(l) * n_kv_ + g; }
     int64_t block_start(int64_t b) const { return p_.sink + b * p_.block; }
     void step(const int32_t *tokens, int64_t m, const std::function<bool()> &keep_going);
+    ChunkStep encode_step();
     void form_blocks(int64_t c0);
     void build_prefix(int64_t c0);
     // Copies store tokens [tok0, tok0 + n) of (l, g) into slots [slot0, ..), rotated to the slot positions.
@@ -122,7 +124,7 @@ private:
     Forward forward_;
     KvStore cache_;
     std::vector<Fp16Rows> k_store_, v_store_;   // per layer: [token][n_kv * D] pre-RoPE keys, values
-    std::vector<int32_t> doc_ids_;
+    ChunkFeeder feeder_;   // the document ids and the feed loop
     int64_t n_encoded_ = 0;
     int64_t n_blocks_ = 0;                      // complete blocks in the memory
     std::vector<std::vector<float>> kbar_;      // [l * n_kv + g]: [block][D] representative keys

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "common/error.h"
+#include "session/evictor.h"
 #include "session/evictor_h2o.h"
 #include "session/evictor_scores.h"
 #include "session/batched_forward.h"
@@ -44,6 +45,20 @@ RecurrentMethod::RecurrentMethod(const Model &model, Backend &backend, const Bas
         fail(LCTX_ERR_INVALID_ARG, "INFINIPOT: the catalyst prompt is empty");
     orig_.resize(static_cast<size_t>(n_layer_) * n_kv_);
     score_.resize(orig_.size());
+    EvictorKind kind = EvictorKind::H2O;
+    switch (p_.method) {
+    case LCTX_METHOD_STREAMING: kind = EvictorKind::STREAMING; break;
+    case LCTX_METHOD_TOVA: kind = EvictorKind::TOVA; break;
+    case LCTX_METHOD_SNAPKV: kind = EvictorKind::SNAPKV; break;
+    default: break;
+    }
+    evictor_ = Evictor::make(kind, p_.budget, p_.sink, p_.recent);
+    evictor_.obs = p_.obs;
+    evictor_.accumulate = p_.accumulate;
+    evictor_.snapkv_kernel = p_.snapkv_kernel;
+    feeder_.chunk = p_.chunk;
+    feeder_.who = method_name(p_.method);
+    feeder_.n_encoded = [this] { return n_encoded_; };
 }
 
 void RecurrentMethod::run_collect(KvStore &cache, const int32_t *tokens, int64_t n, int64_t obs_begin,
@@ -163,18 +178,10 @@ std::vector<int64_t> RecurrentMethod::keep_list(int32_t l, int32_t g, int64_t n,
                                                 const std::vector<std::vector<float>> *cap) const {
     const std::vector<int64_t> &o = orig_[index(l, g)];
     const std::vector<float> &s = score_[index(l, g)];
-    switch (p_.method) {
-    case LCTX_METHOD_STREAMING: return streaming_keep(o.data(), n, p_.budget, p_.sink);
-    case LCTX_METHOD_SNAPKV: {
-        std::vector<float> pooled(static_cast<size_t>(n));
-        avg_pool_scores(s.data(), n, p_.snapkv_kernel, pooled.data());
-        return h2o_keep(pooled.data(), o.data(), n, p_.budget, p_.sink, p_.recent);
-    }
-    case LCTX_METHOD_INFINIPOT:
+    if (p_.method == LCTX_METHOD_INFINIPOT)
         return infinipot_keep((*cap)[l].data() + g * n, s.data(), o.data(), n, p_.budget, p_.sink, p_.recent,
                               p_.nuc_ratio);
-    default: return h2o_keep(s.data(), o.data(), n, p_.budget, p_.sink, p_.recent);
-    }
+    return evictor_.keep(s.data(), o.data(), n);
 }
 
 void RecurrentMethod::evict(const std::vector<std::vector<float>> *cap) {
@@ -187,32 +194,21 @@ void RecurrentMethod::evict(const std::vector<std::vector<float>> *cap) {
     cache_.truncate(p_.budget);   // every head now holds budget slots at positions 0..budget-1
 }
 
+ChunkStep RecurrentMethod::encode_step() {
+    return [this](const int32_t *tokens, int64_t m, const std::function<bool()> &keep_going) {
+        step(tokens, m, keep_going);
+    };
+}
+
 void RecurrentMethod::feed(const int32_t *tokens, size_t n, Progress &progress) {
-    if (sealed_) fail(LCTX_ERR_STATE, "the document is sealed");
-    const size_t before = doc_ids_.size();
-    doc_ids_.insert(doc_ids_.end(), tokens, tokens + n);
-    const int64_t C = p_.chunk;
-    try {
-        while (static_cast<int64_t>(doc_ids_.size()) - n_encoded_ >= C) {
-            const int64_t at = n_encoded_;
-            const double frac = n ? double(std::max<int64_t>(0, at - int64_t(before))) / double(n) : 1.0;
-            if (!progress.keep_going(frac))
-                fail(LCTX_ERR_CANCELLED, "cancelled after %lld of %zu tokens", (long long)(at - int64_t(before)), n);
-            step(doc_ids_.data() + at, C, [&] { return progress.keep_going(frac); });
-        }
-    } catch (...) {
-        doc_ids_.resize(std::max<size_t>(before, static_cast<size_t>(n_encoded_)));
-        throw;
-    }
-    progress.keep_going(1.0);
+    if (sealed_) fail(LCTX_ERR_STATE, "%s: the document is sealed", feeder_.who);
+    feeder_.feed(tokens, n, progress, encode_step());
 }
 
 void RecurrentMethod::finish(Progress &progress) {
-    const int64_t rest = static_cast<int64_t>(doc_ids_.size()) - n_encoded_;
-    if (rest > 0) step(doc_ids_.data() + n_encoded_, rest, [&] { return progress.keep_going(0.5); });
+    feeder_.finish(progress, encode_step());
     sealed_ = true;
     n_doc_slots_ = cache_.size();
-    progress.keep_going(1.0);
 }
 
 Selection RecurrentMethod::select(const std::vector<int32_t> &query, Progress &progress) {
@@ -295,12 +291,12 @@ void RecurrentMethod::recompute(const Selection &selection, Progress &progress, 
         snap_->truncate(static_cast<int64_t>(snap_keep_[0].size()));
         decode_ = snap_.get();
         ctx_tokens_.clear();
-        for (int64_t s : snap_keep_[0]) ctx_tokens_.push_back(doc_ids_[static_cast<size_t>((*first)[s])]);
+        for (int64_t s : snap_keep_[0]) ctx_tokens_.push_back(feeder_.ids[static_cast<size_t>((*first)[s])]);
     } else {
         cache_.truncate(n_doc_slots_);   // drop the previous question and answer
         decode_ = &cache_;
         ctx_tokens_.clear();
-        for (int64_t t : *first) ctx_tokens_.push_back(doc_ids_[static_cast<size_t>(t)]);
+        for (int64_t t : *first) ctx_tokens_.push_back(feeder_.ids[static_cast<size_t>(t)]);
     }
     const size_t n_ctx0 = ctx_tokens_.size();
     const int64_t size0 = decode_->size();

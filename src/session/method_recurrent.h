@@ -38,6 +38,8 @@
 #include "engine/forward.h"
 #include "engine/kv_store.h"
 #include "session/baseline_params.h"
+#include "session/chunk_feeder.h"
+#include "session/evictor.h"
 #include "session/method.h"
 
 namespace lctx {
@@ -52,7 +54,7 @@ public:
     void recompute(const Selection &selection, Progress &progress, std::vector<float> &logits) override;
     void append(int32_t token, std::vector<float> &logits) override;
     const std::vector<int32_t> &context_tokens() const override { return ctx_tokens_; }
-    int64_t n_fed() const override { return static_cast<int64_t>(doc_ids_.size()); }
+    int64_t n_fed() const override { return static_cast<int64_t>(feeder_.ids.size()); }
 
     // Introspection for tests: the document cache and the original document
     // index of every slot of (layer, KV head).
@@ -74,17 +76,19 @@ private:
     // Keep list of (layer, head) for the current scores; n slots.
     std::vector<int64_t> keep_list(int32_t l, int32_t g, int64_t n, const std::vector<std::vector<float>> *cap) const;
     void evict(const std::vector<std::vector<float>> *cap);
+    ChunkStep encode_step();
     void forward_decode(const int32_t *tokens, size_t n, Progress *progress, std::vector<float> &logits);
 
     const Model &model_;
     Backend &backend_;
     BaselineParams p_;
+    Evictor evictor_;   // the keep rule of every method but INFINIPOT
     int32_t n_layer_, n_kv_;
     Forward forward_;
     KvStore cache_;                          // the compressed document cache
     std::vector<std::vector<int64_t>> orig_; // [layer * n_kv + head][slot] -> document index
     std::vector<std::vector<float>> score_;  // [layer * n_kv + head][slot]: H2O/TOVA/SnapKV score, InfiniPot NuC
-    std::vector<int32_t> doc_ids_;
+    ChunkFeeder feeder_;   // the document ids and the feed loop
     int64_t n_encoded_ = 0;
     std::vector<float> last_logits_;         // INFINIPOT: logits after the last document token
     std::vector<int32_t> catalyst_;

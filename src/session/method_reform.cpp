@@ -24,39 +24,30 @@ ReformMethod::ReformMethod(const Model &model, Backend &backend, const lctx_sess
     cfg.obs = params_.obs;
     cfg.accumulate = params_.h2o_accumulate;
     make_encoder(cfg);
+    feeder_.who = "REFORM";
+    feeder_.n_encoded = [this] { return encoder_->n_encoded(); };
 }
 
 void ReformMethod::make_encoder(const EncoderConfig &cfg) {
     encoder_ = std::make_unique<ReformEncoder>(model_, backend_, cfg, profile_.heads);
     store_ = std::make_unique<EmbeddingStore>(encoder_->dim());
+    feeder_.chunk = cfg.chunk;
+}
+
+ChunkStep ReformMethod::encode_step() {
+    return [this](const int32_t *tokens, int64_t m, const std::function<bool()> &keep_going) {
+        encoder_->step(tokens, m, *store_, keep_going);
+    };
 }
 
 void ReformMethod::feed(const int32_t *tokens, size_t n, Progress &progress) {
     if (sealed_) fail(LCTX_ERR_STATE, "REFORM: the document is sealed");
-    const size_t before = doc_ids_.size();
-    doc_ids_.insert(doc_ids_.end(), tokens, tokens + n);
-    const int64_t C = params_.chunk;
-    try {
-        while (static_cast<int64_t>(doc_ids_.size()) - encoder_->n_encoded() >= C) {
-            const int64_t at = encoder_->n_encoded();
-            const double frac = n ? double(std::max<int64_t>(0, at - int64_t(before))) / double(n) : 1.0;
-            if (!progress.keep_going(frac))
-                fail(LCTX_ERR_CANCELLED, "cancelled after %lld of %zu tokens", (long long)(at - int64_t(before)), n);
-            encoder_->step(doc_ids_.data() + at, C, *store_, [&] { return progress.keep_going(frac); });
-        }
-    } catch (...) {
-        // Keep what was encoded (and what was pending before this call).
-        doc_ids_.resize(std::max<size_t>(before, static_cast<size_t>(encoder_->n_encoded())));
-        throw;
-    }
-    progress.keep_going(1.0);
+    feeder_.feed(tokens, n, progress, encode_step());
 }
 
 void ReformMethod::finish(Progress &progress) {
-    const int64_t at = encoder_->n_encoded(), rest = static_cast<int64_t>(doc_ids_.size()) - at;
-    if (rest > 0) encoder_->step(doc_ids_.data() + at, rest, *store_, [&] { return progress.keep_going(0.5); });
+    feeder_.finish(progress, encode_step());
     sealed_ = true;
-    progress.keep_going(1.0);
 }
 
 Selection ReformMethod::select(const std::vector<int32_t> &query, Progress &progress) {
@@ -98,7 +89,7 @@ void ReformMethod::forward_decode(const int32_t *tokens, size_t n, Progress *pro
 }
 
 void ReformMethod::recompute(const Selection &selection, Progress &progress, std::vector<float> &logits) {
-    const int64_t N = static_cast<int64_t>(doc_ids_.size());
+    const int64_t N = static_cast<int64_t>(feeder_.ids.size());
     std::vector<int32_t> ids;
     ids.reserve(selection.positions.size() + selection.query.size());
     int64_t prev = -1;
@@ -106,7 +97,7 @@ void ReformMethod::recompute(const Selection &selection, Progress &progress, std
         if (t <= prev || t >= N)
             fail(LCTX_ERR_INVALID_ARG, "REFORM recompute: selected position %lld is out of range or not ascending",
                  (long long)t);
-        ids.push_back(doc_ids_[static_cast<size_t>(t)]);
+        ids.push_back(feeder_.ids[static_cast<size_t>(t)]);
         prev = t;
     }
     ids.insert(ids.end(), selection.query.begin(), selection.query.end());
@@ -134,11 +125,11 @@ void ReformMethod::append(int32_t token, std::vector<float> &logits) {
 
 void ReformMethod::save_index(const std::string &path) const {
     if (!sealed_) fail(LCTX_ERR_STATE, "lctx_index_save: call lctx_build_index first");
-    write_reform_index(path, model_, profile_, doc_ids_, *store_, *encoder_);
+    write_reform_index(path, model_, profile_, feeder_.ids, *store_, *encoder_);
 }
 
 void ReformMethod::load_index(const std::string &path, const lctx_session_params &sp) {
-    if (!doc_ids_.empty() || sealed_) fail(LCTX_ERR_STATE, "REFORM: an index can only be loaded into a new session");
+    if (!feeder_.ids.empty() || sealed_) fail(LCTX_ERR_STATE, "REFORM: an index can only be loaded into a new session");
     ReformIndexHeader h = read_reform_index_header(path, model_);
     if (sp.reform_heads_path && *sp.reform_heads_path &&
         profile_.heads_string() != h.profile.heads_string())
@@ -152,7 +143,7 @@ void ReformMethod::load_index(const std::string &path, const lctx_session_params
     params_.obs = h.cfg.obs;
     params_.h2o_accumulate = h.cfg.accumulate;
     make_encoder(h.cfg);
-    read_reform_index_body(h, doc_ids_, *store_, *encoder_);
+    read_reform_index_body(h, feeder_.ids, *store_, *encoder_);
     sealed_ = true;
 }
 

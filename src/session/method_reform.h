@@ -1,4 +1,4 @@
-// REFORM (spec ../shared/docs/methods/reform.md): compress, gather, recompute.
+// REFORM: compress, gather, recompute (docs/engine.md has the parts it is made of).
 // feed = recurrent chunked encoding into a per-token embedding store (stage
 // boundaries depend only on the chunk size, not on the feed calls); finish =
 // encode the remainder; select = cosine scoring of the store against the
@@ -13,6 +13,7 @@
 #include "engine/forward.h"
 #include "engine/kv_store.h"
 #include "lctx.h"
+#include "session/chunk_feeder.h"
 #include "session/embedding_store.h"
 #include "session/head_profile.h"
 #include "session/method.h"
@@ -31,7 +32,7 @@ public:
     void recompute(const Selection &selection, Progress &progress, std::vector<float> &logits) override;
     void append(int32_t token, std::vector<float> &logits) override;
     const std::vector<int32_t> &context_tokens() const override { return ctx_tokens_; }
-    int64_t n_fed() const override { return static_cast<int64_t>(doc_ids_.size()); }
+    int64_t n_fed() const override { return static_cast<int64_t>(feeder_.ids.size()); }
 
     // Index persistence (index_file.h); load requires a fresh method.
     void save_index(const std::string &path) const;
@@ -42,7 +43,7 @@ public:
     const HeadProfile &profile() const { return profile_; }
     const ReformEncoder &encoder() const { return *encoder_; }
     const EmbeddingStore &store() const { return *store_; }
-    const std::vector<int32_t> &doc_ids() const { return doc_ids_; }
+    const std::vector<int32_t> &doc_ids() const { return feeder_.ids; }
     // Raw (s) and pooled (p) scores of every document token for the last select.
     const std::vector<float> &last_raw_scores() const { return last_s_; }
     const std::vector<float> &last_pooled_scores() const { return last_p_; }
@@ -52,6 +53,7 @@ public:
 
 private:
     void make_encoder(const EncoderConfig &cfg);
+    ChunkStep encode_step();
     void forward_decode(const int32_t *tokens, size_t n, Progress *progress, std::vector<float> &logits);
 
     const Model &model_;
@@ -60,7 +62,7 @@ private:
     HeadProfile profile_;
     std::unique_ptr<ReformEncoder> encoder_;
     std::unique_ptr<EmbeddingStore> store_;
-    std::vector<int32_t> doc_ids_;
+    ChunkFeeder feeder_;   // the document ids and the feed loop
     bool sealed_ = false;
     Forward forward_;
     std::unique_ptr<KvStore> decode_cache_;

@@ -122,8 +122,11 @@ void ReformEncoder::step(const int32_t *tokens, int64_t m, EmbeddingStore &store
     store.reserve(base + m);
     RowWriter write = [&](int64_t row, int32_t col, const float *v) { store.write(base + row, col, v, head_dim_); };
     ForwardHooks extra;
-    extra.col_sums = &cols_;
-    extra.obs_begin = m - std::min(cfg_.obs, m);
+    const bool scored = cfg_.evictor != EvictorKind::STREAMING;   // StreamingLLM needs no attention scores
+    if (scored) {
+        extra.col_sums = &cols_;
+        extra.obs_begin = m - std::min(cfg_.obs, m);
+    }
     run_capture(tokens, m, write, &extra, keep_going);   // throws with the cache unchanged
 
     // From here on nothing throws except allocation failures.
@@ -132,11 +135,12 @@ void ReformEncoder::step(const int32_t *tokens, int64_t m, EmbeddingStore &store
         for (int32_t g = 0; g < n_kv_; ++g) {
             std::vector<int64_t> &o = orig(l, g);
             std::vector<float> &s = score(l, g);
-            const float *a = cols_[static_cast<size_t>(l)].data() + static_cast<size_t>(g) * n;
             if (!cfg_.accumulate) std::fill(s.begin(), s.end(), 0.0f);
             s.resize(static_cast<size_t>(n), 0.0f);
             o.resize(static_cast<size_t>(n));
             for (int64_t i = 0; i < m; ++i) o[n0 + i] = base + i;
+            if (!scored) continue;
+            const float *a = cols_[static_cast<size_t>(l)].data() + static_cast<size_t>(g) * n;
             for (int64_t i = 0; i < n; ++i) s[i] += a[i];
         }
     }
@@ -146,14 +150,16 @@ void ReformEncoder::step(const int32_t *tokens, int64_t m, EmbeddingStore &store
 }
 
 void ReformEncoder::evict() {
-    // Keys are cached after RoPE at their slot's position: compact_head
-    // rotates a survivor moving from slot s to slot i by i - s.
+    // Survivors move to slots and positions 0..B-1 (the store re-rotates
+    // their keys by the position delta).
     const int64_t n = cache_.size(), B = cfg_.budget;
+    Evictor rule = Evictor::make(cfg_.evictor, B, cfg_.sink, cfg_.recent);
+    rule.snapkv_kernel = cfg_.snapkv_kernel;
     for (int32_t l = 0; l < exit_; ++l) {
         for (int32_t g = 0; g < n_kv_; ++g) {
             std::vector<int64_t> &o = orig(l, g);
             std::vector<float> &s = score(l, g);
-            compact_head_slots(cache_, l, g, h2o_keep(s.data(), o.data(), n, B, cfg_.sink, cfg_.recent), o, s);
+            compact_head_slots(cache_, l, g, rule.keep(s.data(), o.data(), n), o, s);
         }
     }
     cache_.truncate(B);   // every head now holds B slots at positions 0..B-1

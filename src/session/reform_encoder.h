@@ -13,6 +13,7 @@
 #include "engine/forward.h"
 #include "engine/kv_store.h"
 #include "session/embedding_store.h"
+#include "session/evictor.h"
 #include "session/head_profile.h"
 
 namespace lctx {
@@ -20,6 +21,8 @@ namespace lctx {
 struct EncoderConfig {
     int64_t chunk = 2048, budget = 2048, sink = 256, recent = 256, obs = 128;
     bool accumulate = true;
+    EvictorKind evictor = EvictorKind::H2O;   // the working cache's keep rule (evictor.h)
+    int64_t snapkv_kernel = 7;                // SNAPKV evictor: score pooling width
 };
 
 class ReformEncoder {

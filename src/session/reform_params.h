@@ -1,4 +1,4 @@
-// REFORM sizes (docs: ../shared/docs/methods/reform.md §9). Every value can be
+// REFORM sizes (defaults scaled from the paper's settings). Every value can be
 // set through lctx_session_params; 0 means "derived from the model's trained
 // context n_ctx_train" as below, so an 8K model (SmolLM2) gets the spec's
 // defaults: C = B = 2048, R = 4096, S0 = Wr = F = T = 256, Wobs = 128.

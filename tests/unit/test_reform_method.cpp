@@ -129,7 +129,6 @@ TEST(ReformMethod, InfiniteBudgetsEqualFullTiny) {
 
 TEST(ReformMethod, InfiniteBudgetsEqualFullStories260K) {
     const std::string path = engine_test::stories260k_path();
-    if (path.empty()) GTEST_SKIP() << "stories260K.gguf not found";
     auto model = Model::load_file(path, true, 2);
     const int n_ctx = model->hparams().n_ctx_train;
     auto doc = random_tokens(std::min(400, n_ctx - 64), 3, 3, model->hparams().n_vocab - 1);

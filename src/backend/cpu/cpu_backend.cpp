@@ -132,28 +132,12 @@ public:
                                          a.ld_kv, a.kv_head_stride));
             return;
         }
-        // f16 storage: widen the attended slots to f32 scratch first (the
-        // kernels read f32). Costs one conversion pass over the keys and
-        // values per call; docs/kv-storage.md has the measured effect.
-        const int64_t D = a.head_dim, n = a.n_kv, H = a.n_head_kv;
-        const size_t need = static_cast<size_t>(H * n * D);
-        if (kf_.size() < need) {
-            kf_.resize(need);
-            vf_.resize(need);
-        }
-        const uint16_t *k = static_cast<const uint16_t *>(a.k), *v = static_cast<const uint16_t *>(a.v);
-        pool_.parallel_for(H * n, [&](int64_t b, int64_t e, int) {
-            for (int64_t r = b; r < e; ++r) {
-                const int64_t g = r / n, j = r % n;
-                const uint16_t *ks = k + g * a.kv_head_stride + j * a.ld_kv, *vs = v + g * a.kv_head_stride + j * a.ld_kv;
-                float *kd = kf_.data() + r * D, *vd = vf_.data() + r * D;
-                for (int64_t d = 0; d < D; ++d) {
-                    kd[d] = fp16_to_fp32(ks[d]);
-                    vd[d] = fp16_to_fp32(vs[d]);
-                }
-            }
-        });
-        cpu::attention(pool_, to_cpu(a, kf_.data(), vf_.data(), D, n * D));
+        // f16 storage: the kernel widens each work item's key range to f32
+        // (docs/kv-storage.md has the measured effect).
+        cpu::AttentionArgs c = to_cpu(a, nullptr, nullptr, a.ld_kv, a.kv_head_stride);
+        c.k16 = static_cast<const uint16_t *>(a.k);
+        c.v16 = static_cast<const uint16_t *>(a.v);
+        cpu::attention(pool_, c);
     }
 
     void gather_rows(KvType type, void *dst, const void *src, const int64_t *idx, int64_t n, int64_t row) override {
@@ -207,7 +191,6 @@ public:
 
 private:
     cpu::ThreadPool pool_;
-    std::vector<float> kf_, vf_;
 
     friend double lctx::cpu_backend_fma_peak_gflops(Backend &);   // f16 attention: widened keys and values
 };
