@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/forwarding_backend.h"
 #include "backend/module_abi.h"
 #include "common/error.h"
 #include "common/log.h"
@@ -26,53 +27,12 @@ bool g_scanned = false;
 std::vector<LoadedModule> g_modules;
 
 // Owns a backend made by a module and hands it back to the module to free.
-class ModuleBackend final : public Backend {
+class ModuleBackend final : public ForwardingBackend {
 public:
-    ModuleBackend(Backend *impl, const lctx_backend_module *m) : impl_(impl), m_(m) {}
-    ~ModuleBackend() override { m_->destroy(impl_); }
-    const char *name() const override { return impl_->name(); }
-    std::string description() const override { return impl_->description(); }
-    int n_threads() const override { return impl_->n_threads(); }
-    std::unique_ptr<Buffer> alloc(size_t bytes) override { return impl_->alloc(bytes); }
-    bool host_memory() const override { return impl_->host_memory(); }
-    void to_host(void *d, const void *s, size_t n) override { impl_->to_host(d, s, n); }
-    void from_host(void *d, const void *s, size_t n) override { impl_->from_host(d, s, n); }
-    void copy(void *d, const void *s, size_t n) override { impl_->copy(d, s, n); }
-    void prepare(const Model &model) override { impl_->prepare(model); }
-    void parallel_for(int64_t n, const std::function<void(int64_t, int64_t, int)> &fn) override {
-        impl_->parallel_for(n, fn);
-    }
-    void get_rows(const WeightView &W, const int32_t *ids, int64_t n, float *out) override {
-        impl_->get_rows(W, ids, n, out);
-    }
-    void rms_norm(const float *x, const WeightView &w, float *y, int64_t r, int64_t n, float eps) override {
-        impl_->rms_norm(x, w, y, r, n, eps);
-    }
-    void matmul(const WeightView &W, const float *x, int64_t ldx, int64_t n_tok, float *y) override {
-        impl_->matmul(W, x, ldx, n_tok, y);
-    }
-    void matmul_multi(const MatmulJob *j, int n, const float *x, int64_t ldx, int64_t n_tok) override {
-        impl_->matmul_multi(j, n, x, ldx, n_tok);
-    }
-    void rope(const Hparams &hp, float *x, int64_t ld, int64_t n_tok, int32_t nh, const int32_t *pos) override {
-        impl_->rope(hp, x, ld, n_tok, nh, pos);
-    }
-    void swiglu(const float *g, const float *u, float *o, int64_t r, int64_t n) override { impl_->swiglu(g, u, o, r, n); }
-    void add(float *x, const float *y, int64_t n) override { impl_->add(x, y, n); }
-    void attention(const AttentionArgs &a) override { impl_->attention(a); }
-    void gather_rows(KvType t, void *d, const void *s, const int64_t *idx, int64_t n, int64_t row) override {
-        impl_->gather_rows(t, d, s, idx, n, row);
-    }
-    void store_rows(KvType t, void *d, int64_t ldd, const float *s, int64_t lds, int64_t n, int64_t row) override {
-        impl_->store_rows(t, d, ldd, s, lds, n, row);
-    }
-    void load_rows(KvType t, float *d, int64_t ldd, const void *s, int64_t lds, int64_t n, int64_t row) override {
-        impl_->load_rows(t, d, ldd, s, lds, n, row);
-    }
-    std::vector<int64_t> top_k(const float *x, int64_t n, int64_t k) override { return impl_->top_k(x, n, k); }
+    ModuleBackend(Backend *impl, const lctx_backend_module *m) : ForwardingBackend(impl), m_(m) {}
+    ~ModuleBackend() override { m_->destroy(inner()); }
 
 private:
-    Backend *impl_;
     const lctx_backend_module *m_;
 };
 

@@ -198,14 +198,18 @@ void KvStore::rotate_keys(int32_t l, int32_t h, int64_t slot0, int64_t n, const 
     be_.store_rows(type_, head_k(l, h) + slot0 * row_bytes(), D, tmp.data(), D, n, D);
 }
 
-void KvStore::compact_head(int32_t layer, int32_t head, const std::vector<int64_t> &keep, const int32_t *new_pos) {
-    const int64_t nk = static_cast<int64_t>(keep.size());
-    for (int64_t i = 0; i < nk; ++i) {
+void KvStore::check_keep(const char *who, const std::vector<int64_t> &keep) const {
+    for (size_t i = 0; i < keep.size(); ++i) {
         const int64_t s = keep[i];
         if (s < 0 || s >= size_ || (i > 0 && s <= keep[i - 1]))
-            fail(LCTX_ERR_INVALID_ARG, "compact_head: slot %lld at index %lld is out of range or not ascending",
-                 (long long)s, (long long)i);
+            fail(LCTX_ERR_INVALID_ARG, "%s: slot %lld at index %zu is out of range or not ascending", who,
+                 (long long)s, i);
     }
+}
+
+void KvStore::compact_head(int32_t layer, int32_t head, const std::vector<int64_t> &keep, const int32_t *new_pos) {
+    const int64_t nk = static_cast<int64_t>(keep.size());
+    check_keep("compact_head", keep);
     int32_t *pos = pos_of(layer, head);
     std::vector<int32_t> delta(static_cast<size_t>(nk));
     for (int64_t i = 0; i < nk; ++i) {   // keep is ascending, so keep[i] >= i: reads stay ahead of writes
@@ -219,12 +223,7 @@ void KvStore::compact_head(int32_t layer, int32_t head, const std::vector<int64_
 
 void KvStore::compact(const std::vector<int64_t> &keep_slots) {
     const int64_t n = static_cast<int64_t>(keep_slots.size());
-    for (int64_t i = 0; i < n; ++i) {
-        const int64_t s = keep_slots[i];
-        if (s < 0 || s >= size_ || (i > 0 && s <= keep_slots[i - 1]))
-            fail(LCTX_ERR_INVALID_ARG, "compact: slot %lld at index %lld is out of range or not ascending",
-                 (long long)s, (long long)i);
-    }
+    check_keep("compact", keep_slots);
     for (int32_t l = 0; l < n_layers_; ++l)
         for (int32_t h = 0; h < n_head_kv_; ++h) {
             be_.gather_rows(type_, head_k(l, h), head_k(l, h), keep_slots.data(), n, head_dim_);

@@ -111,6 +111,8 @@ private:
     int32_t *pos_of(int32_t l, int32_t h) {
         return pos_.data() + (static_cast<size_t>(l) * n_head_kv_ + h) * capacity_;
     }
+    // Throws unless keep is ascending, unique and inside [0, size()).
+    void check_keep(const char *who, const std::vector<int64_t> &keep) const;
     // Rotates n stored keys of (l, h) from slot0 by delta[i] (f16: via f32).
     void rotate_keys(int32_t l, int32_t h, int64_t slot0, int64_t n, const int32_t *delta);
 

@@ -4,23 +4,13 @@
 #include <cmath>
 #include <numeric>
 
+#include "common/top_k.h"
 #include "model/ggml_type.h"
 
 namespace lctx {
 
 std::vector<int64_t> infllm_top_indices(const float *scores, int64_t n, int64_t r) {
-    r = std::clamp<int64_t>(r, 0, std::max<int64_t>(n, 0));
-    std::vector<int64_t> idx(static_cast<size_t>(std::max<int64_t>(n, 0)));
-    std::iota(idx.begin(), idx.end(), int64_t{0});
-    auto key = [&](int64_t i) { return std::isnan(scores[i]) ? -INFINITY : scores[i]; };
-    auto better = [&](int64_t a, int64_t b) {
-        const float sa = key(a), sb = key(b);
-        return sa > sb || (sa == sb && a < b);
-    };
-    if (r < n) std::nth_element(idx.begin(), idx.begin() + r, idx.end(), better);
-    idx.resize(static_cast<size_t>(r));
-    std::sort(idx.begin(), idx.end());
-    return idx;
+    return top_k_indices(scores, n, r);
 }
 
 void infllm_repr_key(const uint16_t *keys, int64_t ld, const float *scores, int64_t n, int64_t r, int32_t D,

@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "common/error.h"
+#include "common/top_k.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/thread_pool.h"
 #include "model/ggml_type.h"
@@ -174,20 +175,7 @@ public:
             for (int64_t c = 0; c < row; ++c) dst[i * ld_dst + c] = fp16_to_fp32(s[i * ld_src + c]);
     }
 
-    std::vector<int64_t> top_k(const float *x, int64_t n, int64_t k) override {
-        k = std::clamp<int64_t>(k, 0, std::max<int64_t>(n, 0));
-        std::vector<int64_t> idx(static_cast<size_t>(std::max<int64_t>(n, 0)));
-        std::iota(idx.begin(), idx.end(), int64_t{0});
-        auto key = [&](int64_t i) { return std::isnan(x[i]) ? -INFINITY : x[i]; };
-        auto better = [&](int64_t a, int64_t b) {
-            const float sa = key(a), sb = key(b);
-            return sa > sb || (sa == sb && a < b);
-        };
-        if (k < n) std::nth_element(idx.begin(), idx.begin() + k, idx.end(), better);
-        idx.resize(static_cast<size_t>(k));
-        std::sort(idx.begin(), idx.end());
-        return idx;
-    }
+    std::vector<int64_t> top_k(const float *x, int64_t n, int64_t k) override { return top_k_indices(x, n, k); }
 
 private:
     cpu::ThreadPool pool_;
