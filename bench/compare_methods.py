@@ -13,6 +13,7 @@ when any method's answer differs or its logits differ by more than --tol
 """
 import argparse
 import datetime
+import hashlib
 import json
 import os
 import platform
@@ -52,6 +53,8 @@ def main():
     ap.add_argument("-t", "--threads", type=int, default=os.cpu_count())
     ap.add_argument("--tol", type=float, default=1e-4)
     ap.add_argument("--out", default="", help="append a Markdown table here")
+    ap.add_argument("--cache", default="", help="keep the --before outputs here and reuse them (the old build "
+                    "does not change; its FULL run at 32K takes minutes)")
     a = ap.parse_args()
 
     text, needle, key, value = needle_data.make_doc(a.chars, 0.5, a.seed)
@@ -59,7 +62,15 @@ def main():
         f.write(text)
         doc = f.name
     q = needle_data.question(key)
-    old, t_old = run(a.before, a.model, doc, q, a.methods, a.threads, a.steps)
+    key = hashlib.sha256(f"{Path(a.before).resolve()} {a.model} {a.chars} {a.seed} {a.methods} {a.steps}".encode())
+    cached = Path(a.cache) / f"before-{key.hexdigest()[:16]}.json" if a.cache else None
+    if cached and cached.exists():
+        old, t_old = json.loads(cached.read_text()), float("nan")
+    else:
+        old, t_old = run(a.before, a.model, doc, q, a.methods, a.threads, a.steps)
+        if cached:
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            cached.write_text(json.dumps(old))
     new, t_new = run(a.after, a.model, doc, q, a.methods, a.threads, a.steps)
     os.unlink(doc)
     rows, ok = [], True
