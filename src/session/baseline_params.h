@@ -10,11 +10,13 @@
 #include <string>
 
 #include "lctx.h"
+#include "backend/backend.h"
 #include "model/model.h"
 
 namespace lctx {
 
 struct BaselineParams {
+    KvType kv_type = KvType::F32;   // element type of the KV caches (lctx_session_params.kv_type)
     lctx_method method = LCTX_METHOD_H2O;
     int64_t budget = 0;       // KV slots per layer and KV head after eviction (TRUNCATE: document tokens kept)
     int64_t chunk = 0;        // tokens forwarded per step

@@ -5,11 +5,13 @@
 #include <cstdint>
 
 #include "lctx.h"
+#include "backend/backend.h"
 #include "model/model.h"
 
 namespace lctx {
 
 struct InfllmParams {
+    KvType kv_type = KvType::F32;   // element type of the working cache (lctx_session_params.kv_type)
     int64_t block = 128;    // tokens per memory block (infllm_block)
     int64_t repr = 4;       // representative tokens per block (infllm_repr)
     int64_t memory = 2048;  // retrieved memory tokens per layer and KV head (kv_budget, rounded down to blocks)

@@ -6,8 +6,9 @@
 
 namespace lctx {
 
-FullMethod::FullMethod(const Model &model, Backend &backend, int64_t n_ctx, int32_t n_batch)
-    : model_(model), forward_(model, backend), cache_(backend, model.hparams(), n_ctx), n_batch_(n_batch) {}
+FullMethod::FullMethod(const Model &model, Backend &backend, int64_t n_ctx, int32_t n_batch, KvType kv_type)
+    : model_(model), forward_(model, backend), cache_(backend, model.hparams(), n_ctx, -1, kv_type),
+      n_batch_(n_batch) {}
 
 void FullMethod::prefill(const int32_t *tokens, size_t n, Progress *progress, double done0, double done1,
                          LogitsMode mode, std::vector<float> &logits) {

@@ -13,7 +13,7 @@ namespace lctx {
 
 class FullMethod : public Method {
 public:
-    FullMethod(const Model &model, Backend &backend, int64_t n_ctx, int32_t n_batch);
+    FullMethod(const Model &model, Backend &backend, int64_t n_ctx, int32_t n_batch, KvType kv_type = KvType::F32);
 
     void feed(const int32_t *tokens, size_t n, Progress &progress) override;
     void finish(Progress &progress) override;

@@ -28,7 +28,7 @@ auto no_bad_alloc(const char *what, F &&f) -> decltype(f()) {
 InfllmMethod::InfllmMethod(const Model &model, Backend &backend, const InfllmParams &params)
     : model_(model), backend_(backend), p_(params), n_layer_(model.hparams().n_layer),
       n_kv_(model.hparams().n_head_kv), head_dim_(model.hparams().head_dim), forward_(model, backend),
-      cache_(backend, model.hparams(), params.cache_slots()) {
+      cache_(backend, model.hparams(), params.cache_slots(), -1, params.kv_type) {
     const int64_t width = int64_t(n_kv_) * head_dim_;
     no_bad_alloc("creating the memory store", [&] {
         for (int32_t l = 0; l < n_layer_; ++l) {

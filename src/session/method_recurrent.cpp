@@ -37,7 +37,8 @@ RecurrentMethod::RecurrentMethod(const Model &model, Backend &backend, const Bas
       forward_(model, backend),
       cache_(backend, model.hparams(), cache_capacity(params, params.method == LCTX_METHOD_INFINIPOT
                                                          ? static_cast<int64_t>(params.catalyst.size()) + 8
-                                                         : 0)),
+                                                         : 0),
+             -1, params.kv_type),
       catalyst_(params.method == LCTX_METHOD_INFINIPOT
                     ? model.tokenizer().tokenize(params.catalyst, false, false)
                     : std::vector<int32_t>{}) {
@@ -284,7 +285,7 @@ void RecurrentMethod::recompute(const Selection &selection, Progress &progress, 
     if (p_.method == LCTX_METHOD_SNAPKV) {
         // Copy the document cache and compact every head to its keep list.
         const int64_t n = n_doc_slots_;
-        if (!snap_) snap_ = std::make_unique<KvStore>(backend_, model_.hparams(), std::max(p_.n_ctx, n));
+        if (!snap_) snap_ = std::make_unique<KvStore>(backend_, model_.hparams(), std::max(p_.n_ctx, n), -1, p_.kv_type);
         snap_->copy_from(cache_, n);
         for (int32_t l = 0; l < n_layer_; ++l)
             for (int32_t g = 0; g < n_kv_; ++g) compact_head_renumbered(*snap_, l, g, snap_keep_[index(l, g)]);

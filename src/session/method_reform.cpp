@@ -23,6 +23,7 @@ ReformMethod::ReformMethod(const Model &model, Backend &backend, const lctx_sess
     cfg.recent = params_.recent;
     cfg.obs = params_.obs;
     cfg.accumulate = params_.h2o_accumulate;
+    cfg.kv_type = params_.kv_type;
     make_encoder(cfg);
     feeder_.who = "REFORM";
     feeder_.n_encoded = [this] { return encoder_->n_encoded(); };
@@ -105,7 +106,7 @@ void ReformMethod::recompute(const Selection &selection, Progress &progress, std
     if (static_cast<int64_t>(ids.size()) > params_.n_ctx)
         fail(LCTX_ERR_CONTEXT_FULL, "REFORM recompute: %zu tokens do not fit n_ctx = %lld", ids.size(),
              (long long)params_.n_ctx);
-    if (!decode_cache_) decode_cache_ = std::make_unique<KvStore>(backend_, model_.hparams(), params_.n_ctx);
+    if (!decode_cache_) decode_cache_ = std::make_unique<KvStore>(backend_, model_.hparams(), params_.n_ctx, -1, params_.kv_type);
     decode_cache_->clear();
     ctx_tokens_.clear();
     try {

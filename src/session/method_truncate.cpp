@@ -6,7 +6,7 @@ namespace lctx {
 
 TruncateMethod::TruncateMethod(const Model &model, Backend &backend, const BaselineParams &params)
     : p_(params), n_head_(params.budget / 2), n_tail_(params.budget - params.budget / 2),
-      full_(model, backend, params.n_ctx, params.n_batch) {}
+      full_(model, backend, params.n_ctx, params.n_batch, params.kv_type) {}
 
 void TruncateMethod::feed(const int32_t *tokens, size_t n, Progress &progress) {
     if (sealed_) fail(LCTX_ERR_STATE, "TRUNCATE: the document is sealed");

@@ -27,7 +27,7 @@ ReformEncoder::ReformEncoder(const Model &model, Backend &backend, const Encoder
           int32_t e = 0;
           for (const HeadSpec &h : heads_) e = std::max(e, h.layer);
           return e;
-      }()) {
+      }(), cfg.kv_type) {
     if (heads_.empty()) fail(LCTX_ERR_INVALID_ARG, "REFORM encoder: no heads to capture");
     exit_ = cache_.n_layers();
     orig_.resize(static_cast<size_t>(exit_) * n_kv_);

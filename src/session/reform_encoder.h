@@ -23,6 +23,7 @@ struct EncoderConfig {
     bool accumulate = true;
     EvictorKind evictor = EvictorKind::H2O;   // the working cache's keep rule (evictor.h)
     int64_t snapkv_kernel = 7;                // SNAPKV evictor: score pooling width
+    KvType kv_type = KvType::F32;             // element type of the working cache
 };
 
 class ReformEncoder {
