@@ -22,7 +22,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "cli.h"
 #include "common/error.h"
-#include "model/ggml_type.h"
+#include "common/ggml_type.h"
 #include "model/model.h"
 #include "session/embedding_store.h"
 #include "session/head_mnr.h"

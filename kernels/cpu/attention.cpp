@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "common/error.h"
-#include "model/ggml_type.h"
+#include "common/ggml_type.h"
 #include "cpu_kernels.h"
 #include "simd.h"
 

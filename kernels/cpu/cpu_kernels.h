@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "model/model.h"
+#include "common/model_types.h"
 #include "thread_pool.h"
 
 namespace lctx::cpu {

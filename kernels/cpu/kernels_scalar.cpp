@@ -3,7 +3,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "model/ggml_type.h"
+#include "common/ggml_type.h"
 
 namespace {
 struct V {

@@ -8,8 +8,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "common/ggml_type.h"
 #include "cpu_kernels.h"
-#include "model/ggml_type.h"
 
 namespace lctx::cpu {
 

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "model/ggml_type.h"
+#include "common/ggml_type.h"
 
 namespace lctx {
 

@@ -4,7 +4,7 @@
 #include <new>
 
 #include "common/error.h"
-#include "model/ggml_type.h"
+#include "common/ggml_type.h"
 
 namespace lctx {
 

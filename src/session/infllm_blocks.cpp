@@ -4,8 +4,8 @@
 #include <cmath>
 #include <numeric>
 
+#include "common/ggml_type.h"
 #include "common/top_k.h"
-#include "model/ggml_type.h"
 
 namespace lctx {
 

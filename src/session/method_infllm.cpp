@@ -6,7 +6,7 @@
 #include <numeric>
 
 #include "common/error.h"
-#include "model/ggml_type.h"
+#include "common/ggml_type.h"
 #include "session/infllm_blocks.h"
 
 namespace lctx {

@@ -5,7 +5,7 @@
 #include <deque>
 #include <limits>
 
-#include "model/ggml_type.h"
+#include "common/ggml_type.h"
 
 namespace lctx {
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "common/error.h"
-#include "model/ggml_type.h"
+#include "common/ggml_type.h"
 
 int main(int argc, char **argv) {
     if (argc != 5) {

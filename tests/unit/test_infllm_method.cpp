@@ -13,9 +13,9 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "common/error.h"
+#include "common/ggml_type.h"
 #include "engine_tiny_model.h"
 #include "session_test_util.h"
-#include "model/ggml_type.h"
 #include "session/infllm_blocks.h"
 #include "session/method_full.h"
 #include "session/method_infllm.h"

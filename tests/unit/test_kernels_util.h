@@ -10,8 +10,8 @@
 #include <random>
 #include <vector>
 
+#include "common/ggml_type.h"
 #include "kernels/cpu/simd.h"
-#include "model/ggml_type.h"
 
 namespace lctx::test {
 

@@ -11,7 +11,7 @@
 #include <random>
 
 #include "common/error.h"
-#include "model/ggml_type.h"
+#include "common/ggml_type.h"
 
 using namespace lctx;
 

@@ -14,9 +14,9 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "common/error.h"
+#include "common/ggml_type.h"
 #include "engine/forward.h"
 #include "engine_tiny_model.h"
-#include "model/ggml_type.h"
 #include "session/method_reform.h"
 #include "session/session.h"
 #include "session_test_util.h"

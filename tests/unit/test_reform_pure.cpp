@@ -10,7 +10,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "common/error.h"
-#include "model/ggml_type.h"
+#include "common/ggml_type.h"
 #include "session/evictor_h2o.h"
 #include "session/hash64.h"
 #include "session/head_profile.h"

@@ -8,10 +8,10 @@
 #include <numeric>
 
 #include "common/error.h"
+#include "common/ggml_type.h"
 #include "common/top_k.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/thread_pool.h"
-#include "model/ggml_type.h"
 
 namespace lctx {
 

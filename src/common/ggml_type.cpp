@@ -1,5 +1,5 @@
 // Type table (block layouts as in ggml) and fp16/bf16 conversions.
-#include "model/ggml_type.h"
+#include "common/ggml_type.h"
 
 #include <cstring>
 

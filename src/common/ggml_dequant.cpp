@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "common/error.h"
-#include "model/ggml_type.h"
+#include "common/ggml_type.h"
 
 // No fused multiply-add (e.g. with LCTX_NATIVE): the reference must round
 // like ggml's scalar code and gguf-py, i.e. d*q and the +/- min separately.
