@@ -30,6 +30,25 @@
  *   after a call returns. Outputs go to caller buffers with an explicit capacity
  *   (the needed size is reported when too small) or to library-owned handles
  *   with their own *_free function. Every *_free accepts NULL.
+ *
+ * Parameter structs (the ABI rule):
+ *   Every params struct (lctx_model_params, lctx_session_params,
+ *   lctx_sampling_params and the method structs lctx_reform_params,
+ *   lctx_kv_params, lctx_infllm_params) starts with uint32_t struct_size and
+ *   has a lctx_*_default_params() function that fills the defaults and sets
+ *   struct_size to the sizeof of the struct in the header you compiled
+ *   against. Fields are only ever appended. The library reads exactly
+ *   struct_size bytes of the caller's struct: a smaller struct (a caller built
+ *   against an older lctx.h) is accepted and the fields it lacks take their
+ *   defaults. A struct_size below 4 (the struct_size field itself; 0 = never
+ *   filled) or above the library's own sizeof (a caller built against a newer
+ *   lctx.h than the library it runs with) is refused with
+ *   LCTX_ERR_INVALID_ARG. A NULL params pointer means all defaults.
+ *
+ * Methods:
+ *   lctx_method values are append-only. The library's method registry
+ *   (lctx_method_count(), lctx_method_name(), lctx_method_from_name(), ...)
+ *   lists them with their names, so tools and bindings need not repeat it.
  */
 #ifndef LCTX_H
 #define LCTX_H
@@ -42,7 +61,7 @@
 #define LCTX_VERSION_MINOR 1
 #define LCTX_VERSION_PATCH 0
 #define LCTX_VERSION_NUMBER (LCTX_VERSION_MAJOR * 10000 + LCTX_VERSION_MINOR * 100 + LCTX_VERSION_PATCH)
-#define LCTX_ABI_VERSION 0
+#define LCTX_ABI_VERSION 1   /* bumped when something is removed or moved (1: method knobs moved to their own structs) */
 
 #if defined(_WIN32)
 #  if defined(LCTX_BUILD)
@@ -216,6 +235,23 @@ typedef enum lctx_method {
     LCTX_METHOD_INFLLM      = 11
 } lctx_method;
 
+/* The method registry. The values this library knows are 0 ..
+ * lctx_method_count() - 1. A method's name is its LCTX_METHOD_* suffix in
+ * lower case ("full", "reform", "h2o", ...), the name `lctx run --method`
+ * takes. The strings are static. */
+LCTX_API int32_t lctx_method_count(void);
+/* Name of a method; NULL for a value this library does not know. */
+LCTX_API const char *lctx_method_name(lctx_method method);
+/* One line describing the method; NULL for a value this library does not know. */
+LCTX_API const char *lctx_method_description(lctx_method method);
+/* true when lctx_session_create accepts the method (false: it returns
+ * LCTX_ERR_UNSUPPORTED, or the value is unknown). */
+LCTX_API bool lctx_method_is_implemented(lctx_method method);
+/* The method of a name (ASCII case-insensitive). An unknown name returns
+ * LCTX_ERR_INVALID_ARG with the known names in the message; *out is then
+ * left unchanged. */
+LCTX_API LCTX_NODISCARD lctx_status lctx_method_from_name(const char *name, lctx_method *out);
+
 /* Stages of a session, in order. */
 typedef enum lctx_stage {
     LCTX_STAGE_FEEDING    = 0,  /* accepts feed_chunk; next: build_index */
@@ -224,49 +260,53 @@ typedef enum lctx_stage {
     LCTX_STAGE_DECODING   = 3   /* accepts decode; select starts a new question */
 } lctx_stage;
 
-typedef struct lctx_session_params {
-    uint32_t    struct_size;   /* sizeof(lctx_session_params): set by default_params */
-    lctx_method method;        /* LCTX_METHOD_*; ILRE, REATTENTION and REFRESHKV: LCTX_ERR_UNSUPPORTED */
-    int32_t     n_ctx;         /* FULL: KV cache capacity in tokens (document + question +
-                                  answer). <= 0: n_ctx_train of the model. */
-    int32_t     n_threads;     /* <= 0: the model's n_threads */
-    int32_t     n_batch;       /* tokens per forward batch while feeding; <= 0: 512 */
-    lctx_progress_fn progress; /* optional, called during long calls */
-    void       *progress_user_data;
-    /* REFORM (LCTX_METHOD_REFORM); 0 = derived from the model's trained context
-     * n_ctx_train (values given for an 8K model such as SmolLM2). n_ctx above is
-     * REFORM's decode cache: gathered tokens + question + answer. */
-    int32_t     reform_chunk;        /* C: tokens per encoding step; n_ctx_train/4 (2048) */
-    int32_t     reform_budget;       /* B: working-cache tokens per layer and KV head; = chunk (2048) */
-    int32_t     reform_recompute;    /* R: document tokens gathered for recompute; n_ctx_train/2 (4096) */
-    int32_t     reform_sink;         /* first tokens the working cache always keeps; min(256, B/8) */
-    int32_t     reform_recent;       /* most recent tokens it always keeps; min(256, B/8) */
-    int32_t     reform_obs;          /* last queries of each chunk whose attention scores eviction; 128 */
-    int32_t     reform_keep_first;   /* first document tokens always gathered; min(256, R/8) */
-    int32_t     reform_keep_last;    /* last document tokens always gathered; min(256, R/8) */
-    int32_t     reform_pool_half;    /* score max-pool half width (kernel 2*half+1); 64; < 0: no pooling */
-    bool        reform_h2o_per_chunk;/* true: eviction scores of the last chunk only (default: accumulated) */
-    const char *reform_heads_path;   /* JSON head profile (lctx heads); NULL: the built-in profile for the
-                                        model, else a fallback of mid-layer V heads (with a log warning) */
-    /* Baselines (TRUNCATE, STREAMING, H2O, TOVA, SNAPKV, INFINIPOT, INFLLM); 0 = derived from n_ctx_train
-     * (values given for an 8K model). n_ctx above is their decode cache: the kept document KV plus the
-     * question and answer. The recurrent ones (STREAMING, H2O, TOVA, SNAPKV, INFINIPOT) forward the
-     * document chunk by chunk through all layers on top of a compressed cache that is evicted back to
-     * kv_budget slots per layer and KV head after each chunk (positions renumbered to stay consecutive),
-     * and decode straight from that cache. */
-    int32_t     kv_budget;     /* STREAMING/H2O/TOVA/SNAPKV/INFINIPOT: KV slots kept per layer and KV head,
+/* REFORM's knobs (LCTX_METHOD_REFORM). 0 = derived from the model's trained
+ * context n_ctx_train (values given for an 8K model such as SmolLM2). The
+ * session's n_ctx is REFORM's decode cache: gathered tokens + question +
+ * answer. */
+typedef struct lctx_reform_params {
+    uint32_t    struct_size;   /* sizeof(lctx_reform_params): set by lctx_reform_default_params */
+    int32_t     chunk;         /* C: tokens per encoding step; n_ctx_train/4 (2048) */
+    int32_t     budget;        /* B: working-cache tokens per layer and KV head; = chunk (2048) */
+    int32_t     recompute;     /* R: document tokens gathered for recompute; n_ctx_train/2 (4096) */
+    int32_t     sink;          /* first tokens the working cache always keeps; min(256, B/8) */
+    int32_t     recent;        /* most recent tokens it always keeps; min(256, B/8) */
+    int32_t     obs;           /* last queries of each chunk whose attention scores eviction; 128 */
+    int32_t     keep_first;    /* first document tokens always gathered; min(256, R/8) */
+    int32_t     keep_last;     /* last document tokens always gathered; min(256, R/8) */
+    int32_t     pool_half;     /* score max-pool half width (kernel 2*half+1); 64; < 0: no pooling */
+    bool        h2o_per_chunk; /* true: eviction scores of the last chunk only (default: accumulated) */
+    const char *heads_path;    /* JSON head profile (lctx heads); NULL: the built-in profile for the
+                                  model, else a fallback of mid-layer V heads (with a log warning) */
+} lctx_reform_params;
+
+LCTX_API void lctx_reform_default_params(lctx_reform_params *out);
+
+/* The KV-cache baselines' knobs (TRUNCATE, STREAMING, H2O, TOVA, SNAPKV,
+ * INFINIPOT; INFLLM reads budget, chunk, sink, recent and obs too). 0 =
+ * derived from n_ctx_train (values given for an 8K model). The session's
+ * n_ctx is their decode cache: the kept document KV plus the question and
+ * answer. The recurrent ones (STREAMING, H2O, TOVA, SNAPKV, INFINIPOT)
+ * forward the document chunk by chunk through all layers on top of a
+ * compressed cache that is evicted back to `budget` slots per layer and KV
+ * head after each chunk (positions renumbered to stay consecutive), and
+ * decode straight from that cache. */
+typedef struct lctx_kv_params {
+    uint32_t    struct_size;   /* sizeof(lctx_kv_params): set by lctx_kv_default_params */
+    int32_t     budget;        /* STREAMING/H2O/TOVA/SNAPKV/INFINIPOT: KV slots kept per layer and KV head,
                                   sinks and recent included; n_ctx_train/4 (2048, REFORM's working budget).
                                   TRUNCATE: document tokens kept (first half + last half); n_ctx_train/2 (4096).
                                   INFLLM: retrieved memory tokens per layer and KV head; n_ctx_train/4 (2048) */
-    int32_t     kv_chunk;      /* tokens forwarded per step; n_ctx_train/4 (2048); INFLLM: 512; SNAPKV:
-                                  n_ctx_train - kv_budget (6144), so inputs that fit the trained context are
+    int32_t     chunk;         /* tokens forwarded per step; n_ctx_train/4 (2048); INFLLM: 512; SNAPKV:
+                                  n_ctx_train - budget (6144), so inputs that fit the trained context are
                                   one full prefill compressed with the question */
                                /* INFLLM's n_ctx (question + answer room) defaults to what keeps positions
                                   inside n_ctx_train: n_ctx_train - (sink + memory + window + block - 1) */
-    int32_t     kv_sink;       /* first document tokens always kept; min(256, budget/8) (INFLLM: 128) */
-    int32_t     kv_recent;     /* most recent tokens always kept; min(256, budget/8) (INFLLM: its local
-                                  window, n_ctx_train/4) */
-    int32_t     kv_obs;        /* queries at the end of each chunk whose attention scores eviction:
+    int32_t     sink;          /* first document tokens always kept; min(256, budget/8) (INFLLM: 128);
+                                  < 0: none */
+    int32_t     recent;        /* most recent tokens always kept; min(256, budget/8) (INFLLM: its local
+                                  window, n_ctx_train/4); < 0: none */
+    int32_t     obs;           /* queries at the end of each chunk whose attention scores eviction:
                                   H2O 128 (the REFORM paper's H2O), SNAPKV 32 (its window), TOVA 1 (last query);
                                   INFLLM: queries that pick each block's representative tokens, 128 */
     int32_t     snapkv_kernel; /* SNAPKV: width of the average pooling of scores; 7 */
@@ -274,14 +314,41 @@ typedef struct lctx_session_params {
                                         (NuC, surprisal of the token); the rest by the catalyst prompt's
                                         attention (CaP); 0: 0.25, < 0: CaP only */
     const char *infinipot_catalyst;  /* INFINIPOT: catalyst prompt text; NULL: a built-in one */
-    int32_t     infllm_block;  /* INFLLM: tokens per memory block; 128 */
-    int32_t     infllm_repr;   /* INFLLM: representative tokens per block; 4 */
+} lctx_kv_params;
+
+LCTX_API void lctx_kv_default_params(lctx_kv_params *out);
+
+/* InfLLM's own knobs (LCTX_METHOD_INFLLM), on top of lctx_kv_params. */
+typedef struct lctx_infllm_params {
+    uint32_t struct_size;      /* sizeof(lctx_infllm_params): set by lctx_infllm_default_params */
+    int32_t  block;            /* tokens per memory block; 0: 128 */
+    int32_t  repr;             /* representative tokens per block; 0: 4 */
+} lctx_infllm_params;
+
+LCTX_API void lctx_infllm_default_params(lctx_infllm_params *out);
+
+/* The common fields of a session, and each method family's knobs behind a
+ * pointer (NULL: that struct's defaults; the library copies what it points
+ * to). Knobs of a family the method does not use are ignored. */
+typedef struct lctx_session_params {
+    uint32_t    struct_size;   /* sizeof(lctx_session_params): set by default_params */
+    lctx_method method;        /* LCTX_METHOD_*; ILRE, REATTENTION and REFRESHKV: LCTX_ERR_UNSUPPORTED */
+    int32_t     n_ctx;         /* FULL: KV cache capacity in tokens (document + question +
+                                  answer); other methods: their decode cache (see their structs).
+                                  <= 0: n_ctx_train of the model. */
+    int32_t     n_threads;     /* <= 0: the model's n_threads */
+    int32_t     n_batch;       /* tokens per forward batch while feeding; <= 0: 512 */
+    lctx_progress_fn progress; /* optional, called during long calls */
+    void       *progress_user_data;
+    const lctx_reform_params *reform;  /* REFORM; NULL: lctx_reform_default_params */
+    const lctx_kv_params     *kv;      /* TRUNCATE ... INFINIPOT and INFLLM; NULL: lctx_kv_default_params */
+    const lctx_infllm_params *infllm;  /* INFLLM; NULL: lctx_infllm_default_params */
 } lctx_session_params;
 
 LCTX_API void lctx_session_default_params(lctx_session_params *out);
 
 /* params may be NULL (defaults). An unimplemented method returns
- * LCTX_ERR_UNSUPPORTED. The session keeps a reference to the model: free the
+ * LCTX_ERR_UNSUPPORTED (see lctx_method_is_implemented). The session keeps a reference to the model: free the
  * session before the model. */
 LCTX_API LCTX_NODISCARD lctx_status lctx_session_create(const lctx_model *model, const lctx_session_params *params,
                                                         lctx_session **out);
@@ -334,8 +401,9 @@ LCTX_API const float *lctx_session_logits(const lctx_session *session);
  * lctx_index_save: the session must be REFORM and indexed (any stage after
  * lctx_build_index). lctx_session_load_index: creates a REFORM session in stage
  * INDEXED; params may be NULL, its method is ignored, and its selection and
- * decode fields (reform_recompute, reform_keep_first/last, reform_pool_half,
- * n_ctx, n_threads) apply; the encoding sizes come from the file. A file
+ * decode fields (reform->recompute, reform->keep_first/keep_last,
+ * reform->pool_half, n_ctx, n_threads) apply; the encoding sizes come from
+ * the file. A file
  * made for another model, truncated or altered is refused (LCTX_ERR_FORMAT,
  * or LCTX_ERR_INVALID_ARG for another model or head profile). */
 LCTX_API LCTX_NODISCARD lctx_status lctx_index_save(lctx_session *session, const char *path);

@@ -1,8 +1,10 @@
 #include "cli.h"
 
+#include <algorithm>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <sys/resource.h>
@@ -127,35 +129,45 @@ std::string read_file(const std::string &path) {
 
 namespace lctx::cli {
 
-namespace {
-const std::pair<const char *, lctx_method> kMethods[] = {
-    {"full", LCTX_METHOD_FULL},           {"reform", LCTX_METHOD_REFORM},
-    {"ilre", LCTX_METHOD_ILRE},           {"reattention", LCTX_METHOD_REATTENTION},
-    {"refreshkv", LCTX_METHOD_REFRESHKV}, {"truncate", LCTX_METHOD_TRUNCATE},
-    {"streaming", LCTX_METHOD_STREAMING}, {"h2o", LCTX_METHOD_H2O},
-    {"tova", LCTX_METHOD_TOVA},           {"snapkv", LCTX_METHOD_SNAPKV},
-    {"infinipot", LCTX_METHOD_INFINIPOT}, {"infllm", LCTX_METHOD_INFLLM},
-};
-} // namespace
+// The methods come from the library's registry (lctx_method_*), never from
+// a list of our own.
+std::vector<lctx_method> all_methods(bool implemented_only) {
+    std::vector<lctx_method> out;
+    for (int32_t i = 0; i < lctx_method_count(); ++i) {
+        const auto m = static_cast<lctx_method>(i);
+        if (!implemented_only || lctx_method_is_implemented(m)) out.push_back(m);
+    }
+    return out;
+}
 
 bool parse_method(const std::string &name, lctx_method &out) {
-    for (const auto &[n, m] : kMethods)
-        if (name == n) {
-            out = m;
-            return true;
-        }
-    return false;
+    return lctx_method_from_name(name.c_str(), &out) == LCTX_OK;
 }
 
 const char *method_cli_name(lctx_method m) {
-    for (const auto &[n, mm] : kMethods)
-        if (mm == m) return n;
-    return "unknown";
+    const char *n = lctx_method_name(m);
+    return n ? n : "unknown";
 }
 
-std::string method_cli_names() {
+std::string method_cli_names(bool implemented_only) {
     std::string s;
-    for (const auto &[n, m] : kMethods) s += (s.empty() ? "" : ", ") + std::string(n);
+    for (lctx_method m : all_methods(implemented_only)) s += (s.empty() ? "" : ", ") + std::string(method_cli_name(m));
+    return s;
+}
+
+std::string method_usage(const std::string &indent) {
+    size_t w = 0;
+    for (lctx_method m : all_methods(false)) w = std::max(w, std::strlen(method_cli_name(m)));
+    std::string s, later;
+    for (lctx_method m : all_methods(false)) {
+        if (!lctx_method_is_implemented(m)) {
+            later += (later.empty() ? "" : ", ") + std::string(method_cli_name(m));
+            continue;
+        }
+        std::string name = method_cli_name(m);
+        s += indent + name + std::string(w + 2 - name.size(), ' ') + lctx_method_description(m) + "\n";
+    }
+    if (!later.empty()) s += indent + "(not implemented yet: " + later + ")\n";
     return s;
 }
 

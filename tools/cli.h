@@ -49,12 +49,18 @@ double peak_rss_mib();
 // header. The document goes between them.
 void chat_parts(const lctx_model *m, const std::string &question, std::string &before, std::string &after);
 
-// Method names of --method ("full", "reform", "truncate", "streaming", "h2o",
-// "tova", "snapkv", "infinipot", "infllm", ...). False for an unknown name.
+// Methods as the library's registry lists them (lctx_method_count ...), in
+// value order; implemented_only: those lctx_session_create accepts.
+std::vector<lctx_method> all_methods(bool implemented_only);
+// The method of a --method name (ASCII case-insensitive). False for an unknown name.
 bool parse_method(const std::string &name, lctx_method &out);
+// The registry's name ("reform"); "unknown" for a value it does not know.
 const char *method_cli_name(lctx_method m);
 // "full, reform, ..." for usage and error messages.
-std::string method_cli_names();
+std::string method_cli_names(bool implemented_only = false);
+// One line per implemented method, "<indent>name  description", then the
+// unimplemented ones on one line: the method list of usage texts.
+std::string method_usage(const std::string &indent);
 
 inline double now_s() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();

@@ -39,23 +39,28 @@ namespace lctx::cli {
 
 namespace {
 
-const char *kUsage =
-    "usage: lctx eval -m MODEL --out RESULTS.jsonl [options]\n"
-    "       lctx eval --report RESULTS.jsonl [--md FILE] [--plot FILE.png]\n"
-    "Runs every method on the same synthetic RULER-style tasks (docs/eval.md).\n"
-    "  --methods LIST     comma-separated methods or 'all' (default full,reform)\n"
-    "  --tasks LIST       comma-separated tasks or 'all' (default all): niah_single, niah_multikey,\n"
-    "                     niah_multivalue, niah_multiquery, vt, cwe, fwe, qa\n"
-    "  --lengths LIST     prompt lengths in model tokens, e.g. 4k,8k,32k,128k (default 4k)\n"
-    "  --samples N        samples per task and length (default 5)\n"
-    "  --seed S           run seed (default 42)\n"
-    "  -t, --threads N    threads per run (default: all cores)\n"
-    "  --out FILE         results, one JSON object per line; appended, and rows already there are skipped\n"
-    "  --md FILE          markdown report at the end (default: printed on stdout)\n"
-    "  --plot FILE.png    accuracy vs length plot (bench/plot_eval.py, needs python3 + matplotlib)\n"
-    "  --timeout S        kill a run after S seconds and record an error (default: none)\n"
-    "  --retry-errors     run again the combinations whose row is an error\n"
-    "  --no-chat          no chat template: document, then the question as plain text\n";
+// The method list comes from the library's registry.
+const char *usage_text() {
+    static const std::string text = std::string(
+        "usage: lctx eval -m MODEL --out RESULTS.jsonl [options]\n"
+        "       lctx eval --report RESULTS.jsonl [--md FILE] [--plot FILE.png]\n"
+        "Runs every method on the same synthetic RULER-style tasks (docs/eval.md).\n"
+        "  --methods LIST     comma-separated methods or 'all' (default full,reform):\n") +
+        method_usage("                       ") +
+        "  --tasks LIST       comma-separated tasks or 'all' (default all): niah_single, niah_multikey,\n"
+        "                     niah_multivalue, niah_multiquery, vt, cwe, fwe, qa\n"
+        "  --lengths LIST     prompt lengths in model tokens, e.g. 4k,8k,32k,128k (default 4k)\n"
+        "  --samples N        samples per task and length (default 5)\n"
+        "  --seed S           run seed (default 42)\n"
+        "  -t, --threads N    threads per run (default: all cores)\n"
+        "  --out FILE         results, one JSON object per line; appended, and rows already there are skipped\n"
+        "  --md FILE          markdown report at the end (default: printed on stdout)\n"
+        "  --plot FILE.png    accuracy vs length plot (bench/plot_eval.py, needs python3 + matplotlib)\n"
+        "  --timeout S        kill a run after S seconds and record an error (default: none)\n"
+        "  --retry-errors     run again the combinations whose row is an error\n"
+        "  --no-chat          no chat template: document, then the question as plain text\n";
+    return text.c_str();
+}
 
 struct Options {
     std::string model, out, md, plot, command;
@@ -455,8 +460,8 @@ int cmd_eval(int argc, char **argv) {
     Args a = parse_args(argc, argv,
                         {"--model", "--methods", "--tasks", "--lengths", "--samples", "--threads", "--seed", "--out",
                          "--md", "--plot", "--report", "--timeout"},
-                        {"--no-chat", "--retry-errors"}, {{"-m", "--model"}, {"-t", "--threads"}}, kUsage);
-    if (!a.positional.empty()) die("unexpected argument '%s'\n\n%s", a.positional[0].c_str(), kUsage);
+                        {"--no-chat", "--retry-errors"}, {{"-m", "--model"}, {"-t", "--threads"}}, usage_text());
+    if (!a.positional.empty()) die("unexpected argument '%s'\n\n%s", a.positional[0].c_str(), usage_text());
     if (a.has("--report")) {
         report(a.get("--report"), a.get("--md"), a.get("--plot"));
         return 0;
@@ -472,8 +477,8 @@ int cmd_eval(int argc, char **argv) {
     o.seed = uint64_t(a.get_int("--seed", 42));
     o.timeout = a.get_float("--timeout", 0);
     o.no_chat = a.on("--no-chat");
-    if (o.model.empty()) die("eval needs a model: -m MODEL.gguf\n\n%s", kUsage);
-    if (o.out.empty()) die("eval needs --out RESULTS.jsonl\n\n%s", kUsage);
+    if (o.model.empty()) die("eval needs a model: -m MODEL.gguf\n\n%s", usage_text());
+    if (o.out.empty()) die("eval needs --out RESULTS.jsonl\n\n%s", usage_text());
     if (access(o.model.c_str(), R_OK) != 0) die("cannot read the model '%s': %s", o.model.c_str(), std::strerror(errno));
     if (o.samples < 1) die("--samples must be at least 1");
     o.command = "lctx eval";
@@ -482,16 +487,12 @@ int cmd_eval(int argc, char **argv) {
     std::vector<std::pair<std::string, lctx_method>> methods;
     for (const auto &name : split_list(a.get("--methods", "full,reform"))) {
         if (name == "all") {
-            for (const auto &n : split_list(method_cli_names())) {
-                lctx_method m;
-                parse_method(n, m);
-                methods.emplace_back(n, m);
-            }
+            for (lctx_method m : all_methods(false)) methods.emplace_back(method_cli_name(m), m);
             continue;
         }
         lctx_method m;
         if (!parse_method(name, m)) die("unknown method '%s' (methods: %s, or all)", name.c_str(), method_cli_names().c_str());
-        methods.emplace_back(name, m);
+        methods.emplace_back(method_cli_name(m), m);
     }
     std::vector<std::string> tasks;
     for (const auto &t : split_list(a.get("--tasks", "all"))) {

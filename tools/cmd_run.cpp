@@ -37,11 +37,11 @@ struct Progress {
 } // namespace
 
 int cmd_run(int argc, char **argv) {
-    static const char *usage =
+    const std::string usage_text = std::string(
         "usage: lctx run -m MODEL --file DOC --question TEXT [options]\n"
         "  --file FILE          the document (UTF-8 text)\n"
         "  --question TEXT      the question (or --question-file FILE)\n"
-        "  --method M           reform (default), full, truncate, streaming, h2o, tova, snapkv, infinipot, infllm\n"
+        "  --method M           the method (default reform):\n") + method_usage("                         ") +
         "  --budget N           REFORM: recompute budget (default n_ctx_train/2); baselines: kv_budget\n"
         "                       (truncate: tokens kept, n_ctx_train/2; others: KV slots, n_ctx_train/4)\n"
         "  --chunk N            tokens per encoding step (default n_ctx_train/4)\n"
@@ -55,17 +55,19 @@ int cmd_run(int argc, char **argv) {
         "  --json               print one JSON object (answer, spans, timings, tok/s, peak RSS)\n"
         "  --progress           progress bar on stderr even when it is not a terminal\n"
         "  --no-chat            no chat template: feed the document, then the question as is\n";
+    const char *usage = usage_text.c_str();
     Args a = parse_args(argc, argv,
                         {"--model", "--file", "--question", "--question-file", "--method", "--budget", "--chunk",
                          "--working", "--heads", "--save-index", "--index", "--n-predict", "--ctx", "--threads"},
                         {"--json", "--progress", "--no-chat"},
                         {{"-m", "--model"}, {"-n", "--n-predict"}, {"-c", "--ctx"}, {"-t", "--threads"}}, usage);
-    const std::string method = a.get("--method", "reform");
     lctx_method method_id = LCTX_METHOD_REFORM;
-    if (!parse_method(method, method_id)) die("--method must be one of: %s", method_cli_names().c_str());
+    if (!parse_method(a.get("--method", "reform"), method_id))
+        die("--method must be one of: %s", method_cli_names().c_str());
+    const std::string method = method_cli_name(method_id);
     if (!a.has("--question") && !a.has("--question-file")) die("run needs --question TEXT\n\n%s", usage);
     if (!a.has("--file") && !a.has("--index")) die("run needs --file DOC or --index FILE\n\n%s", usage);
-    if (a.has("--index") && method != "reform") die("--index works with --method reform only");
+    if (a.has("--index") && method_id != LCTX_METHOD_REFORM) die("--index works with --method reform only");
     const std::string question = a.has("--question-file") ? read_file(a.get("--question-file")) : a.get("--question");
     const int64_t n_predict = a.get_int("--n-predict", 64);
     const bool json = a.on("--json");
@@ -96,13 +98,19 @@ int cmd_run(int argc, char **argv) {
     sp.n_threads = static_cast<int32_t>(a.get_int("--threads", 0));
     const int64_t full_ctx = int64_t(doc.size() + query.size()) + n_predict + 1;
     sp.n_ctx = static_cast<int32_t>(a.get_int("--ctx", method_id == LCTX_METHOD_FULL ? full_ctx : 0));
-    sp.reform_recompute = static_cast<int32_t>(method_id == LCTX_METHOD_REFORM ? budget : 0);
-    sp.kv_budget = static_cast<int32_t>(method_id == LCTX_METHOD_REFORM ? 0 : budget);
-    sp.reform_chunk = static_cast<int32_t>(a.get_int("--chunk", 0));
-    sp.kv_chunk = sp.reform_chunk;
-    sp.reform_budget = static_cast<int32_t>(a.get_int("--working", 0));
+    lctx_reform_params rp;
+    lctx_reform_default_params(&rp);
+    lctx_kv_params kv;
+    lctx_kv_default_params(&kv);
+    rp.recompute = static_cast<int32_t>(method_id == LCTX_METHOD_REFORM ? budget : 0);
+    kv.budget = static_cast<int32_t>(method_id == LCTX_METHOD_REFORM ? 0 : budget);
+    rp.chunk = static_cast<int32_t>(a.get_int("--chunk", 0));
+    kv.chunk = rp.chunk;
+    rp.budget = static_cast<int32_t>(a.get_int("--working", 0));
     const std::string heads = a.get("--heads");
-    sp.reform_heads_path = heads.empty() ? nullptr : heads.c_str();
+    rp.heads_path = heads.empty() ? nullptr : heads.c_str();
+    sp.reform = &rp;
+    sp.kv = &kv;
 
     lctx_session *s = nullptr;
     double t_encode = 0, t_index = 0;
@@ -117,7 +125,7 @@ int cmd_run(int argc, char **argv) {
         n_input = static_cast<int64_t>(doc.size());
         Progress bar{a.on("--progress") || (!json && isatty(2)), now_s(), n_input};
         t = now_s();
-        const size_t step = sp.reform_chunk > 0 ? size_t(sp.reform_chunk) : size_t(std::max(512, n_train / 4));
+        const size_t step = rp.chunk > 0 ? size_t(rp.chunk) : size_t(std::max(512, n_train / 4));
         for (size_t at = 0; at < doc.size(); at += step) {
             const size_t n = std::min(step, doc.size() - at);
             check(lctx_feed_chunk(s, doc.data() + at, n), "encoding the document");

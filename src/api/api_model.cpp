@@ -3,6 +3,7 @@
 #include <thread>
 
 #include "api/handles.h"
+#include "common/params_abi.h"
 #include "model/chat_template.h"
 
 using lctx::api::guarded;
@@ -11,13 +12,7 @@ using lctx::api::require;
 namespace {
 
 lctx_model_params resolve(const lctx_model_params *params) {
-    lctx_model_params p;
-    lctx_model_default_params(&p);
-    if (!params) return p;
-    if (params->struct_size < sizeof(lctx_model_params))
-        lctx::fail(LCTX_ERR_INVALID_ARG, "lctx_model_params.struct_size is %u, expected %zu: fill it with "
-                   "lctx_model_default_params()", params->struct_size, sizeof(lctx_model_params));
-    return *params;
+    return lctx::read_params(params, lctx_model_default_params, "lctx_model_params", "lctx_model_default_params");
 }
 
 int32_t resolve_threads(int32_t n) {

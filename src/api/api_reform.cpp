@@ -2,6 +2,7 @@
 #include <string>
 
 #include "api/handles.h"
+#include "session/session_params.h"
 
 using lctx::api::guarded;
 using lctx::api::require;
@@ -24,14 +25,7 @@ LCTX_API lctx_status lctx_session_load_index(const lctx_model *model, const char
         require(out, "lctx_session_load_index", "out");
         require(model, "lctx_session_load_index", "model");
         require(path, "lctx_session_load_index", "path");
-        lctx_session_params p;
-        lctx_session_default_params(&p);
-        if (params) {
-            if (params->struct_size < sizeof(lctx_session_params))
-                lctx::fail(LCTX_ERR_INVALID_ARG, "lctx_session_params.struct_size is %u, expected %zu",
-                           params->struct_size, sizeof(lctx_session_params));
-            p = *params;
-        }
+        lctx_session_params p = lctx::read_session_params(params);
         p.method = LCTX_METHOD_REFORM;
         auto s = std::make_unique<lctx_session>();
         s->owner = model;

@@ -1,8 +1,10 @@
-// Sessions, the five stages, sampling parameters and selections.
+// Sessions, the five stages, the method registry, parameters and selections.
 #include <algorithm>
 #include <cstring>
 
 #include "api/handles.h"
+#include "session/method_registry.h"
+#include "session/session_params.h"
 
 using lctx::api::guarded;
 using lctx::api::require;
@@ -15,6 +17,14 @@ lctx_status on_session(lctx_session *s, const char *fn, Body &&body) {
     if (!s || !s->session)
         return lctx::api::set_error(LCTX_ERR_INVALID_ARG, std::string(fn) + ": session is NULL");
     return guarded(s, std::forward<Body>(body));
+}
+
+// The registry row of a value passed by a caller; read as a plain int, so a
+// value outside the enum is answered (NULL/false), not undefined behaviour.
+const lctx::MethodInfo *row(const lctx_method &method) {
+    int32_t value = 0;
+    std::memcpy(&value, &method, sizeof value);
+    return lctx::find_method(value);
 }
 
 } // namespace
@@ -33,15 +43,65 @@ LCTX_API void lctx_session_default_params(lctx_session_params *out) {
     out->progress_user_data = nullptr;
 }
 
+// The method registry (session/method_registry.h).
+LCTX_API int32_t lctx_method_count(void) { return static_cast<int32_t>(lctx::methods().size()); }
+
+LCTX_API const char *lctx_method_name(lctx_method method) {
+    const lctx::MethodInfo *m = row(method);
+    return m ? m->name : nullptr;
+}
+
+LCTX_API const char *lctx_method_description(lctx_method method) {
+    const lctx::MethodInfo *m = row(method);
+    return m ? m->description : nullptr;
+}
+
+LCTX_API bool lctx_method_is_implemented(lctx_method method) {
+    const lctx::MethodInfo *m = row(method);
+    return m && m->implemented();
+}
+
+LCTX_API lctx_status lctx_method_from_name(const char *name, lctx_method *out) {
+    return guarded(nullptr, [&] {
+        require(name, "lctx_method_from_name", "name");
+        require(out, "lctx_method_from_name", "out");
+        const lctx::MethodInfo *m = lctx::find_method(std::string_view(name));
+        if (!m)
+            lctx::fail(LCTX_ERR_INVALID_ARG, "lctx_method_from_name: unknown method '%s' (methods: %s)", name,
+                       lctx::method_names().c_str());
+        *out = m->id;
+    });
+}
+
+LCTX_API void lctx_reform_default_params(lctx_reform_params *out) {
+    if (!out) return;
+    *out = lctx_reform_params{};   // every size 0: derived from the model (see lctx.h)
+    out->struct_size = sizeof(lctx_reform_params);
+    out->h2o_per_chunk = false;
+    out->heads_path = nullptr;
+}
+
+LCTX_API void lctx_kv_default_params(lctx_kv_params *out) {
+    if (!out) return;
+    *out = lctx_kv_params{};       // every size 0: derived from the model and the method (see lctx.h)
+    out->struct_size = sizeof(lctx_kv_params);
+    out->infinipot_nuc_ratio = 0.0f;
+    out->infinipot_catalyst = nullptr;
+}
+
+LCTX_API void lctx_infllm_default_params(lctx_infllm_params *out) {
+    if (!out) return;
+    *out = lctx_infllm_params{};   // 0: 128-token blocks, 4 representative tokens
+    out->struct_size = sizeof(lctx_infllm_params);
+}
+
 LCTX_API lctx_status lctx_session_create(const lctx_model *model, const lctx_session_params *params,
                                          lctx_session **out) {
     if (out) *out = nullptr;
     return guarded(nullptr, [&] {
         require(out, "lctx_session_create", "out");
         require(model, "lctx_session_create", "model");
-        lctx_session_params p;
-        lctx_session_default_params(&p);
-        if (params) p = *params;
+        const lctx_session_params p = lctx::read_session_params(params);
         auto s = std::make_unique<lctx_session>();
         s->owner = model;
         s->session = std::make_unique<lctx::Session>(*model->model, p);
@@ -108,10 +168,7 @@ LCTX_API void lctx_sampling_default_params(lctx_sampling_params *out) {
 LCTX_API lctx_status lctx_decode(lctx_session *s, const lctx_sampling_params *sampling, lctx_token *out_token) {
     return on_session(s, "lctx_decode", [&] {
         require(out_token, "lctx_decode", "out_token");
-        lctx_sampling_params p;
-        lctx_sampling_default_params(&p);
-        if (sampling) p = *sampling;
-        *out_token = s->session->decode(p);
+        *out_token = s->session->decode(lctx::read_sampling_params(sampling));
     });
 }
 

@@ -4,6 +4,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "session/session_params.h"
 
 namespace lctx {
 
@@ -31,28 +32,29 @@ const char *name_of(lctx_method m) {
 BaselineParams baseline_params_from(const Hparams &hp, const lctx_session_params &sp) {
     const int64_t n_train = hp.n_ctx_train > 0 ? hp.n_ctx_train : 4096;
     const char *who = name_of(sp.method);
+    const lctx_kv_params kv = read_kv_params(sp.kv);
     BaselineParams p;
     p.method = sp.method;
     const bool truncate = sp.method == LCTX_METHOD_TRUNCATE;
-    p.budget = pick(sp.kv_budget, std::max<int64_t>(truncate ? n_train / 2 : n_train / 4, 16));
+    p.budget = pick(kv.budget, std::max<int64_t>(truncate ? n_train / 2 : n_train / 4, 16));
     // SnapKV: budget + chunk = the trained context, so an input that fits it
     // is one full prefill compressed by the question, as SnapKV does.
-    p.chunk = pick(sp.kv_chunk, std::max<int64_t>(sp.method == LCTX_METHOD_SNAPKV ? n_train - p.budget : n_train / 4,
-                                                  16));
-    p.sink = sp.kv_sink > 0 ? sp.kv_sink : sp.kv_sink < 0 ? 0 : std::min<int64_t>(256, p.budget / 8);
-    p.recent = sp.kv_recent > 0 ? sp.kv_recent : sp.kv_recent < 0 ? 0 : std::min<int64_t>(256, p.budget / 8);
+    p.chunk = pick(kv.chunk, std::max<int64_t>(sp.method == LCTX_METHOD_SNAPKV ? n_train - p.budget : n_train / 4,
+                                               16));
+    p.sink = kv.sink > 0 ? kv.sink : kv.sink < 0 ? 0 : std::min<int64_t>(256, p.budget / 8);
+    p.recent = kv.recent > 0 ? kv.recent : kv.recent < 0 ? 0 : std::min<int64_t>(256, p.budget / 8);
     switch (sp.method) {
-    case LCTX_METHOD_H2O: p.obs = pick(sp.kv_obs, 128); p.accumulate = true; break;
-    case LCTX_METHOD_SNAPKV: p.obs = pick(sp.kv_obs, 32); break;
-    case LCTX_METHOD_TOVA: p.obs = pick(sp.kv_obs, 1); break;
+    case LCTX_METHOD_H2O: p.obs = pick(kv.obs, 128); p.accumulate = true; break;
+    case LCTX_METHOD_SNAPKV: p.obs = pick(kv.obs, 32); break;
+    case LCTX_METHOD_TOVA: p.obs = pick(kv.obs, 1); break;
     default: p.obs = 0; break;
     }
     p.obs = std::min(p.obs, p.chunk);
     // SnapKV always keeps its observation window.
     if (sp.method == LCTX_METHOD_SNAPKV) p.recent = std::max(p.recent, p.obs);
-    p.snapkv_kernel = pick(sp.snapkv_kernel, 7);
-    p.nuc_ratio = sp.infinipot_nuc_ratio > 0 ? sp.infinipot_nuc_ratio : sp.infinipot_nuc_ratio < 0 ? 0.0f : 0.25f;
-    p.catalyst = sp.infinipot_catalyst ? sp.infinipot_catalyst : kDefaultCatalystPrompt;
+    p.snapkv_kernel = pick(kv.snapkv_kernel, 7);
+    p.nuc_ratio = kv.infinipot_nuc_ratio > 0 ? kv.infinipot_nuc_ratio : kv.infinipot_nuc_ratio < 0 ? 0.0f : 0.25f;
+    p.catalyst = kv.infinipot_catalyst ? kv.infinipot_catalyst : kDefaultCatalystPrompt;
     p.n_ctx = pick(sp.n_ctx, n_train);
     p.n_batch = sp.n_batch > 0 ? sp.n_batch : 512;
 

@@ -1,9 +1,10 @@
 // Sizes of the baselines (TRUNCATE and the recurrent STREAMING, H2O, TOVA,
-// SNAPKV, INFINIPOT). Every value can be set through lctx_session_params;
-// 0 means "derived from the model's trained context n_ctx_train", scaled as
-// the REFORM paper scales its 32K settings for a 128K model, so an 8K model
-// (SmolLM2) gets: budget = chunk = 2048 (REFORM's working budget), sink =
-// recent = 256, TRUNCATE keeps 4096 tokens (REFORM's recompute budget).
+// SNAPKV, INFINIPOT). Every value can be set through lctx_kv_params
+// (lctx_session_params.kv); 0 means "derived from the model's trained context
+// n_ctx_train", scaled as the REFORM paper scales its 32K settings for a 128K
+// model, so an 8K model (SmolLM2) gets: budget = chunk = 2048 (REFORM's
+// working budget), sink = recent = 256, TRUNCATE keeps 4096 tokens (REFORM's
+// recompute budget).
 #pragma once
 
 #include <cstdint>
@@ -35,8 +36,8 @@ struct BaselineParams {
 // important content, as the InfiniPot paper's CaP).
 extern const char *const kDefaultCatalystPrompt;
 
-// Fills the zero fields from hp for sp.method and validates the result
-// (LCTX_ERR_INVALID_ARG naming the violated rule).
+// Fills the zero fields of sp.kv (NULL: all zero) from hp for sp.method and
+// validates the result (LCTX_ERR_INVALID_ARG naming the violated rule).
 BaselineParams baseline_params_from(const Hparams &hp, const lctx_session_params &sp);
 
 } // namespace lctx

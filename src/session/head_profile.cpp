@@ -150,7 +150,7 @@ HeadProfile choose_head_profile(const Hparams &hp, const std::string &path) {
     }
     HeadProfile p = fallback_head_profile(hp);
     LCTX_LOG_WARN("REFORM: no head profile for this model (%s); using the uncalibrated fallback %s. Measure one "
-                  "with 'lctx heads -m MODEL' and pass it as reform_heads_path / --heads.",
+                  "with 'lctx heads -m MODEL' and pass it as lctx_reform_params.heads_path / --heads.",
                   key.c_str(), p.heads_string().c_str());
     validate_head_profile(p, hp);
     return p;

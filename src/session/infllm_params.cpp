@@ -4,6 +4,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "session/session_params.h"
 
 namespace lctx {
 
@@ -17,30 +18,32 @@ InfllmParams infllm_params_from(const Hparams &hp, const lctx_session_params &sp
             fail(LCTX_ERR_INVALID_ARG, "INFLLM: %s = %lld is out of range [%lld, %lld]", name, (long long)v,
                  (long long)lo, (long long)kMax);
     };
+    const lctx_kv_params kv = read_kv_params(sp.kv);
+    const lctx_infllm_params inf = read_infllm_params(sp.infllm);
     InfllmParams p;
-    p.block = sp.infllm_block != 0 ? sp.infllm_block : 128;
+    p.block = inf.block != 0 ? inf.block : 128;
     in_range("infllm_block", p.block, 1);
-    p.repr = sp.infllm_repr != 0 ? sp.infllm_repr : std::min<int64_t>(4, p.block);
+    p.repr = inf.repr != 0 ? inf.repr : std::min<int64_t>(4, p.block);
     in_range("infllm_repr", p.repr, 1);
     if (p.repr > p.block)
         fail(LCTX_ERR_INVALID_ARG, "INFLLM: infllm_repr (%lld) exceeds the block size infllm_block (%lld)",
              (long long)p.repr, (long long)p.block);
-    const int64_t budget = sp.kv_budget != 0 ? sp.kv_budget : std::max<int64_t>(n_train / 4, p.block);
+    const int64_t budget = kv.budget != 0 ? kv.budget : std::max<int64_t>(n_train / 4, p.block);
     in_range("kv_budget", budget, 1);
     p.memory = budget / p.block * p.block;
     if (p.memory == 0)
         fail(LCTX_ERR_INVALID_ARG, "INFLLM: kv_budget (%lld) is smaller than one memory block (infllm_block = %lld)",
              (long long)budget, (long long)p.block);
-    p.chunk = sp.kv_chunk != 0 ? sp.kv_chunk : 512;
+    p.chunk = kv.chunk != 0 ? kv.chunk : 512;
     in_range("kv_chunk", p.chunk, 1);
-    p.sink = sp.kv_sink > 0 ? sp.kv_sink : sp.kv_sink < 0 ? 0 : 128;
+    p.sink = kv.sink > 0 ? kv.sink : kv.sink < 0 ? 0 : 128;
     in_range("kv_sink", p.sink, 0);
-    p.window = sp.kv_recent > 0 ? sp.kv_recent : sp.kv_recent < 0 ? 0 : std::max<int64_t>(n_train / 4, 1);
+    p.window = kv.recent > 0 ? kv.recent : kv.recent < 0 ? 0 : std::max<int64_t>(n_train / 4, 1);
     in_range("kv_recent", p.window, 0);
     const int64_t fixed = p.sink + p.memory + p.window + p.block - 1;
     p.n_ctx = sp.n_ctx > 0 ? sp.n_ctx : std::max(p.chunk, n_train - fixed);
     in_range("n_ctx", p.n_ctx, 1);
-    p.obs = sp.kv_obs != 0 ? sp.kv_obs : 128;
+    p.obs = kv.obs != 0 ? kv.obs : 128;
     in_range("kv_obs", p.obs, 1);
     p.n_batch = sp.n_batch > 0 ? sp.n_batch : 512;
     if (p.n_batch > kMax) fail(LCTX_ERR_INVALID_ARG, "INFLLM: n_batch = %d is too large", p.n_batch);

@@ -1,4 +1,5 @@
-// Sizes of the InfLLM baseline, from lctx_session_params (0 = derived from
+// Sizes of the InfLLM baseline, from lctx_session_params.kv (lctx_kv_params)
+// and .infllm (lctx_infllm_params) (0 = derived from
 // the model's trained context n_ctx_train; values given for an 8K model).
 #pragma once
 

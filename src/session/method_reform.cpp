@@ -14,7 +14,7 @@ namespace lctx {
 
 ReformMethod::ReformMethod(const Model &model, Backend &backend, const lctx_session_params &sp)
     : model_(model), backend_(backend), params_(reform_params_from(model.hparams(), sp)),
-      profile_(choose_head_profile(model.hparams(), sp.reform_heads_path ? sp.reform_heads_path : "")),
+      profile_(choose_head_profile(model.hparams(), reform_heads_path(sp))),
       forward_(model, backend) {
     EncoderConfig cfg;
     cfg.chunk = params_.chunk;
@@ -132,10 +132,10 @@ void ReformMethod::save_index(const std::string &path) const {
 void ReformMethod::load_index(const std::string &path, const lctx_session_params &sp) {
     if (!feeder_.ids.empty() || sealed_) fail(LCTX_ERR_STATE, "REFORM: an index can only be loaded into a new session");
     ReformIndexHeader h = read_reform_index_header(path, model_);
-    if (sp.reform_heads_path && *sp.reform_heads_path &&
-        profile_.heads_string() != h.profile.heads_string())
+    const std::string heads_path = reform_heads_path(sp);
+    if (!heads_path.empty() && profile_.heads_string() != h.profile.heads_string())
         fail(LCTX_ERR_INVALID_ARG, "index %s was built with the head profile %s, not %s (%s)", path.c_str(),
-             h.profile.heads_string().c_str(), profile_.heads_string().c_str(), sp.reform_heads_path);
+             h.profile.heads_string().c_str(), profile_.heads_string().c_str(), heads_path.c_str());
     profile_ = h.profile;
     params_.chunk = h.cfg.chunk;
     params_.budget = h.cfg.budget;

@@ -4,6 +4,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "session/session_params.h"
 
 namespace lctx {
 
@@ -21,21 +22,27 @@ int64_t pick(int32_t user, int64_t derived) { return user > 0 ? user : derived; 
 
 ReformParams reform_params_from(const Hparams &hp, const lctx_session_params &sp) {
     const int64_t n_train = hp.n_ctx_train > 0 ? hp.n_ctx_train : 4096;
+    const lctx_reform_params r = read_reform_params(sp.reform);
     ReformParams p;
-    p.chunk = pick(sp.reform_chunk, std::clamp<int64_t>(pow2_floor(n_train / 4), 64, 32768));
-    p.budget = pick(sp.reform_budget, p.chunk);
-    p.sink = pick(sp.reform_sink, std::min<int64_t>(256, p.budget / 8));
-    p.recent = pick(sp.reform_recent, std::min<int64_t>(256, p.budget / 8));
-    p.obs = pick(sp.reform_obs, std::min<int64_t>(128, p.chunk));
-    p.recompute = pick(sp.reform_recompute, std::max<int64_t>(n_train / 2, 16));
-    p.keep_first = pick(sp.reform_keep_first, std::min<int64_t>(256, p.recompute / 8));
-    p.keep_last = pick(sp.reform_keep_last, std::min<int64_t>(256, p.recompute / 8));
-    p.pool_half = sp.reform_pool_half > 0 ? sp.reform_pool_half : sp.reform_pool_half < 0 ? 0 : 64;
+    p.chunk = pick(r.chunk, std::clamp<int64_t>(pow2_floor(n_train / 4), 64, 32768));
+    p.budget = pick(r.budget, p.chunk);
+    p.sink = pick(r.sink, std::min<int64_t>(256, p.budget / 8));
+    p.recent = pick(r.recent, std::min<int64_t>(256, p.budget / 8));
+    p.obs = pick(r.obs, std::min<int64_t>(128, p.chunk));
+    p.recompute = pick(r.recompute, std::max<int64_t>(n_train / 2, 16));
+    p.keep_first = pick(r.keep_first, std::min<int64_t>(256, p.recompute / 8));
+    p.keep_last = pick(r.keep_last, std::min<int64_t>(256, p.recompute / 8));
+    p.pool_half = r.pool_half > 0 ? r.pool_half : r.pool_half < 0 ? 0 : 64;
     p.n_ctx = pick(sp.n_ctx, n_train);
     p.n_batch = sp.n_batch > 0 ? sp.n_batch : 512;
-    p.h2o_accumulate = !sp.reform_h2o_per_chunk;
+    p.h2o_accumulate = !r.h2o_per_chunk;
     reform_params_validate(p, hp);
     return p;
+}
+
+std::string reform_heads_path(const lctx_session_params &sp) {
+    const lctx_reform_params r = read_reform_params(sp.reform);
+    return r.heads_path ? r.heads_path : "";
 }
 
 void reform_params_validate(const ReformParams &p, const Hparams &hp) {

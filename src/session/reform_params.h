@@ -1,10 +1,11 @@
 // REFORM sizes (defaults scaled from the paper's settings). Every value can be
-// set through lctx_session_params; 0 means "derived from the model's trained
-// context n_ctx_train" as below, so an 8K model (SmolLM2) gets the spec's
-// defaults: C = B = 2048, R = 4096, S0 = Wr = F = T = 256, Wobs = 128.
+// set through lctx_reform_params (lctx_session_params.reform); 0 means "derived
+// from the model's trained context n_ctx_train" as below, so an 8K model
+// (SmolLM2) gets the spec's defaults: C = B = 2048, R = 4096, S0 = Wr = F = T = 256, Wobs = 128.
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "lctx.h"
 #include "backend/backend.h"
@@ -28,9 +29,13 @@ struct ReformParams {
     bool h2o_accumulate = true;   // H2O scores summed over chunks (false: per-chunk scores)
 };
 
-// Fills the zero fields of the session params from hp and validates the
-// result (LCTX_ERR_INVALID_ARG with the violated rule).
+// Fills the zero fields of sp.reform (NULL: all zero) from hp and validates
+// the result (LCTX_ERR_INVALID_ARG with the violated rule).
 ReformParams reform_params_from(const Hparams &hp, const lctx_session_params &sp);
+
+// The head profile path of sp.reform (lctx_reform_params.heads_path); ""
+// when not given.
+std::string reform_heads_path(const lctx_session_params &sp);
 
 // Checks the rules of spec §9: B + C <= n_ctx_train is only warned about
 // (positions beyond the trained window), the others are refused:

@@ -5,9 +5,9 @@
 #include <thread>
 
 #include "common/error.h"
-#include "session/method_baselines.h"
-#include "session/method_full.h"
 #include "session/method_reform.h"
+#include "session/method_registry.h"
+#include "session/session_params.h"
 #include "backend/registry.h"
 
 namespace lctx {
@@ -27,58 +27,43 @@ const char *stage_name(lctx_stage stage) {
 }
 
 const char *method_name(lctx_method method) {
-    switch (method) {
-    case LCTX_METHOD_FULL: return "full";
-    case LCTX_METHOD_REFORM: return "reform";
-    case LCTX_METHOD_ILRE: return "ilre";
-    case LCTX_METHOD_REATTENTION: return "reattention";
-    case LCTX_METHOD_REFRESHKV: return "refreshkv";
-    case LCTX_METHOD_TRUNCATE: return "truncate";
-    case LCTX_METHOD_STREAMING: return "streaming";
-    case LCTX_METHOD_H2O: return "h2o";
-    case LCTX_METHOD_TOVA: return "tova";
-    case LCTX_METHOD_SNAPKV: return "snapkv";
-    case LCTX_METHOD_INFINIPOT: return "infinipot";
-    case LCTX_METHOD_INFLLM: return "infllm";
-    }
-    return "unknown";
+    int32_t value = 0;
+    std::memcpy(&value, &method, sizeof value);
+    const MethodInfo *m = find_method(value);
+    return m ? m->name : "unknown";
 }
 
 Session::Session(const Model &model, const lctx_session_params &params)
-    : model_(model), params_(params), id_(g_next_session_id.fetch_add(1)) {
-    if (params.struct_size < sizeof(lctx_session_params))
-        fail(LCTX_ERR_INVALID_ARG, "lctx_session_params.struct_size is %u, expected %zu: fill it with "
-             "lctx_session_default_params()", params.struct_size, sizeof(lctx_session_params));
+    : model_(model), params_(read_session_params(&params)), id_(g_next_session_id.fetch_add(1)) {
+    // Own full-size copies of the method structs (and their strings): the
+    // caller's may be smaller (an older lctx.h) and must not be kept.
+    reform_ = read_reform_params(params_.reform);
+    kv_ = read_kv_params(params_.kv);
+    infllm_ = read_infllm_params(params_.infllm);
+    heads_path_ = reform_.heads_path ? reform_.heads_path : "";
+    reform_.heads_path = reform_.heads_path ? heads_path_.c_str() : nullptr;
+    catalyst_ = kv_.infinipot_catalyst ? kv_.infinipot_catalyst : "";
+    kv_.infinipot_catalyst = kv_.infinipot_catalyst ? catalyst_.c_str() : nullptr;
+    params_.reform = &reform_;
+    params_.kv = &kv_;
+    params_.infllm = &infllm_;
+
     const Hparams &hp = model.hparams();
-    int64_t n_ctx = params.n_ctx > 0 ? params.n_ctx : hp.n_ctx_train;
+    int64_t n_ctx = params_.n_ctx > 0 ? params_.n_ctx : hp.n_ctx_train;
     if (n_ctx <= 0) n_ctx = 4096;
-    int32_t n_batch = params.n_batch > 0 ? params.n_batch : 512;
-    int32_t n_threads = params.n_threads > 0 ? params.n_threads : model.n_threads();
+    int32_t n_batch = params_.n_batch > 0 ? params_.n_batch : 512;
+    int32_t n_threads = params_.n_threads > 0 ? params_.n_threads : model.n_threads();
     if (n_threads > 1024) fail(LCTX_ERR_INVALID_ARG, "n_threads %d is out of range (1..1024)", n_threads);
     // The method is read as a plain int first: a value outside the enum is
     // the caller's error, not undefined behaviour here.
     int32_t method_value = 0;
-    std::memcpy(&method_value, &params.method, sizeof method_value);
-    if (method_value < LCTX_METHOD_FULL || method_value > LCTX_METHOD_INFLLM)
-        fail(LCTX_ERR_INVALID_ARG, "unknown method %d (lctx_method)", method_value);
-    switch (params.method) {
-    case LCTX_METHOD_FULL:
-        backend_ = make_backend("", std::max(1, n_threads));
-        method_ = std::make_unique<FullMethod>(model, *backend_, n_ctx, n_batch);
-        break;
-    case LCTX_METHOD_REFORM:
-        backend_ = make_backend("", std::max(1, n_threads));
-        method_ = std::make_unique<ReformMethod>(model, *backend_, params);
-        break;
-    case LCTX_METHOD_TRUNCATE: case LCTX_METHOD_STREAMING: case LCTX_METHOD_H2O: case LCTX_METHOD_TOVA:
-    case LCTX_METHOD_SNAPKV: case LCTX_METHOD_INFINIPOT: case LCTX_METHOD_INFLLM:
-        backend_ = make_backend("", std::max(1, n_threads));
-        method_ = make_baseline_method(model, *backend_, params);
-        break;
-    case LCTX_METHOD_ILRE: case LCTX_METHOD_REATTENTION: case LCTX_METHOD_REFRESHKV:
-        fail(LCTX_ERR_UNSUPPORTED, "method '%s' is not implemented yet in this version of lctx",
-             method_name(params.method));
-    }
+    std::memcpy(&method_value, &params_.method, sizeof method_value);
+    const MethodInfo *info = find_method(method_value);
+    if (!info) fail(LCTX_ERR_INVALID_ARG, "unknown method %d (lctx_method)", method_value);
+    if (!info->implemented())
+        fail(LCTX_ERR_UNSUPPORTED, "method '%s' is not implemented yet in this version of lctx", info->name);
+    backend_ = make_backend("", std::max(1, n_threads));
+    method_ = info->make(MethodArgs{model, params_, *backend_, n_ctx, n_batch});
 }
 
 Session::~Session() = default;

@@ -19,7 +19,9 @@ namespace lctx {
 
 class Session {
 public:
-    // Validates params (LCTX_ERR_INVALID_ARG) and the method (LCTX_ERR_UNSUPPORTED).
+    // Reads params by the ABI rule of lctx.h (struct_size), validates them
+    // (LCTX_ERR_INVALID_ARG) and builds the method from the registry
+    // (LCTX_ERR_UNSUPPORTED for an unimplemented one).
     Session(const Model &model, const lctx_session_params &params);
     ~Session();
 
@@ -46,7 +48,13 @@ private:
     Progress start_call();
 
     const Model &model_;
+    // The caller's params read by the ABI rule; reform/kv/infllm point at the
+    // copies below (strings included), never at the caller's memory.
     lctx_session_params params_;
+    lctx_reform_params reform_;
+    lctx_kv_params kv_;
+    lctx_infllm_params infllm_;
+    std::string heads_path_, catalyst_;
     uint64_t id_;
     std::unique_ptr<Backend> backend_;   // declared before method_: destroyed after it
     std::unique_ptr<Method> method_;
@@ -62,6 +70,7 @@ private:
 };
 
 const char *stage_name(lctx_stage stage);
+// The registry's name of a method ("unknown" for a value it does not know).
 const char *method_name(lctx_method method);
 
 } // namespace lctx

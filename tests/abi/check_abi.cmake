@@ -43,7 +43,9 @@ foreach(kind symbols layout)
 endforeach()
 if(failed)
   message(FATAL_ERROR "The ABI of liblctx changed (diff above: - recorded, + now). Only every symbol "
-    "recorded may stay, only appended struct fields are compatible, and any change must be deliberate: "
+    "recorded may stay, only appended struct fields are compatible (a new field must start at or after the "
+    "old sizeof, not in its tail padding: a caller's struct_size covers that padding), and any change must be "
+    "deliberate: "
     "record it with `cmake --build <build> --target lctx_abi_update` (and bump LCTX_ABI_VERSION when "
     "something was removed or moved).")
 endif()

@@ -11,6 +11,40 @@
 
 namespace session_test {
 
+// lctx_session_params that owns its method structs (reform_p, kv_p,
+// infllm_p; defaults from the lctx_*_default_params functions): the reform,
+// kv and infllm pointers of a copy point at the copy's own structs.
+struct SessionParams : lctx_session_params {
+    lctx_reform_params reform_p;
+    lctx_kv_params kv_p;
+    lctx_infllm_params infllm_p;
+
+    SessionParams() {
+        lctx_session_default_params(this);
+        lctx_reform_default_params(&reform_p);
+        lctx_kv_default_params(&kv_p);
+        lctx_infllm_default_params(&infllm_p);
+        link();
+    }
+    SessionParams(const SessionParams &o)
+        : lctx_session_params(o), reform_p(o.reform_p), kv_p(o.kv_p), infllm_p(o.infllm_p) {
+        link();
+    }
+    SessionParams &operator=(const SessionParams &o) {
+        static_cast<lctx_session_params &>(*this) = o;
+        reform_p = o.reform_p;
+        kv_p = o.kv_p;
+        infllm_p = o.infllm_p;
+        link();
+        return *this;
+    }
+    void link() {
+        reform = &reform_p;
+        kv = &kv_p;
+        infllm = &infllm_p;
+    }
+};
+
 // n ids in [lo, hi), deterministic from seed (the tiny model's vocabulary is 300).
 inline std::vector<int32_t> random_tokens(int n, uint32_t seed, int lo = 3, int hi = 299) {
     std::mt19937 rng(seed);

@@ -37,16 +37,15 @@ struct Tiny {
     }
 };
 
-lctx_session_params params(lctx_method m, int budget, int chunk, int sink = 8, int recent = 8) {
-    lctx_session_params p;
-    lctx_session_default_params(&p);
+session_test::SessionParams params(lctx_method m, int budget, int chunk, int sink = 8, int recent = 8) {
+    session_test::SessionParams p;
     p.method = m;
     p.n_ctx = 1024;
     p.n_threads = 2;
-    p.kv_budget = budget;
-    p.kv_chunk = chunk;
-    p.kv_sink = sink;
-    p.kv_recent = recent;
+    p.kv_p.budget = budget;
+    p.kv_p.chunk = chunk;
+    p.kv_p.sink = sink;
+    p.kv_p.recent = recent;
     p.n_batch = 48;   // several forward calls per chunk
     return p;
 }
@@ -318,7 +317,7 @@ TEST(BaselineMethods, SnapkvCompressesWithTheQuestion) {
 
 TEST(BaselineMethods, BadParametersAreRefused) {
     Tiny t;
-    auto expect_invalid = [&](lctx_session_params p, const char *what) {
+    auto expect_invalid = [&](const lctx_session_params &p, const char *what) {
         try {
             Session s(*t.model, p);
             ADD_FAILURE() << what << " accepted";
@@ -330,7 +329,7 @@ TEST(BaselineMethods, BadParametersAreRefused) {
     auto p = params(LCTX_METHOD_TOVA, 2000, 32);
     expect_invalid(p, "budget >= n_ctx");
     p = params(LCTX_METHOD_INFINIPOT, 64, 32);
-    p.infinipot_nuc_ratio = 2.0f;
+    p.kv_p.infinipot_nuc_ratio = 2.0f;
     expect_invalid(p, "nuc ratio > 1");
     p = params(LCTX_METHOD_TRUNCATE, 1024, 32);
     expect_invalid(p, "truncate budget >= n_ctx");

@@ -35,18 +35,17 @@ struct Tiny {
     }
 };
 
-lctx_session_params infllm_params(int sink, int recent, int block, int budget, int chunk) {
-    lctx_session_params p{};
-    p.struct_size = sizeof p;
+session_test::SessionParams infllm_params(int sink, int recent, int block, int budget, int chunk) {
+    session_test::SessionParams p;
     p.method = LCTX_METHOD_INFLLM;
     p.n_ctx = 256;
     p.n_batch = 20;   // several forward calls per chunk
-    p.kv_sink = sink;
-    p.kv_recent = recent;
-    p.infllm_block = block;
-    p.kv_budget = budget;
-    p.kv_chunk = chunk;
-    p.infllm_repr = 3;
+    p.kv_p.sink = sink;
+    p.kv_p.recent = recent;
+    p.infllm_p.block = block;
+    p.kv_p.budget = budget;
+    p.kv_p.chunk = chunk;
+    p.infllm_p.repr = 3;
     return p;
 }
 
@@ -220,7 +219,7 @@ TEST(InfllmMethod, LimitedMemoryKeepsSizesAndSelectsSorted) {
     Backend &pool = *pool_owner;
     const auto doc = random_tokens(400, 31), query = random_tokens(6, 32);
     auto sp = infllm_params(8, 32, 16, 40, 48);   // budget rounds down to 2 blocks
-    sp.kv_obs = 16;                               // representatives from the last 16 queries of a call
+    sp.kv_p.obs = 16;                             // representatives from the last 16 queries of a call
     auto m = make_infllm_method(*t.model, pool, sp);
     auto &inf = dynamic_cast<InfllmMethod &>(*m);
     EXPECT_EQ(inf.params().memory, 32);
@@ -372,7 +371,7 @@ TEST(InfllmMethod, BadParamsRefused) {
     Tiny t;
     auto pool_owner = make_cpu_backend(1);
     Backend &pool = *pool_owner;
-    auto refused = [&](lctx_session_params p) {
+    auto refused = [&](const lctx_session_params &p) {
         try {
             make_infllm_method(*t.model, pool, p);
         } catch (const Error &e) {
@@ -383,32 +382,31 @@ TEST(InfllmMethod, BadParamsRefused) {
     auto base = infllm_params(8, 32, 16, 48, 48);
     EXPECT_NO_THROW(make_infllm_method(*t.model, pool, base));
     auto p = base;
-    p.infllm_block = -4;
+    p.infllm_p.block = -4;
     EXPECT_TRUE(refused(p));
     p = base;
-    p.infllm_repr = 17;   // more than the block
+    p.infllm_p.repr = 17;   // more than the block
     EXPECT_TRUE(refused(p));
     p = base;
-    p.infllm_repr = -1;
+    p.infllm_p.repr = -1;
     EXPECT_TRUE(refused(p));
     p = base;
-    p.kv_budget = 15;     // less than one block
+    p.kv_p.budget = 15;     // less than one block
     EXPECT_TRUE(refused(p));
     p = base;
-    p.kv_chunk = -1;
+    p.kv_p.chunk = -1;
     EXPECT_TRUE(refused(p));
     p = base;
-    p.kv_obs = -2;
+    p.kv_p.obs = -2;
     EXPECT_TRUE(refused(p));
     p = base;
-    p.kv_budget = 1 << 30;
+    p.kv_p.budget = 1 << 30;
     EXPECT_TRUE(refused(p));
 }
 
 TEST(InfllmMethod, DefaultsFollowTheTrainedContext) {
     Tiny t;   // n_ctx_train 4096
-    lctx_session_params p{};
-    p.struct_size = sizeof p;
+    session_test::SessionParams p;
     p.method = LCTX_METHOD_INFLLM;
     const InfllmParams ip = infllm_params_from(t.model->hparams(), p);
     EXPECT_EQ(ip.block, 128);
@@ -419,7 +417,7 @@ TEST(InfllmMethod, DefaultsFollowTheTrainedContext) {
     EXPECT_EQ(ip.chunk, 512);
     EXPECT_EQ(ip.obs, 128);
     EXPECT_EQ(ip.n_ctx, 4096 - (128 + 1024 + 1024 + 127));
-    p.kv_budget = 300;   // rounds down to whole blocks
+    p.kv_p.budget = 300;   // rounds down to whole blocks
     EXPECT_EQ(infllm_params_from(t.model->hparams(), p).memory, 256);
 }
 

@@ -54,24 +54,23 @@ struct Tiny {
     }
 };
 
-lctx_session_params reform_params(int chunk, int budget, int recompute, const std::string &profile) {
+session_test::SessionParams reform_params(int chunk, int budget, int recompute, const std::string &profile) {
     static std::string keep;
     keep = profile;
-    lctx_session_params p{};
-    p.struct_size = sizeof p;
+    session_test::SessionParams p;
     p.method = LCTX_METHOD_REFORM;
     p.n_ctx = 2048;
     p.n_threads = 2;
-    p.reform_chunk = chunk;
-    p.reform_budget = budget;
-    p.reform_recompute = recompute;
-    p.reform_sink = 8;
-    p.reform_recent = 8;
-    p.reform_obs = std::min(16, chunk);
-    p.reform_keep_first = 8;
-    p.reform_keep_last = 8;
-    p.reform_pool_half = 4;
-    p.reform_heads_path = keep.empty() ? nullptr : keep.c_str();
+    p.reform_p.chunk = chunk;
+    p.reform_p.budget = budget;
+    p.reform_p.recompute = recompute;
+    p.reform_p.sink = 8;
+    p.reform_p.recent = 8;
+    p.reform_p.obs = std::min(16, chunk);
+    p.reform_p.keep_first = 8;
+    p.reform_p.keep_last = 8;
+    p.reform_p.pool_half = 4;
+    p.reform_p.heads_path = keep.empty() ? nullptr : keep.c_str();
     return p;
 }
 
@@ -91,7 +90,7 @@ std::vector<float> store_f32(const ReformMethod &m) {
 
 // I1: with R >= N everything is selected and recompute + decode equals FULL.
 void expect_equals_full(const Model &model, const std::vector<int32_t> &doc, const std::vector<int32_t> &query,
-                        lctx_session_params rp) {
+                        const lctx_session_params &rp) {
     lctx_session_params fp = rp;
     fp.method = LCTX_METHOD_FULL;
     Session full(model, fp), ref(model, rp);
@@ -133,12 +132,12 @@ TEST(ReformMethod, InfiniteBudgetsEqualFullStories260K) {
     const int n_ctx = model->hparams().n_ctx_train;
     auto doc = random_tokens(std::min(400, n_ctx - 64), 3, 3, model->hparams().n_vocab - 1);
     auto query = random_tokens(10, 4, 3, model->hparams().n_vocab - 1);
-    lctx_session_params p = reform_params(64, 64, n_ctx - 32, "");
+    auto p = reform_params(64, 64, n_ctx - 32, "");
     p.n_ctx = n_ctx;
-    p.reform_sink = 4;
-    p.reform_recent = 4;
-    p.reform_keep_first = 4;
-    p.reform_keep_last = 4;
+    p.reform_p.sink = 4;
+    p.reform_p.recent = 4;
+    p.reform_p.keep_first = 4;
+    p.reform_p.keep_last = 4;
     expect_equals_full(*model, doc, query, p);
 }
 
@@ -293,7 +292,7 @@ TEST(ReformMethod, IndexRoundTripAndCorruptionsRefused) {
     Tiny t;
     const auto doc = random_tokens(260, 15);
     const std::string prof = write_profile(kTinyProfile);
-    lctx_session_params p = reform_params(64, 48, 90, prof);
+    auto p = reform_params(64, 48, 90, prof);
     Session s(*t.model, p);
     feed_split(s, doc, {260});
     const std::string path = tmp_path("index.lctx");
@@ -342,7 +341,7 @@ TEST(ReformMethod, IndexRoundTripAndCorruptionsRefused) {
     Tiny other(2);
     EXPECT_TRUE(refused(bytes, LCTX_ERR_INVALID_ARG, *other.model));
     // Another head profile requested explicitly.
-    lctx_session_params p2 = reform_params(64, 48, 90, write_profile(
+    auto p2 = reform_params(64, 48, 90, write_profile(
         R"({"format": "lctx-head-profile", "version": 1, "heads": [{"layer": 1, "kind": "V", "head": 1}]})"));
     Session y(*t.model, p2);
     EXPECT_THROW(y.load_index(path), Error);
@@ -364,7 +363,7 @@ TEST(ReformMethod, ErrorsAreReported) {
     }
     Session f(*t.model, reform_params(64, 48, 90, prof));
     EXPECT_THROW(f.save_index(tmp_path("x")), Error);   // not indexed
-    lctx_session_params bad = reform_params(64, 48, 90, "/nonexistent/profile.json");
+    auto bad = reform_params(64, 48, 90, "/nonexistent/profile.json");
     try {
         Session x(*t.model, bad);
         ADD_FAILURE();

@@ -17,6 +17,7 @@
 #include "common/json.h"
 #include "session/reform_params.h"
 #include "session/selector.h"
+#include "session_test_util.h"
 
 using namespace lctx;
 
@@ -276,7 +277,7 @@ TEST(ReformParams, DefaultsForAn8KModelAndRefusals) {
     EXPECT_EQ(p.keep_last, 256);
     EXPECT_EQ(p.pool_half, 64);
     EXPECT_EQ(p.n_ctx, 8192);
-    auto refused = [&](lctx_session_params s) {
+    auto refused = [&](const lctx_session_params &s) {
         try {
             reform_params_from(hp, s);
             return false;
@@ -284,17 +285,19 @@ TEST(ReformParams, DefaultsForAn8KModelAndRefusals) {
             return e.status() == LCTX_ERR_INVALID_ARG;
         }
     };
-    lctx_session_params s = sp;
-    s.reform_sink = 1024; s.reform_recent = 1024;           // S0 + Wr >= B
+    session_test::SessionParams s;
+    lctx_reform_params &r = s.reform_p;
+    const lctx_reform_params r0 = r;
+    r.sink = 1024; r.recent = 1024;                          // S0 + Wr >= B
     EXPECT_TRUE(refused(s));
-    s = sp; s.reform_keep_first = 2048; s.reform_keep_last = 2048;   // F + T >= R
+    r = r0; r.keep_first = 2048; r.keep_last = 2048;         // F + T >= R
     EXPECT_TRUE(refused(s));
-    s = sp; s.reform_recompute = 8192;                       // R >= n_ctx
+    r = r0; r.recompute = 8192;                              // R >= n_ctx
     EXPECT_TRUE(refused(s));
-    s = sp; s.reform_chunk = 64; s.reform_obs = 65;          // Wobs > C
+    r = r0; r.chunk = 64; r.obs = 65;                        // Wobs > C
     EXPECT_TRUE(refused(s));
-    s = sp; s.reform_chunk = 64; s.reform_budget = 48; s.reform_sink = 8; s.reform_recent = 8;
-    s.reform_obs = 16; s.reform_pool_half = 4;
+    r = r0; r.chunk = 64; r.budget = 48; r.sink = 8; r.recent = 8;
+    r.obs = 16; r.pool_half = 4;
     ReformParams small = reform_params_from(hp, s);
     EXPECT_EQ(small.budget, 48);
     EXPECT_EQ(small.pool_half, 4);
