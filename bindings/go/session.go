@@ -8,6 +8,7 @@ int lctxgo_progress(float done, void *user_data);
 import "C"
 
 import (
+	"fmt"
 	"runtime"
 	"runtime/cgo"
 	"unicode/utf8"
@@ -32,6 +33,43 @@ const (
 	MethodInfLLM      Method = C.LCTX_METHOD_INFLLM
 )
 
+// Methods lists every Method constant of this binding, in value order (a
+// test checks it against the library's registry).
+var Methods = []Method{MethodFull, MethodReform, MethodILRe, MethodReAttention, MethodRefreshKV, MethodTruncate,
+	MethodStreaming, MethodH2O, MethodTOVA, MethodSnapKV, MethodInfiniPot, MethodInfLLM}
+
+// MethodCount is the number of methods the library knows (values 0 .. n-1).
+func MethodCount() int { return int(C.lctx_method_count()) }
+
+// String is the registry name of the method ("reform"), or "Method(N)" for a
+// value the library does not know.
+func (m Method) String() string {
+	if n := C.lctx_method_name(C.lctx_method(m)); n != nil {
+		return C.GoString(n)
+	}
+	return fmt.Sprintf("Method(%d)", int32(m))
+}
+
+// Description is one line about the method ("" for an unknown value).
+func (m Method) Description() string {
+	if d := C.lctx_method_description(C.lctx_method(m)); d != nil {
+		return C.GoString(d)
+	}
+	return ""
+}
+
+// Implemented tells whether sessions can be created with the method.
+func (m Method) Implemented() bool { return bool(C.lctx_method_is_implemented(C.lctx_method(m))) }
+
+// ParseMethod gives the method of a registry name (any case).
+func ParseMethod(name string) (Method, error) {
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	var out C.lctx_method
+	err := call("lctx_method_from_name", func() C.lctx_status { return C.lctx_method_from_name(cname, &out) })
+	return Method(out), err
+}
+
 // Stage of a session, in order.
 type Stage int32
 
@@ -42,13 +80,48 @@ const (
 	StageDecoding Stage = C.LCTX_STAGE_DECODING
 )
 
+// ReformParams are REFORM's knobs (lctx_reform_params); zero fields keep the
+// library defaults, derived from the model's trained context (see lctx.h).
+type ReformParams struct {
+	Chunk       int32  // tokens per encoding step
+	Budget      int32  // working-cache tokens per layer and KV head
+	Recompute   int32  // document tokens gathered for recompute
+	Sink        int32  // first tokens the working cache always keeps
+	Recent      int32  // most recent tokens it always keeps
+	Obs         int32  // last queries of each chunk whose attention scores eviction
+	KeepFirst   int32  // first document tokens always gathered
+	KeepLast    int32  // last document tokens always gathered
+	PoolHalf    int32  // score max-pool half width; < 0: no pooling
+	H2OPerChunk bool   // eviction scores of the last chunk only
+	HeadsPath   string // JSON head profile (lctx heads); "": the built-in one
+}
+
+// KVParams are the KV baselines' knobs (lctx_kv_params: truncate, streaming,
+// h2o, tova, snapkv, infinipot; infllm reads Budget, Chunk, Sink, Recent and
+// Obs); zero fields keep the library defaults (see lctx.h).
+type KVParams struct {
+	Budget, Chunk, Sink, Recent, Obs int32
+	SnapKVKernel                     int32
+	InfiniPotNucRatio                float32
+	InfiniPotCatalyst                string // "": the built-in catalyst prompt
+}
+
+// InfLLMParams are InfLLM's own knobs (lctx_infllm_params); zero: defaults.
+type InfLLMParams struct {
+	Block, Repr int32
+}
+
 // SessionParams: zero fields keep the library defaults (see lctx.h).
 type SessionParams struct {
 	Method  Method
 	NCtx    int32
 	Threads int32
 	Batch   int32
-	// Baselines: KV budget and chunk size (0: derived from the model, see lctx.h).
+	// The method structs; nil: the library defaults.
+	Reform *ReformParams
+	KV     *KVParams
+	InfLLM *InfLLMParams
+	// Shorthands for KV.Budget and KV.Chunk (applied when non-zero).
 	KVBudget int32
 	KVChunk  int32
 	Progress func(done float32) (cancel bool) // called during long calls
@@ -65,7 +138,36 @@ type Session struct {
 	progress unsafe.Pointer // handle box of the progress function
 }
 
-func (p *SessionParams) native() (C.lctx_session_params, unsafe.Pointer) {
+// cParams is C memory for what lctx_session_params points to during one call
+// (cgo forbids Go pointers inside the struct passed to C).
+type cParams struct {
+	ptrs []unsafe.Pointer
+}
+
+func (c *cParams) alloc(size C.size_t) unsafe.Pointer {
+	p := C.calloc(1, size)
+	c.ptrs = append(c.ptrs, p)
+	return p
+}
+
+func (c *cParams) str(s string) *C.char {
+	if s == "" {
+		return nil
+	}
+	p := C.CString(s)
+	c.ptrs = append(c.ptrs, unsafe.Pointer(p))
+	return p
+}
+
+func (c *cParams) free() {
+	for _, p := range c.ptrs {
+		C.free(p)
+	}
+	c.ptrs = nil
+}
+
+// native fills the C params; free mem after the call that reads them.
+func (p *SessionParams) native(mem *cParams) (C.lctx_session_params, unsafe.Pointer) {
 	var c C.lctx_session_params
 	C.lctx_session_default_params(&c)
 	var box unsafe.Pointer
@@ -80,11 +182,41 @@ func (p *SessionParams) native() (C.lctx_session_params, unsafe.Pointer) {
 		if p.Batch != 0 {
 			c.n_batch = C.int32_t(p.Batch)
 		}
-		if p.KVBudget != 0 {
-			c.kv_budget = C.int32_t(p.KVBudget)
+		if r := p.Reform; r != nil {
+			cr := (*C.lctx_reform_params)(mem.alloc(C.sizeof_lctx_reform_params))
+			C.lctx_reform_default_params(cr)
+			cr.chunk, cr.budget, cr.recompute = C.int32_t(r.Chunk), C.int32_t(r.Budget), C.int32_t(r.Recompute)
+			cr.sink, cr.recent, cr.obs = C.int32_t(r.Sink), C.int32_t(r.Recent), C.int32_t(r.Obs)
+			cr.keep_first, cr.keep_last = C.int32_t(r.KeepFirst), C.int32_t(r.KeepLast)
+			cr.pool_half = C.int32_t(r.PoolHalf)
+			cr.h2o_per_chunk = C.bool(r.H2OPerChunk)
+			cr.heads_path = mem.str(r.HeadsPath)
+			c.reform = cr
 		}
-		if p.KVChunk != 0 {
-			c.kv_chunk = C.int32_t(p.KVChunk)
+		if p.KV != nil || p.KVBudget != 0 || p.KVChunk != 0 {
+			k := KVParams{}
+			if p.KV != nil {
+				k = *p.KV
+			}
+			if p.KVBudget != 0 {
+				k.Budget = p.KVBudget
+			}
+			if p.KVChunk != 0 {
+				k.Chunk = p.KVChunk
+			}
+			ck := (*C.lctx_kv_params)(mem.alloc(C.sizeof_lctx_kv_params))
+			C.lctx_kv_default_params(ck)
+			ck.budget, ck.chunk, ck.sink = C.int32_t(k.Budget), C.int32_t(k.Chunk), C.int32_t(k.Sink)
+			ck.recent, ck.obs, ck.snapkv_kernel = C.int32_t(k.Recent), C.int32_t(k.Obs), C.int32_t(k.SnapKVKernel)
+			ck.infinipot_nuc_ratio = C.float(k.InfiniPotNucRatio)
+			ck.infinipot_catalyst = mem.str(k.InfiniPotCatalyst)
+			c.kv = ck
+		}
+		if i := p.InfLLM; i != nil {
+			ci := (*C.lctx_infllm_params)(mem.alloc(C.sizeof_lctx_infllm_params))
+			C.lctx_infllm_default_params(ci)
+			ci.block, ci.repr = C.int32_t(i.Block), C.int32_t(i.Repr)
+			c.infllm = ci
 		}
 		if p.Progress != nil {
 			box = newHandleBox(cgo.NewHandle(p.Progress))
@@ -100,7 +232,9 @@ func (p *SessionParams) native() (C.lctx_session_params, unsafe.Pointer) {
 
 // NewSession creates a session on m (free it before the model).
 func NewSession(m *Model, p *SessionParams) (*Session, error) {
-	c, box := p.native()
+	var mem cParams
+	defer mem.free()
+	c, box := p.native(&mem)
 	s := &Session{model: m, progress: box}
 	if err := call("lctx_session_create", func() C.lctx_status { return C.lctx_session_create(m.h, &c, &s.h) }); err != nil {
 		freeHandleBox(box)
@@ -115,7 +249,9 @@ func NewSession(m *Model, p *SessionParams) (*Session, error) {
 func LoadIndex(m *Model, path string, p *SessionParams) (*Session, error) {
 	cpath := C.CString(path)
 	defer C.free(unsafe.Pointer(cpath))
-	c, box := p.native()
+	var mem cParams
+	defer mem.free()
+	c, box := p.native(&mem)
 	s := &Session{model: m, progress: box}
 	if err := call("lctx_session_load_index", func() C.lctx_status {
 		return C.lctx_session_load_index(m.h, cpath, &c, &s.h)

@@ -26,7 +26,10 @@
 %}
 
 /* const char * fields of the params structs (paths) are set from a copy that
- * the wrapper never frees: a few bytes per assignment, accepted. */
+ * the wrapper never frees: a few bytes per assignment, accepted. The method
+ * structs (lctx_reform_params, lctx_kv_params, lctx_infllm_params) are
+ * pointed to from lctx_session_params: the caller keeps the proxy objects
+ * alive until lctx_session_create returns (the library copies them). */
 #pragma SWIG nowarn=451
 
 %include <stdint.i>
@@ -63,6 +66,8 @@
 #endif
 
 %apply int32_t *OUTPUT { lctx_token *out_token };
+/* lctx_method_from_name: Python returns the value, Java fills an int[1]. */
+%apply int *OUTPUT { lctx_method *out };
 
 %{
 #include "lctx_swig_helpers.h"

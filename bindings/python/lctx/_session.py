@@ -63,24 +63,68 @@ class Selection:
         return capi.lctx_selection_scores(self._h)
 
 
+# Keyword arguments that set a field of a method's struct (lctx.h), by prefix:
+# (prefix, lctx_session_params field, struct, its default function, strip the prefix).
+_FAMILIES = (
+    ("reform_", "reform", capi.lctx_reform_params, capi.lctx_reform_default_params, True),
+    ("kv_", "kv", capi.lctx_kv_params, capi.lctx_kv_default_params, True),
+    ("snapkv_", "kv", capi.lctx_kv_params, capi.lctx_kv_default_params, False),
+    ("infinipot_", "kv", capi.lctx_kv_params, capi.lctx_kv_default_params, False),
+    ("infllm_", "infllm", capi.lctx_infllm_params, capi.lctx_infllm_default_params, True),
+)
+_RESERVED = ("struct_size", "progress", "progress_user_data", "reform", "kv", "infllm")
+
+
+def _session_params(method: Optional[int], params: dict):
+    """lctx_session_params from keyword arguments: common fields by name
+    (n_ctx, n_threads, n_batch), a method's knobs by their prefixed name
+    (reform_chunk -> reform.chunk, kv_budget -> kv.budget, snapkv_kernel ->
+    kv.snapkv_kernel, infllm_block -> infllm.block). Returns the struct and
+    the method structs it points to (keep them alive while it is used)."""
+    p = capi.lctx_session_params()
+    capi.lctx_session_default_params(p)
+    if method is not None:
+        p.method = int(method)
+    subs = {}
+    for k, v in params.items():
+        if k.startswith("_") or k in _RESERVED:
+            raise TypeError(f"unknown session parameter {k!r}")
+        if hasattr(p, k):
+            setattr(p, k, v)
+            continue
+        for prefix, field, cls, defaults, strip in _FAMILIES:
+            if not k.startswith(prefix):
+                continue
+            name = k[len(prefix):] if strip else k
+            sub = subs.get(field)
+            if sub is None:
+                sub = subs[field] = cls()
+                defaults(sub)
+            if name == "struct_size" or not hasattr(sub, name):
+                raise TypeError(f"unknown session parameter {k!r}")
+            setattr(sub, name, v)
+            break
+        else:
+            raise TypeError(f"unknown session parameter {k!r}")
+    for field, sub in subs.items():
+        setattr(p, field, sub)
+    return p, subs
+
+
 class Session:
     """A session on a Model. Keyword arguments set lctx_session_params fields
-    by name (method, n_ctx, n_threads, n_batch, reform_* ...). progress(done)
-    is called during long calls; returning True cancels (CancelledError).
-    chat=True frames the document and each question as one user turn of the
-    model's chat template (see Model.prompt_parts)."""
+    by name (method, n_ctx, n_threads, n_batch) and the method structs' fields
+    by prefixed name (reform_chunk, kv_budget, snapkv_kernel,
+    infinipot_catalyst, infllm_block, ...). progress(done) is called during
+    long calls; returning True cancels (CancelledError). chat=True frames the
+    document and each question as one user turn of the model's chat template
+    (see Model.prompt_parts)."""
 
     def __init__(self, model: Model, *, method: Method = Method.FULL, progress: Optional[Progress] = None,
                  chat: bool = False, **params) -> None:
         self._h = None
         self.model = model
-        p = capi.lctx_session_params()
-        capi.lctx_session_default_params(p)
-        p.method = int(method)
-        for k, v in params.items():
-            if k.startswith("_") or k in ("struct_size", "progress", "progress_user_data") or not hasattr(p, k):
-                raise TypeError(f"unknown session parameter {k!r}")
-            setattr(p, k, v)
+        p, self._subs = _session_params(method, params)
         self._progress = progress  # must outlive the native session
         capi.lctxsw_session_params_set_progress(p, progress)
         self._params = p
@@ -95,10 +139,7 @@ class Session:
         self = cls.__new__(cls)
         self._h = None
         self.model = model
-        p = capi.lctx_session_params()
-        capi.lctx_session_default_params(p)
-        for k, v in params.items():
-            setattr(p, k, v)
+        p, self._subs = _session_params(None, params)
         self._progress = progress
         capi.lctxsw_session_params_set_progress(p, progress)
         self._params = p

@@ -18,6 +18,16 @@ fn version_and_params_through_raw_ffi() {
         let mut m: lctx_model_params = std::mem::zeroed();
         lctx_model_default_params(&mut m);
         assert_eq!(m.struct_size as usize, std::mem::size_of::<lctx_model_params>());
+        assert!(p.reform.is_null() && p.kv.is_null() && p.infllm.is_null());
+        let mut r: lctx_reform_params = std::mem::zeroed();
+        lctx_reform_default_params(&mut r);
+        assert_eq!(r.struct_size as usize, std::mem::size_of::<lctx_reform_params>());
+        let mut k: lctx_kv_params = std::mem::zeroed();
+        lctx_kv_default_params(&mut k);
+        assert_eq!(k.struct_size as usize, std::mem::size_of::<lctx_kv_params>());
+        let mut i: lctx_infllm_params = std::mem::zeroed();
+        lctx_infllm_default_params(&mut i);
+        assert_eq!(i.struct_size as usize, std::mem::size_of::<lctx_infllm_params>());
     }
 }
 

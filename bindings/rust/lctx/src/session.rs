@@ -31,6 +31,63 @@ pub enum Method {
 }
 
 impl Method {
+    /// Every method of this crate, in value order (a test checks it against
+    /// the library's registry).
+    pub const ALL: [Method; 12] = [
+        Method::Full,
+        Method::Reform,
+        Method::Ilre,
+        Method::ReAttention,
+        Method::RefreshKv,
+        Method::Truncate,
+        Method::Streaming,
+        Method::H2o,
+        Method::Tova,
+        Method::SnapKv,
+        Method::InfiniPot,
+        Method::InfLlm,
+    ];
+
+    /// The lctx_method value.
+    pub fn value(self) -> i32 {
+        self.raw() as i32
+    }
+
+    /// The method of an lctx_method value (`Other` when this crate does not know it).
+    pub fn from_value(v: i32) -> Method {
+        Method::from_raw(v as sys::lctx_method)
+    }
+
+    /// The registry's name ("reform"); None for a value the library does not know.
+    pub fn name(self) -> Option<String> {
+        let p = unsafe { sys::lctx_method_name(self.raw()) };
+        (!p.is_null()).then(|| c_text(p))
+    }
+
+    /// One line about the method from the registry; None for an unknown value.
+    pub fn description(self) -> Option<String> {
+        let p = unsafe { sys::lctx_method_description(self.raw()) };
+        (!p.is_null()).then(|| c_text(p))
+    }
+
+    /// Whether the library creates sessions with this method.
+    pub fn is_implemented(self) -> bool {
+        unsafe { sys::lctx_method_is_implemented(self.raw()) }
+    }
+
+    /// The method of a registry name (any case).
+    pub fn from_name(name: &str) -> Result<Method> {
+        let c = cstring(name, "method name")?;
+        let mut out: sys::lctx_method = sys::LCTX_METHOD_FULL;
+        check(unsafe { sys::lctx_method_from_name(c.as_ptr(), &mut out) })?;
+        Ok(Method::from_raw(out))
+    }
+
+    /// Number of methods the library knows (values 0 .. n-1).
+    pub fn count() -> i32 {
+        unsafe { sys::lctx_method_count() }
+    }
+
     fn raw(self) -> sys::lctx_method {
         match self {
             Method::Full => sys::LCTX_METHOD_FULL,
@@ -81,7 +138,9 @@ pub enum Stage {
 pub type ProgressFn = Arc<dyn Fn(f32) -> bool + Send + Sync>;
 
 /// Session parameters; `default()` gives the library's defaults (see lctx.h
-/// for each field; 0 in a reform_* field derives it from the model).
+/// for each field; 0 in a reform_* field derives it from the model). The
+/// reform_* fields go to lctx_reform_params, kv_*, snapkv_* and infinipot_*
+/// to lctx_kv_params, infllm_* to lctx_infllm_params.
 #[derive(Clone)]
 pub struct SessionParams {
     pub method: Method,
@@ -120,33 +179,41 @@ pub struct SessionParams {
 impl Default for SessionParams {
     fn default() -> Self {
         let mut p = unsafe { std::mem::zeroed::<sys::lctx_session_params>() };
-        unsafe { sys::lctx_session_default_params(&mut p) };
+        let mut r = unsafe { std::mem::zeroed::<sys::lctx_reform_params>() };
+        let mut k = unsafe { std::mem::zeroed::<sys::lctx_kv_params>() };
+        let mut i = unsafe { std::mem::zeroed::<sys::lctx_infllm_params>() };
+        unsafe {
+            sys::lctx_session_default_params(&mut p);
+            sys::lctx_reform_default_params(&mut r);
+            sys::lctx_kv_default_params(&mut k);
+            sys::lctx_infllm_default_params(&mut i);
+        }
         SessionParams {
             method: Method::from_raw(p.method),
             n_ctx: p.n_ctx,
             n_threads: p.n_threads,
             n_batch: p.n_batch,
-            reform_chunk: p.reform_chunk,
-            reform_budget: p.reform_budget,
-            reform_recompute: p.reform_recompute,
-            reform_sink: p.reform_sink,
-            reform_recent: p.reform_recent,
-            reform_obs: p.reform_obs,
-            reform_keep_first: p.reform_keep_first,
-            reform_keep_last: p.reform_keep_last,
-            reform_pool_half: p.reform_pool_half,
-            reform_h2o_per_chunk: p.reform_h2o_per_chunk,
+            reform_chunk: r.chunk,
+            reform_budget: r.budget,
+            reform_recompute: r.recompute,
+            reform_sink: r.sink,
+            reform_recent: r.recent,
+            reform_obs: r.obs,
+            reform_keep_first: r.keep_first,
+            reform_keep_last: r.keep_last,
+            reform_pool_half: r.pool_half,
+            reform_h2o_per_chunk: r.h2o_per_chunk,
             reform_heads_path: None,
-            kv_budget: p.kv_budget,
-            kv_chunk: p.kv_chunk,
-            kv_sink: p.kv_sink,
-            kv_recent: p.kv_recent,
-            kv_obs: p.kv_obs,
-            snapkv_kernel: p.snapkv_kernel,
-            infinipot_nuc_ratio: p.infinipot_nuc_ratio,
+            kv_budget: k.budget,
+            kv_chunk: k.chunk,
+            kv_sink: k.sink,
+            kv_recent: k.recent,
+            kv_obs: k.obs,
+            snapkv_kernel: k.snapkv_kernel,
+            infinipot_nuc_ratio: k.infinipot_nuc_ratio,
             infinipot_catalyst: None,
-            infllm_block: p.infllm_block,
-            infllm_repr: p.infllm_repr,
+            infllm_block: i.block,
+            infllm_repr: i.repr,
             progress: None,
         }
     }
@@ -170,47 +237,68 @@ unsafe extern "C" fn progress_trampoline(done: f32, user_data: *mut c_void) -> c
     }
 }
 
+/// The C params and what they point to, boxed so the addresses stay valid
+/// when this moves; alive for the duration of the call that reads them.
+struct RawParams {
+    p: sys::lctx_session_params,
+    _reform: Box<sys::lctx_reform_params>,
+    _kv: Box<sys::lctx_kv_params>,
+    _infllm: Box<sys::lctx_infllm_params>,
+    _strings: [Option<CString>; 2],
+}
+
 impl SessionParams {
-    /// The C struct; the CString must outlive its use.
-    fn raw(&self, progress: Option<&ProgressBox>) -> Result<(sys::lctx_session_params, [Option<CString>; 2])> {
+    /// The C structs (lctx_session_params pointing at the method structs).
+    fn raw(&self, progress: Option<&ProgressBox>) -> Result<RawParams> {
         let mut p = unsafe { std::mem::zeroed::<sys::lctx_session_params>() };
-        unsafe { sys::lctx_session_default_params(&mut p) };
+        let mut r = Box::new(unsafe { std::mem::zeroed::<sys::lctx_reform_params>() });
+        let mut k = Box::new(unsafe { std::mem::zeroed::<sys::lctx_kv_params>() });
+        let mut i = Box::new(unsafe { std::mem::zeroed::<sys::lctx_infllm_params>() });
+        unsafe {
+            sys::lctx_session_default_params(&mut p);
+            sys::lctx_reform_default_params(&mut *r);
+            sys::lctx_kv_default_params(&mut *k);
+            sys::lctx_infllm_default_params(&mut *i);
+        }
         p.method = self.method.raw();
         p.n_ctx = self.n_ctx;
         p.n_threads = self.n_threads;
         p.n_batch = self.n_batch;
-        p.reform_chunk = self.reform_chunk;
-        p.reform_budget = self.reform_budget;
-        p.reform_recompute = self.reform_recompute;
-        p.reform_sink = self.reform_sink;
-        p.reform_recent = self.reform_recent;
-        p.reform_obs = self.reform_obs;
-        p.reform_keep_first = self.reform_keep_first;
-        p.reform_keep_last = self.reform_keep_last;
-        p.reform_pool_half = self.reform_pool_half;
-        p.reform_h2o_per_chunk = self.reform_h2o_per_chunk;
+        r.chunk = self.reform_chunk;
+        r.budget = self.reform_budget;
+        r.recompute = self.reform_recompute;
+        r.sink = self.reform_sink;
+        r.recent = self.reform_recent;
+        r.obs = self.reform_obs;
+        r.keep_first = self.reform_keep_first;
+        r.keep_last = self.reform_keep_last;
+        r.pool_half = self.reform_pool_half;
+        r.h2o_per_chunk = self.reform_h2o_per_chunk;
         let heads = self.reform_heads_path.as_deref().map(|s| cstring(s, "reform_heads_path")).transpose()?;
         if let Some(h) = &heads {
-            p.reform_heads_path = h.as_ptr();
+            r.heads_path = h.as_ptr();
         }
-        p.kv_budget = self.kv_budget;
-        p.kv_chunk = self.kv_chunk;
-        p.kv_sink = self.kv_sink;
-        p.kv_recent = self.kv_recent;
-        p.kv_obs = self.kv_obs;
-        p.snapkv_kernel = self.snapkv_kernel;
-        p.infinipot_nuc_ratio = self.infinipot_nuc_ratio;
-        p.infllm_block = self.infllm_block;
-        p.infllm_repr = self.infllm_repr;
+        k.budget = self.kv_budget;
+        k.chunk = self.kv_chunk;
+        k.sink = self.kv_sink;
+        k.recent = self.kv_recent;
+        k.obs = self.kv_obs;
+        k.snapkv_kernel = self.snapkv_kernel;
+        k.infinipot_nuc_ratio = self.infinipot_nuc_ratio;
         let catalyst = self.infinipot_catalyst.as_deref().map(|s| cstring(s, "infinipot_catalyst")).transpose()?;
         if let Some(c) = &catalyst {
-            p.infinipot_catalyst = c.as_ptr();
+            k.infinipot_catalyst = c.as_ptr();
         }
+        i.block = self.infllm_block;
+        i.repr = self.infllm_repr;
+        p.reform = &*r;
+        p.kv = &*k;
+        p.infllm = &*i;
         if let Some(b) = progress {
             p.progress = Some(progress_trampoline);
             p.progress_user_data = b as *const ProgressBox as *mut c_void;
         }
-        Ok((p, [heads, catalyst]))
+        Ok(RawParams { p, _reform: r, _kv: k, _infllm: i, _strings: [heads, catalyst] })
     }
 }
 
@@ -261,9 +349,9 @@ impl<'m> Session<'m> {
         make: impl FnOnce(&sys::lctx_session_params, &mut *mut sys::lctx_session) -> sys::lctx_status,
     ) -> Result<Session<'m>> {
         let progress = params.progress.clone().map(|f| Box::new(ProgressBox { f, panic: Cell::new(None) }));
-        let (raw, _heads) = params.raw(progress.as_deref())?;
+        let raw = params.raw(progress.as_deref())?;
         let mut out = std::ptr::null_mut();
-        let st = make(&raw, &mut out);
+        let st = make(&raw.p, &mut out);
         if let Some(p) = progress.as_ref().and_then(|b| b.panic.take()) {
             unsafe { sys::lctx_session_free(out) };
             std::panic::resume_unwind(p);

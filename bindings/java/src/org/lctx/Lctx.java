@@ -37,6 +37,33 @@ public final class Lctx {
         return LctxNative.lctx_last_error();
     }
 
+    /** Number of methods the native library knows (values 0 .. n-1, lctx_method). */
+    public static int methodCount() {
+        return LctxNative.lctx_method_count();
+    }
+
+    /** Registry name of a method ("reform"), or null for a value the library does not know. */
+    public static String methodName(int method) {
+        return LctxNative.lctx_method_name(method);
+    }
+
+    /** One line describing a method, or null for a value the library does not know. */
+    public static String methodDescription(int method) {
+        return LctxNative.lctx_method_description(method);
+    }
+
+    /** True when sessions can be created with the method. */
+    public static boolean methodIsImplemented(int method) {
+        return LctxNative.lctx_method_is_implemented(method);
+    }
+
+    /** The lctx_method value of a registry name (any case); LctxException if unknown. */
+    public static int methodFromName(String name) {
+        int[] out = new int[1];
+        LctxNative.lctx_method_from_name(name, out);
+        return out[0];
+    }
+
     /** Sends messages at or above minLevel to handler; null silences the library. */
     public static void setLogHandler(LogHandler handler, int minLevel) {
         LctxNative.lctx_log_set(handler == null ? null : new LogAdapter(handler), minLevel);

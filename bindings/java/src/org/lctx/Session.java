@@ -19,7 +19,11 @@ public final class Session implements AutoCloseable {
         boolean onProgress(float done);
     }
 
-    /** Session parameters; {@link #configure} reaches every lctx_session_params field. */
+    /**
+     * Session parameters; {@link #configure} reaches every lctx_session_params
+     * field, and {@link #reform}, {@link #kv}, {@link #infllm} the method
+     * structs (each starts from its lctx_*_default_params; unset: defaults).
+     */
     public static final class Params {
         public int method = lctx_method.LCTX_METHOD_FULL;
         public int nCtx = 0;
@@ -27,6 +31,9 @@ public final class Session implements AutoCloseable {
         public int nBatch = 0;
         public Progress progress;
         public Consumer<lctx_session_params> configure;
+        public Consumer<lctx_reform_params> reform;
+        public Consumer<lctx_kv_params> kv;
+        public Consumer<lctx_infllm_params> infllm;
 
         public Params method(int m) { method = m; return this; }
         public Params nCtx(int n) { nCtx = n; return this; }
@@ -34,6 +41,12 @@ public final class Session implements AutoCloseable {
         public Params nBatch(int n) { nBatch = n; return this; }
         public Params progress(Progress p) { progress = p; return this; }
         public Params configure(Consumer<lctx_session_params> c) { configure = c; return this; }
+        /** REFORM's knobs, e.g. {@code r -> r.setChunk(1024)}. */
+        public Params reform(Consumer<lctx_reform_params> c) { reform = c; return this; }
+        /** The KV baselines' knobs (truncate ... infinipot, infllm), e.g. {@code k -> k.setBudget(512)}. */
+        public Params kv(Consumer<lctx_kv_params> c) { kv = c; return this; }
+        /** InfLLM's own knobs, e.g. {@code i -> i.setBlock(64)}. */
+        public Params infllm(Consumer<lctx_infllm_params> c) { infllm = c; return this; }
     }
 
     /** Native state freed by close() or, as a safety net, by the Cleaner. It
@@ -75,6 +88,28 @@ public final class Session implements AutoCloseable {
         if (params.nCtx != 0) p.setN_ctx(params.nCtx);
         if (params.nThreads != 0) p.setN_threads(params.nThreads);
         if (params.nBatch != 0) p.setN_batch(params.nBatch);
+        // The method structs live until the call returns (the library copies them).
+        lctx_reform_params rp = null;
+        lctx_kv_params kp = null;
+        lctx_infllm_params ip = null;
+        if (params.reform != null) {
+            rp = new lctx_reform_params();
+            LctxNative.lctx_reform_default_params(rp);
+            params.reform.accept(rp);
+            p.setReform(rp);
+        }
+        if (params.kv != null) {
+            kp = new lctx_kv_params();
+            LctxNative.lctx_kv_default_params(kp);
+            params.kv.accept(kp);
+            p.setKv(kp);
+        }
+        if (params.infllm != null) {
+            ip = new lctx_infllm_params();
+            LctxNative.lctx_infllm_default_params(ip);
+            params.infllm.accept(ip);
+            p.setInfllm(ip);
+        }
         if (params.configure != null) params.configure.accept(p);
         Progress prog = params.progress;
         long ref = LctxNative.lctxsw_session_params_set_progress(p,
@@ -88,6 +123,9 @@ public final class Session implements AutoCloseable {
             throw e;
         } finally {
             p.delete();
+            if (rp != null) rp.delete();
+            if (kp != null) kp.delete();
+            if (ip != null) ip.delete();
         }
         handle = new Handle(new SWIGTYPE_p_lctx_session(out[0], false), ref, model);
         cleanable = Model.CLEANER.register(this, handle);
