@@ -141,6 +141,9 @@ typedef struct lctx_model_params {
     uint32_t struct_size;   /* sizeof(lctx_model_params): set by default_params */
     int32_t  n_threads;     /* worker threads for sessions of this model; <= 0: all cores */
     bool     use_mmap;      /* map the file instead of reading it (falls back to reading) */
+    const char *backend;    /* backend of this model's sessions: "cpu", or a backend module's name
+                               ("cuda"); NULL or "": $LCTX_BACKEND if set, else the best one available.
+                               One that cannot run here falls back to the CPU with a log line. Copied. */
 } lctx_model_params;
 
 LCTX_API void lctx_model_default_params(lctx_model_params *out);
@@ -330,6 +333,12 @@ LCTX_API void lctx_infllm_default_params(lctx_infllm_params *out);
 /* The common fields of a session, and each method family's knobs behind a
  * pointer (NULL: that struct's defaults; the library copies what it points
  * to). Knobs of a family the method does not use are ignored. */
+/* Element type of KV caches. */
+typedef enum lctx_kv_type {
+    LCTX_KV_F32 = 0,
+    LCTX_KV_F16 = 1
+} lctx_kv_type;
+
 typedef struct lctx_session_params {
     uint32_t    struct_size;   /* sizeof(lctx_session_params): set by default_params */
     lctx_method method;        /* LCTX_METHOD_*; ILRE, REATTENTION and REFRESHKV: LCTX_ERR_UNSUPPORTED */
@@ -343,6 +352,8 @@ typedef struct lctx_session_params {
     const lctx_reform_params *reform;  /* REFORM; NULL: lctx_reform_default_params */
     const lctx_kv_params     *kv;      /* TRUNCATE ... INFINIPOT and INFLLM; NULL: lctx_kv_default_params */
     const lctx_infllm_params *infllm;  /* INFLLM; NULL: lctx_infllm_default_params */
+    lctx_kv_type kv_type;      /* element type of every KV cache of the session: LCTX_KV_F32 (default) or
+                                  LCTX_KV_F16 (half the memory; docs/kv-storage.md has its effect) */
 } lctx_session_params;
 
 LCTX_API void lctx_session_default_params(lctx_session_params *out);

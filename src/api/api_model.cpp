@@ -43,6 +43,7 @@ LCTX_API lctx_status lctx_model_load(const char *path, const lctx_model_params *
         lctx_model_params p = resolve(params);
         auto m = std::make_unique<lctx_model>();
         m->model = lctx::Model::load_file(path, p.use_mmap, resolve_threads(p.n_threads));
+        m->backend = p.backend ? p.backend : "";
         *out = m.release();
     });
 }
@@ -56,6 +57,7 @@ LCTX_API lctx_status lctx_model_load_from_memory(const void *data, size_t size, 
         lctx_model_params p = resolve(params);
         auto m = std::make_unique<lctx_model>();
         m->model = lctx::Model::load_memory(data, size, resolve_threads(p.n_threads));
+        m->backend = p.backend ? p.backend : "";
         *out = m.release();
     });
 }

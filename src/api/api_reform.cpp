@@ -29,7 +29,7 @@ LCTX_API lctx_status lctx_session_load_index(const lctx_model *model, const char
         p.method = LCTX_METHOD_REFORM;
         auto s = std::make_unique<lctx_session>();
         s->owner = model;
-        s->session = std::make_unique<lctx::Session>(*model->model, p);
+        s->session = std::make_unique<lctx::Session>(*model->model, p, model->backend);
         s->session->load_index(path);
         *out = s.release();
     });

@@ -104,7 +104,7 @@ LCTX_API lctx_status lctx_session_create(const lctx_model *model, const lctx_ses
         const lctx_session_params p = lctx::read_session_params(params);
         auto s = std::make_unique<lctx_session>();
         s->owner = model;
-        s->session = std::make_unique<lctx::Session>(*model->model, p);
+        s->session = std::make_unique<lctx::Session>(*model->model, p, model->backend);
         *out = s.release();
     });
 }

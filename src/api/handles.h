@@ -13,6 +13,7 @@
 
 struct lctx_model {
     std::unique_ptr<lctx::Model> model;
+    std::string backend;   // lctx_model_params.backend ("" for the default choice)
 };
 
 struct lctx_session {

@@ -74,11 +74,13 @@ void KvStore::truncate(int64_t new_size) {
 }
 
 void KvStore::set_positions(int64_t slot0, const int32_t *pos, int64_t n) {
+    if (n <= 0) return;
     for (int32_t l = 0; l < n_layers_; ++l)
         for (int32_t h = 0; h < n_head_kv_; ++h) std::memcpy(pos_of(l, h) + slot0, pos, n * sizeof(int32_t));
 }
 
 void KvStore::set_head_positions(int32_t layer, int32_t head, int64_t slot0, const int32_t *pos, int64_t n) {
+    if (n <= 0) return;
     std::memcpy(pos_of(layer, head) + slot0, pos, n * sizeof(int32_t));
 }
 
@@ -170,6 +172,7 @@ void KvStore::write_rows(int32_t layer, int32_t head, int64_t slot0, int64_t n, 
 
 void KvStore::write_unrotated(int32_t layer, int32_t head, int64_t slot0, int64_t n, const float *k,
                               const float *v, const int32_t *pos) {
+    if (n <= 0) return;
     const int64_t D = head_dim_;
     if (type_ == KvType::F32 && be_.host_memory()) {
         // Rotate in place in the store, as the keys arrive (no scratch copy).
@@ -237,6 +240,7 @@ void KvStore::compact(const std::vector<int64_t> &keep_slots) {
 void KvStore::reposition(const std::vector<int32_t> &new_pos) {
     if (static_cast<int64_t>(new_pos.size()) != size_)
         fail(LCTX_ERR_INVALID_ARG, "reposition: %zu positions given for %lld slots", new_pos.size(), (long long)size_);
+    if (size_ == 0) return;
     std::vector<int32_t> delta(static_cast<size_t>(size_));
     for (int32_t l = 0; l < n_layers_; ++l)
         for (int32_t h = 0; h < n_head_kv_; ++h) {

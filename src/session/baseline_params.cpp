@@ -34,6 +34,7 @@ BaselineParams baseline_params_from(const Hparams &hp, const lctx_session_params
     const char *who = name_of(sp.method);
     const lctx_kv_params kv = read_kv_params(sp.kv);
     BaselineParams p;
+    p.kv_type = kv_type_of(sp);
     p.method = sp.method;
     const bool truncate = sp.method == LCTX_METHOD_TRUNCATE;
     p.budget = pick(kv.budget, std::max<int64_t>(truncate ? n_train / 2 : n_train / 4, 16));

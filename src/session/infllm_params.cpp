@@ -21,6 +21,7 @@ InfllmParams infllm_params_from(const Hparams &hp, const lctx_session_params &sp
     const lctx_kv_params kv = read_kv_params(sp.kv);
     const lctx_infllm_params inf = read_infllm_params(sp.infllm);
     InfllmParams p;
+    p.kv_type = kv_type_of(sp);
     p.block = inf.block != 0 ? inf.block : 128;
     in_range("infllm_block", p.block, 1);
     p.repr = inf.repr != 0 ? inf.repr : std::min<int64_t>(4, p.block);

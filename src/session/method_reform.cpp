@@ -143,7 +143,9 @@ void ReformMethod::load_index(const std::string &path, const lctx_session_params
     params_.recent = h.cfg.recent;
     params_.obs = h.cfg.obs;
     params_.h2o_accumulate = h.cfg.accumulate;
-    make_encoder(h.cfg);
+    EncoderConfig cfg = h.cfg;
+    cfg.kv_type = params_.kv_type;   // the file stores f32 rows; the session chooses the element type
+    make_encoder(cfg);
     read_reform_index_body(h, feeder_.ids, *store_, *encoder_);
     sealed_ = true;
 }

@@ -25,6 +25,7 @@
 #include "session/method_baselines.h"
 #include "session/method_full.h"
 #include "session/method_reform.h"
+#include "session/session_params.h"
 
 namespace lctx {
 
@@ -52,7 +53,7 @@ namespace method_registry_detail {
 
 // The factories are the one place that constructs Method classes.
 inline std::unique_ptr<Method> make_full(const MethodArgs &a) {
-    return std::make_unique<FullMethod>(a.model, a.backend, a.n_ctx, a.n_batch);
+    return std::make_unique<FullMethod>(a.model, a.backend, a.n_ctx, a.n_batch, kv_type_of(a.params));
 }
 
 inline std::unique_ptr<Method> make_reform(const MethodArgs &a) {

@@ -24,6 +24,7 @@ ReformParams reform_params_from(const Hparams &hp, const lctx_session_params &sp
     const int64_t n_train = hp.n_ctx_train > 0 ? hp.n_ctx_train : 4096;
     const lctx_reform_params r = read_reform_params(sp.reform);
     ReformParams p;
+    p.kv_type = kv_type_of(sp);
     p.chunk = pick(r.chunk, std::clamp<int64_t>(pow2_floor(n_train / 4), 64, 32768));
     p.budget = pick(r.budget, p.chunk);
     p.sink = pick(r.sink, std::min<int64_t>(256, p.budget / 8));

@@ -33,7 +33,7 @@ const char *method_name(lctx_method method) {
     return m ? m->name : "unknown";
 }
 
-Session::Session(const Model &model, const lctx_session_params &params)
+Session::Session(const Model &model, const lctx_session_params &params, const std::string &backend)
     : model_(model), params_(read_session_params(&params)), id_(g_next_session_id.fetch_add(1)) {
     // Own full-size copies of the method structs (and their strings): the
     // caller's may be smaller (an older lctx.h) and must not be kept.
@@ -62,7 +62,8 @@ Session::Session(const Model &model, const lctx_session_params &params)
     if (!info) fail(LCTX_ERR_INVALID_ARG, "unknown method %d (lctx_method)", method_value);
     if (!info->implemented())
         fail(LCTX_ERR_UNSUPPORTED, "method '%s' is not implemented yet in this version of lctx", info->name);
-    backend_ = make_backend("", std::max(1, n_threads));
+    kv_type_of(params_);   // validated before anything is allocated
+    backend_ = make_backend(backend, std::max(1, n_threads));
     method_ = info->make(MethodArgs{model, params_, *backend_, n_ctx, n_batch});
 }
 

@@ -22,7 +22,8 @@ public:
     // Reads params by the ABI rule of lctx.h (struct_size), validates them
     // (LCTX_ERR_INVALID_ARG) and builds the method from the registry
     // (LCTX_ERR_UNSUPPORTED for an unimplemented one).
-    Session(const Model &model, const lctx_session_params &params);
+    // backend: a backend name ("cpu", a module's), "" for $LCTX_BACKEND or the best available.
+    Session(const Model &model, const lctx_session_params &params, const std::string &backend = "");
     ~Session();
 
     void feed(const int32_t *tokens, size_t n);

@@ -4,6 +4,9 @@
 // Each result is a full struct whose struct_size is sizeof the struct.
 #pragma once
 
+#include <cstring>
+
+#include "backend/backend.h"
 #include "common/params_abi.h"
 #include "lctx.h"
 
@@ -27,6 +30,16 @@ inline lctx_kv_params read_kv_params(const lctx_kv_params *p) {
 
 inline lctx_infllm_params read_infllm_params(const lctx_infllm_params *p) {
     return read_params(p, lctx_infllm_default_params, "lctx_infllm_params", "lctx_infllm_default_params");
+}
+
+// The session's KV element type, read as a plain int (a value outside the
+// enum is the caller's error: LCTX_ERR_INVALID_ARG).
+inline KvType kv_type_of(const lctx_session_params &sp) {
+    int32_t v = 0;
+    std::memcpy(&v, &sp.kv_type, sizeof v);
+    if (v == LCTX_KV_F32) return KvType::F32;
+    if (v == LCTX_KV_F16) return KvType::F16;
+    fail(LCTX_ERR_INVALID_ARG, "lctx_session_params.kv_type %d is not an lctx_kv_type (LCTX_KV_F32 or LCTX_KV_F16)", v);
 }
 
 } // namespace lctx

@@ -8,7 +8,7 @@
 // against any version of the library that has the five stages.
 //
 //   method_answers (--model GGUF | --tiny) --methods full,reform,... [--steps N]
-//                  [--logit-steps K] [--threads T]
+//                  [--logit-steps K] [--threads T] [--kv f32|f16]
 //                  (--doc-file F --question TEXT | --doc-tokens N --seed S)
 //
 // --tiny uses the 2-layer random test model of tests/unit/engine_tiny_model.h.
@@ -150,6 +150,9 @@ int main(int argc, char **argv) {
         std::memcpy(&sp.method, &mv, sizeof mv);
         sp.n_threads = threads;
         if (mv == 0) sp.n_ctx = static_cast<int32_t>(doc.size() + query.size() + steps + 1);
+#if LCTX_ABI_VERSION >= 1   // the KV element type (older libraries: f32 only)
+        if (arg(argc, argv, "--kv", "f32") == "f16") sp.kv_type = LCTX_KV_F16;
+#endif
         lctx_session *s = nullptr;
         check(lctx_session_create(m, &sp, &s), name.c_str());
         const size_t step = 1000;   // feed calls of an odd size: boundaries must not matter
