@@ -267,6 +267,14 @@ typedef enum lctx_stage {
  * context n_ctx_train (values given for an 8K model such as SmolLM2). The
  * session's n_ctx is REFORM's decode cache: gathered tokens + question +
  * answer. */
+/* Eviction rules of a compressed working cache (REFORM's encoder). */
+typedef enum lctx_evictor {
+    LCTX_EVICTOR_H2O       = 0,
+    LCTX_EVICTOR_TOVA      = 1,
+    LCTX_EVICTOR_STREAMING = 2,
+    LCTX_EVICTOR_SNAPKV    = 3
+} lctx_evictor;
+
 typedef struct lctx_reform_params {
     uint32_t    struct_size;   /* sizeof(lctx_reform_params): set by lctx_reform_default_params */
     int32_t     chunk;         /* C: tokens per encoding step; n_ctx_train/4 (2048) */
@@ -281,6 +289,10 @@ typedef struct lctx_reform_params {
     bool        h2o_per_chunk; /* true: eviction scores of the last chunk only (default: accumulated) */
     const char *heads_path;    /* JSON head profile (lctx heads); NULL: the built-in profile for the
                                   model, else a fallback of mid-layer V heads (with a log warning) */
+    lctx_evictor evictor;      /* how the working cache is evicted after each chunk: LCTX_EVICTOR_H2O
+                                  (default; obs 128, scores summed over chunks), _TOVA (the chunk's last
+                                  query), _STREAMING (sinks + most recent), _SNAPKV (32 queries, pooled by 7);
+                                  obs = 0 takes the evictor's own default */
 } lctx_reform_params;
 
 LCTX_API void lctx_reform_default_params(lctx_reform_params *out);

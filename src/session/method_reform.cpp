@@ -24,6 +24,7 @@ ReformMethod::ReformMethod(const Model &model, Backend &backend, const lctx_sess
     cfg.obs = params_.obs;
     cfg.accumulate = params_.h2o_accumulate;
     cfg.kv_type = params_.kv_type;
+    cfg.evictor = params_.evictor;
     make_encoder(cfg);
     feeder_.who = "REFORM";
     feeder_.n_encoded = [this] { return encoder_->n_encoded(); };

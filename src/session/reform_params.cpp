@@ -1,6 +1,7 @@
 #include "session/reform_params.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "common/error.h"
 #include "common/log.h"
@@ -29,14 +30,25 @@ ReformParams reform_params_from(const Hparams &hp, const lctx_session_params &sp
     p.budget = pick(r.budget, p.chunk);
     p.sink = pick(r.sink, std::min<int64_t>(256, p.budget / 8));
     p.recent = pick(r.recent, std::min<int64_t>(256, p.budget / 8));
-    p.obs = pick(r.obs, std::min<int64_t>(128, p.chunk));
+    int32_t evictor = 0;   // read as a plain int: a value outside the enum is the caller's error
+    std::memcpy(&evictor, &r.evictor, sizeof evictor);
+    switch (evictor) {
+    case LCTX_EVICTOR_H2O: p.evictor = EvictorKind::H2O; break;
+    case LCTX_EVICTOR_TOVA: p.evictor = EvictorKind::TOVA; break;
+    case LCTX_EVICTOR_STREAMING: p.evictor = EvictorKind::STREAMING; break;
+    case LCTX_EVICTOR_SNAPKV: p.evictor = EvictorKind::SNAPKV; break;
+    default: fail(LCTX_ERR_INVALID_ARG, "REFORM: evictor %d is not an lctx_evictor (0..3)", evictor);
+    }
+    // Each rule's own observation window (evictor.h); H2O's is the paper's 128.
+    const int64_t obs_default = p.evictor == EvictorKind::H2O ? 128 : std::max<int64_t>(1, Evictor::make(p.evictor, 0, 0, 0).obs);
+    p.obs = pick(r.obs, std::min<int64_t>(obs_default, p.chunk));
     p.recompute = pick(r.recompute, std::max<int64_t>(n_train / 2, 16));
     p.keep_first = pick(r.keep_first, std::min<int64_t>(256, p.recompute / 8));
     p.keep_last = pick(r.keep_last, std::min<int64_t>(256, p.recompute / 8));
     p.pool_half = r.pool_half > 0 ? r.pool_half : r.pool_half < 0 ? 0 : 64;
     p.n_ctx = pick(sp.n_ctx, n_train);
     p.n_batch = sp.n_batch > 0 ? sp.n_batch : 512;
-    p.h2o_accumulate = !r.h2o_per_chunk;
+    p.h2o_accumulate = p.evictor == EvictorKind::H2O && !r.h2o_per_chunk;   // TOVA, SnapKV: fresh per chunk
     reform_params_validate(p, hp);
     return p;
 }

@@ -371,3 +371,47 @@ TEST(ReformMethod, ErrorsAreReported) {
         EXPECT_EQ(e.status(), LCTX_ERR_IO);
     }
 }
+
+// The working cache's evictor is selectable: StreamingLLM keeps exactly the
+// sinks and the most recent tokens in every (layer, KV head); TOVA and SnapKV
+// run with their own observation windows and scores fresh per chunk; all
+// give a valid selection; an out-of-range value is refused.
+TEST(ReformMethod, EvictorSelectable) {
+    Tiny t;
+    const auto doc = random_tokens(300, 21);
+    const std::string prof = write_profile(kTinyProfile);
+    for (lctx_evictor e : {LCTX_EVICTOR_H2O, LCTX_EVICTOR_TOVA, LCTX_EVICTOR_STREAMING, LCTX_EVICTOR_SNAPKV}) {
+        auto p = reform_params(64, 48, 100, prof);
+        p.reform_p.evictor = e;
+        p.reform_p.obs = 0;   // the evictor's own window
+        Session s(*t.model, p);
+        feed_split(s, doc, {300});
+        const ReformMethod &m = reform(s);
+        const ReformEncoder &enc = m.encoder();
+        const int64_t obs = m.params().obs;
+        EXPECT_EQ(obs, e == LCTX_EVICTOR_H2O ? 64 : e == LCTX_EVICTOR_SNAPKV ? 32 : 1) << e;
+        EXPECT_EQ(m.params().h2o_accumulate, e == LCTX_EVICTOR_H2O) << e;
+        for (int32_t l = 0; l < enc.exit_layer(); ++l)
+            for (int32_t g = 0; g < enc.cache().n_head_kv(); ++g) {
+                const std::vector<int64_t> &o = enc.orig(l, g);
+                ASSERT_LE(o.size(), 48u);
+                if (e != LCTX_EVICTOR_STREAMING) continue;
+                // After the last eviction (48 slots + the final 44 tokens) the
+                // cache holds the sinks 0..7 and the last 40 tokens, consecutive.
+                for (int64_t i = 0; i < 8; ++i) EXPECT_EQ(o[i], i);
+                for (size_t i = 8; i + 1 < o.size(); ++i) EXPECT_EQ(o[i + 1], o[i] + 1) << "not a window";
+                EXPECT_EQ(o.back(), 299);
+            }
+        const auto q = random_tokens(9, 22);
+        auto sel = s.select(q.data(), q.size());
+        EXPECT_EQ(sel->positions.size(), 100u);
+    }
+    auto bad = reform_params(64, 48, 100, prof);
+    bad.reform_p.evictor = static_cast<lctx_evictor>(7);
+    try {
+        Session s(*t.model, bad);
+        FAIL() << "evictor 7 accepted";
+    } catch (const Error &e) {
+        EXPECT_EQ(e.status(), LCTX_ERR_INVALID_ARG);
+    }
+}
