@@ -129,9 +129,10 @@ void Forward::run(const int32_t *tokens, const int32_t *pos, int64_t n, KvStore 
                 const MatmulJob qkv[3] = {{&L.wq, q}, {&L.wk, k}, {&L.wv, v}};
                 be_.matmul_multi(qkv, 3, xn, E, nb);
                 laps.lap(ForwardProfile::QKV);
+                const float *q_host = on_host(hq_, q, nb * Q);   // copied once for hooks and policy
                 if (hooks && hooks->on_qkv)
-                    hooks->on_qkv(l, on_host(hq_, q, nb * Q), on_host(hk_, k, nb * KV), on_host(hv_, v, nb * KV), nb);
-                policy.before_attention(l, on_host(hq_, q, nb * Q), nb, cache);
+                    hooks->on_qkv(l, q_host, on_host(hk_, k, nb * KV), on_host(hv_, v, nb * KV), nb);
+                policy.before_attention(l, q_host, nb, cache);
                 be_.rope(hp, q, Q, nb, hp.n_head, pos + b0);
                 be_.rope(hp, k, KV, nb, hp.n_head_kv, pos + b0);
                 laps.lap(ForwardProfile::ROPE);

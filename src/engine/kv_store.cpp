@@ -133,15 +133,10 @@ AttentionArgs KvStore::attention_args(int32_t layer, const std::vector<std::pair
             at += e - b;
         }
     }
-    AttentionArgs a;
+    AttentionArgs a = attention_args(layer, n);   // the same geometry, read from the gathered copy
     a.k = scratch.k->data();
     a.v = scratch.v->data();
-    a.kv_type = type_;
-    a.ld_kv = head_dim_;
     a.kv_head_stride = n * head_dim_;
-    a.n_kv = n;
-    a.n_head_kv = n_head_kv_;
-    a.head_dim = head_dim_;
     a.kv_pos = scratch.pos.data();
     a.kv_pos_head_stride = n;
     return a;
