@@ -342,6 +342,33 @@ typedef struct lctx_infllm_params {
 
 LCTX_API void lctx_infllm_default_params(lctx_infllm_params *out);
 
+/* ILRe's knobs (LCTX_METHOD_ILRE; docs/methods/ilre.md). The document is
+ * read by the first `retrieval_layer` layers only, chunk by chunk, each chunk
+ * attending to the first `sink` tokens and the `window` tokens before it; the
+ * retrieval layer's keys of every token form the index. select() scores the
+ * index by the question's softmax attention there, pools the scores with
+ * every (max kernel, average kernel) pair and gathers `budget` tokens (+ the
+ * sinks) for recompute. 0 = derived from the model (values for an 8K model). */
+typedef struct lctx_ilre_params {
+    uint32_t    struct_size;      /* sizeof(lctx_ilre_params): set by lctx_ilre_default_params */
+    int32_t     retrieval_layer;  /* 0-based layer whose keys are indexed (layers below it run in full);
+                                     -1 (default): the model's profile (lctx heads --ilre), else n_layer/8 */
+    int32_t     sink;             /* first document tokens every chunk attends to, always gathered; 4 */
+    int32_t     window;           /* tokens before a chunk that it attends to; chunk/2 (512) */
+    int32_t     chunk;            /* tokens per encoding step (the first has sink more);
+                                     min(1024, n_ctx_train/8) (1024) */
+    int32_t     budget;           /* B: document tokens gathered besides the sinks; min(4096, n_ctx_train/2) */
+    int32_t     query_tokens;     /* score with the last N tokens of the question only; 0: all of them */
+    bool        dca;              /* re-rotate sink keys and index keys so that every distance stays
+                                     within about two chunks (for inputs beyond the trained context) */
+    const char *max_kernels;      /* block max-pool sizes, e.g. "2,4,8" (NULL: "2,4,8") */
+    const char *avg_kernels;      /* average-pool sizes, e.g. "1-16" or "1,3,5" (NULL: "1-16") */
+    const char *profile_path;     /* JSON profile holding the retrieval layer (lctx heads --ilre);
+                                     NULL: the built-in one for the model */
+} lctx_ilre_params;
+
+LCTX_API void lctx_ilre_default_params(lctx_ilre_params *out);
+
 /* The common fields of a session, and each method family's knobs behind a
  * pointer (NULL: that struct's defaults; the library copies what it points
  * to). Knobs of a family the method does not use are ignored. */
@@ -353,7 +380,7 @@ typedef enum lctx_kv_type {
 
 typedef struct lctx_session_params {
     uint32_t    struct_size;   /* sizeof(lctx_session_params): set by default_params */
-    lctx_method method;        /* LCTX_METHOD_*; ILRE, REATTENTION and REFRESHKV: LCTX_ERR_UNSUPPORTED */
+    lctx_method method;        /* LCTX_METHOD_*; REATTENTION and REFRESHKV: LCTX_ERR_UNSUPPORTED */
     int32_t     n_ctx;         /* FULL: KV cache capacity in tokens (document + question +
                                   answer); other methods: their decode cache (see their structs).
                                   <= 0: n_ctx_train of the model. */
@@ -366,6 +393,7 @@ typedef struct lctx_session_params {
     const lctx_infllm_params *infllm;  /* INFLLM; NULL: lctx_infllm_default_params */
     lctx_kv_type kv_type;      /* element type of every KV cache of the session: LCTX_KV_F32 (default) or
                                   LCTX_KV_F16 (half the memory; docs/kv-storage.md has its effect) */
+    const lctx_ilre_params   *ilre;    /* ILRE; NULL: lctx_ilre_default_params */
 } lctx_session_params;
 
 LCTX_API void lctx_session_default_params(lctx_session_params *out);

@@ -71,6 +71,7 @@ int cmd_tokenize(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_heads(int argc, char **argv);
+int cmd_heads_ilre(int argc, char **argv);   // lctx heads --ilre
 int cmd_bench(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 

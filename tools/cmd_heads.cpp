@@ -170,8 +170,11 @@ Sample semantic_sample(const Tokenizer &tok, Filler &f, std::mt19937 &r, int64_t
 } // namespace
 
 int cmd_heads(int argc, char **argv) {
+    for (int i = 0; i < argc; ++i)
+        if (std::string(argv[i]) == "--ilre") return cmd_heads_ilre(argc, argv);
     static const char *usage =
         "usage: lctx heads -m MODEL [-o PROFILE.json] [options]\n"
+        "       lctx heads --ilre -m MODEL ...: ILRe's retrieval layer instead ('lctx heads --ilre --help')\n"
         "  -o, --output FILE    where to write the profile (default: stdout)\n"
         "  --samples N          samples per task (default 20; the paper uses 500)\n"
         "  --length N           tokens per sample (default: min(8192, n_ctx_train))\n"

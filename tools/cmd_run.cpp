@@ -42,11 +42,16 @@ int cmd_run(int argc, char **argv) {
         "  --file FILE          the document (UTF-8 text)\n"
         "  --question TEXT      the question (or --question-file FILE)\n"
         "  --method M           the method (default reform):\n") + method_usage("                         ") +
-        "  --budget N           REFORM: recompute budget (default n_ctx_train/2); baselines: kv_budget\n"
+        "  --budget N           REFORM: recompute budget (default n_ctx_train/2); ILRe: gathered tokens\n"
+        "                       (min(4096, n_ctx_train/2)); baselines: kv_budget\n"
         "                       (truncate: tokens kept, n_ctx_train/2; others: KV slots, n_ctx_train/4)\n"
         "  --chunk N            tokens per encoding step (default n_ctx_train/4)\n"
         "  --working N          REFORM working-cache budget (default = chunk)\n"
         "  --heads FILE         REFORM head profile (JSON from 'lctx heads')\n"
+        "  --layer N            ILRe retrieval layer (default: the model's profile)\n"
+        "  --window N           ILRe window of the shallow layers (default chunk/2)\n"
+        "  --dca                ILRe: bounded distances for inputs beyond the trained context\n"
+        "  --ilre-profile FILE  ILRe profile with the retrieval layer (JSON from 'lctx heads --ilre')\n"
         "  --save-index FILE    save the REFORM index after encoding\n"
         "  --index FILE         load a saved REFORM index instead of reading --file\n"
         "  -n, --n-predict N    answer tokens (default 64)\n"
@@ -58,8 +63,9 @@ int cmd_run(int argc, char **argv) {
     const char *usage = usage_text.c_str();
     Args a = parse_args(argc, argv,
                         {"--model", "--file", "--question", "--question-file", "--method", "--budget", "--chunk",
-                         "--working", "--heads", "--save-index", "--index", "--n-predict", "--ctx", "--threads"},
-                        {"--json", "--progress", "--no-chat"},
+                         "--working", "--heads", "--save-index", "--index", "--n-predict", "--ctx", "--threads", "--layer",
+                         "--window", "--ilre-profile"},
+                        {"--json", "--progress", "--no-chat", "--dca"},
                         {{"-m", "--model"}, {"-n", "--n-predict"}, {"-c", "--ctx"}, {"-t", "--threads"}}, usage);
     lctx_method method_id = LCTX_METHOD_REFORM;
     if (!parse_method(a.get("--method", "reform"), method_id))
@@ -109,8 +115,20 @@ int cmd_run(int argc, char **argv) {
     rp.budget = static_cast<int32_t>(a.get_int("--working", 0));
     const std::string heads = a.get("--heads");
     rp.heads_path = heads.empty() ? nullptr : heads.c_str();
+    lctx_ilre_params ip;
+    lctx_ilre_default_params(&ip);
+    if (method_id == LCTX_METHOD_ILRE) {
+        ip.budget = static_cast<int32_t>(budget);
+        ip.chunk = rp.chunk;
+        ip.retrieval_layer = static_cast<int32_t>(a.get_int("--layer", -1));
+        ip.window = static_cast<int32_t>(a.get_int("--window", 0));
+        ip.dca = a.on("--dca");
+    }
+    const std::string ilre_profile = a.get("--ilre-profile");
+    ip.profile_path = ilre_profile.empty() ? nullptr : ilre_profile.c_str();
     sp.reform = &rp;
     sp.kv = &kv;
+    sp.ilre = &ip;
 
     lctx_session *s = nullptr;
     double t_encode = 0, t_index = 0;

@@ -239,7 +239,7 @@ func TestProgressCancelAndLog(t *testing.T) {
 		s2.Close()
 	}
 	SetLogger(nil, LogError)
-	if _, err := NewSession(m, &SessionParams{Method: MethodILRe}); err == nil {
+	if _, err := NewSession(m, &SessionParams{Method: MethodReAttention}); err == nil {
 		t.Error("an unimplemented method was accepted")
 	}
 }

@@ -95,6 +95,17 @@ LCTX_API void lctx_infllm_default_params(lctx_infllm_params *out) {
     out->struct_size = sizeof(lctx_infllm_params);
 }
 
+LCTX_API void lctx_ilre_default_params(lctx_ilre_params *out) {
+    if (!out) return;
+    *out = lctx_ilre_params{};     // sizes 0: derived from the model (see lctx.h)
+    out->struct_size = sizeof(lctx_ilre_params);
+    out->retrieval_layer = -1;     // the model's profile
+    out->dca = false;
+    out->max_kernels = nullptr;
+    out->avg_kernels = nullptr;
+    out->profile_path = nullptr;
+}
+
 LCTX_API lctx_status lctx_session_create(const lctx_model *model, const lctx_session_params *params,
                                          lctx_session **out) {
     if (out) *out = nullptr;

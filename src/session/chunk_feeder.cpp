@@ -15,13 +15,13 @@ void ChunkFeeder::feed(const int32_t *tokens, size_t n, Progress &progress, cons
         fail(LCTX_ERR_OUT_OF_MEMORY, "%s: out of memory storing %zu document tokens", who, n);
     }
     try {
-        while (static_cast<int64_t>(ids.size()) - n_encoded() >= chunk) {
+        while (static_cast<int64_t>(ids.size()) - n_encoded() >= step_at(n_encoded())) {
             const int64_t at = n_encoded();
             const int64_t done = std::max<int64_t>(0, at - int64_t(before));
             const double frac = n ? double(done) / double(n) : 1.0;
             if (!progress.keep_going(frac))
                 fail(LCTX_ERR_CANCELLED, "%s: cancelled after %lld of %zu tokens", who, (long long)done, n);
-            step(ids.data() + at, chunk, [&] { return progress.keep_going(frac); });
+            step(ids.data() + at, step_at(at), [&] { return progress.keep_going(frac); });
         }
     } catch (...) {
         // Keep what was encoded (and what was pending before this call).
@@ -37,7 +37,7 @@ void ChunkFeeder::finish(Progress &progress, const ChunkStep &step) {
         const int64_t at = n_encoded();
         const double frac = double(at) / double(n_doc);
         if (!progress.keep_going(frac)) fail(LCTX_ERR_CANCELLED, "%s: finishing the document cancelled", who);
-        step(ids.data() + at, std::min(chunk, n_doc - at), [&] { return progress.keep_going(frac); });
+        step(ids.data() + at, std::min(step_at(at), n_doc - at), [&] { return progress.keep_going(frac); });
     }
     progress.keep_going(1.0);
 }

@@ -25,8 +25,12 @@ using ChunkStep = std::function<void(const int32_t *tokens, int64_t m, const std
 struct ChunkFeeder {
     std::vector<int32_t> ids;        // every document token read so far
     int64_t chunk = 0;
+    int64_t first_chunk = 0;         // size of the first step when > 0 (ILRe: sinks + chunk)
     const char *who = "";            // method name for messages ("REFORM")
     std::function<int64_t()> n_encoded;   // tokens the encoder has taken so far
+
+    // The size of the step that starts at document token `at`.
+    int64_t step_at(int64_t at) const { return at == 0 && first_chunk > 0 ? first_chunk : chunk; }
 
     // Appends tokens[0..n) and encodes every complete chunk.
     void feed(const int32_t *tokens, size_t n, Progress &progress, const ChunkStep &step);

@@ -60,6 +60,12 @@ HeadProfile parse_head_profile(const std::string &text, const std::string &origi
     p.origin = origin;
     if (const json::Value *n = v.find("name"); n && n->is_string()) p.name = n->str;
     if (const json::Value *m = v.find("model_shape"); m && m->is_string()) p.model_shape = m->str;
+    if (const json::Value *ilre = v.find("ilre")) {
+        const json::Value *l = ilre->find("retrieval_layer");
+        if (!l || !l->is_number() || l->num != std::floor(l->num) || l->num < 0 || l->num > 1e6)
+            bad("\"ilre\" must be an object with a non-negative integer \"retrieval_layer\"");
+        p.ilre_layer = static_cast<int32_t>(l->num);
+    }
     const json::Value *heads = v.find("heads");
     if (!heads || !heads->is_array() || heads->arr.empty()) bad("\"heads\" must be a non-empty array");
     if (heads->arr.size() > 64) bad("more than 64 heads");
@@ -109,6 +115,9 @@ void validate_head_profile(const HeadProfile &p, const Hparams &hp) {
                  "layers, %d query heads, %d KV heads)", p.origin.c_str(), head_kind_name(h.kind), h.head, h.layer,
                  hp.n_layer, hp.n_head, hp.n_head_kv);
     }
+    if (p.ilre_layer >= hp.n_layer)
+        fail(LCTX_ERR_INVALID_ARG, "head profile %s: ILRe retrieval layer %d does not exist in this model (%d layers)",
+             p.origin.c_str(), p.ilre_layer, hp.n_layer);
     if (!p.model_shape.empty() && p.model_shape != model_shape_key(hp))
         LCTX_LOG_WARN("head profile %s was measured on a model of shape %s; this model is %s", p.origin.c_str(),
                       p.model_shape.c_str(), model_shape_key(hp).c_str());

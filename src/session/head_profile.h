@@ -28,6 +28,9 @@ struct HeadProfile {
     std::string model_shape;   // model_shape_key() of that model ("" = any)
     std::vector<HeadSpec> heads;
     std::string origin;        // "builtin", "fallback" or the file path (not serialised)
+    // ILRe's retrieval layer measured on this model (`lctx heads --ilre`,
+    // member "ilre": {"retrieval_layer": N, ...}); -1 when not measured.
+    int32_t ilre_layer = -1;
 
     int32_t exit_layer() const;    // deepest layer used (E)
     std::string heads_string() const;   // "V3@L12,K0@L8,..." (canonical, for fingerprints)

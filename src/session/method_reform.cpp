@@ -5,7 +5,6 @@
 
 #include "common/error.h"
 #include "common/log.h"
-#include "session/batched_forward.h"
 #include "session/index_file.h"
 #include "session/query_mask.h"
 #include "session/selector.h"
@@ -15,7 +14,7 @@ namespace lctx {
 ReformMethod::ReformMethod(const Model &model, Backend &backend, const lctx_session_params &sp)
     : model_(model), backend_(backend), params_(reform_params_from(model.hparams(), sp)),
       profile_(choose_head_profile(model.hparams(), reform_heads_path(sp))),
-      forward_(model, backend) {
+      decoder_(model, backend, params_.n_ctx, params_.n_batch, params_.kv_type, "REFORM") {
     EncoderConfig cfg;
     cfg.chunk = params_.chunk;
     cfg.budget = params_.budget;
@@ -85,45 +84,11 @@ Selection ReformMethod::select(const std::vector<int32_t> &query, Progress &prog
     return sel;
 }
 
-void ReformMethod::forward_decode(const int32_t *tokens, size_t n, Progress *progress, std::vector<float> &logits) {
-    forward_in_batches(forward_, *decode_cache_, decode_cache_->capacity(), tokens, n, params_.n_batch, progress,
-                       logits, ctx_tokens_, "REFORM");
-}
-
 void ReformMethod::recompute(const Selection &selection, Progress &progress, std::vector<float> &logits) {
-    const int64_t N = static_cast<int64_t>(feeder_.ids.size());
-    std::vector<int32_t> ids;
-    ids.reserve(selection.positions.size() + selection.query.size());
-    int64_t prev = -1;
-    for (int64_t t : selection.positions) {
-        if (t <= prev || t >= N)
-            fail(LCTX_ERR_INVALID_ARG, "REFORM recompute: selected position %lld is out of range or not ascending",
-                 (long long)t);
-        ids.push_back(feeder_.ids[static_cast<size_t>(t)]);
-        prev = t;
-    }
-    ids.insert(ids.end(), selection.query.begin(), selection.query.end());
-    if (ids.empty()) fail(LCTX_ERR_INVALID_ARG, "REFORM recompute: nothing to compute (empty selection and query)");
-    if (static_cast<int64_t>(ids.size()) > params_.n_ctx)
-        fail(LCTX_ERR_CONTEXT_FULL, "REFORM recompute: %zu tokens do not fit n_ctx = %lld", ids.size(),
-             (long long)params_.n_ctx);
-    if (!decode_cache_) decode_cache_ = std::make_unique<KvStore>(backend_, model_.hparams(), params_.n_ctx, -1, params_.kv_type);
-    decode_cache_->clear();
-    ctx_tokens_.clear();
-    try {
-        forward_decode(ids.data(), ids.size(), &progress, logits);
-    } catch (...) {
-        decode_cache_->clear();
-        ctx_tokens_.clear();
-        throw;
-    }
-    progress.keep_going(1.0);
+    decoder_.recompute(feeder_.ids, selection, progress, logits);
 }
 
-void ReformMethod::append(int32_t token, std::vector<float> &logits) {
-    if (!decode_cache_) fail(LCTX_ERR_STATE, "REFORM: decode before recompute");
-    forward_decode(&token, 1, nullptr, logits);
-}
+void ReformMethod::append(int32_t token, std::vector<float> &logits) { decoder_.append(token, logits); }
 
 void ReformMethod::save_index(const std::string &path) const {
     if (!sealed_) fail(LCTX_ERR_STATE, "lctx_index_save: call lctx_build_index first");

@@ -15,6 +15,7 @@
 #include "lctx.h"
 #include "session/chunk_feeder.h"
 #include "session/embedding_store.h"
+#include "session/gathered_decoder.h"
 #include "session/head_profile.h"
 #include "session/method.h"
 #include "session/reform_encoder.h"
@@ -31,7 +32,7 @@ public:
     Selection select(const std::vector<int32_t> &query, Progress &progress) override;
     void recompute(const Selection &selection, Progress &progress, std::vector<float> &logits) override;
     void append(int32_t token, std::vector<float> &logits) override;
-    const std::vector<int32_t> &context_tokens() const override { return ctx_tokens_; }
+    const std::vector<int32_t> &context_tokens() const override { return decoder_.tokens(); }
     int64_t n_fed() const override { return static_cast<int64_t>(feeder_.ids.size()); }
 
     // Index persistence (index_file.h); load requires a fresh method.
@@ -54,7 +55,6 @@ public:
 private:
     void make_encoder(const EncoderConfig &cfg);
     ChunkStep encode_step();
-    void forward_decode(const int32_t *tokens, size_t n, Progress *progress, std::vector<float> &logits);
 
     const Model &model_;
     Backend &backend_;
@@ -64,9 +64,7 @@ private:
     std::unique_ptr<EmbeddingStore> store_;
     ChunkFeeder feeder_;   // the document ids and the feed loop
     bool sealed_ = false;
-    Forward forward_;
-    std::unique_ptr<KvStore> decode_cache_;
-    std::vector<int32_t> ctx_tokens_;
+    GatheredDecoder decoder_;   // recompute and decode
     std::vector<float> last_s_, last_p_, last_qemb_;
     std::vector<bool> last_mask_;
 };

@@ -24,6 +24,7 @@
 #include "session/method.h"
 #include "session/method_baselines.h"
 #include "session/method_full.h"
+#include "session/method_ilre.h"
 #include "session/method_reform.h"
 #include "session/session_params.h"
 
@@ -60,6 +61,10 @@ inline std::unique_ptr<Method> make_reform(const MethodArgs &a) {
     return std::make_unique<ReformMethod>(a.model, a.backend, a.params);
 }
 
+inline std::unique_ptr<Method> make_ilre(const MethodArgs &a) {
+    return std::make_unique<IlreMethod>(a.model, a.backend, a.params);
+}
+
 // TRUNCATE, STREAMING, H2O, TOVA, SNAPKV, INFINIPOT, INFLLM (by params.method).
 inline std::unique_ptr<Method> make_baseline(const MethodArgs &a) {
     return make_baseline_method(a.model, a.backend, a.params);
@@ -69,7 +74,8 @@ inline constexpr MethodInfo kMethods[] = {
     {LCTX_METHOD_FULL, "full", "full attention over the whole input in one KV cache", make_full},
     {LCTX_METHOD_REFORM, "reform", "REFORM: chunked encoding, cosine retrieval of token embeddings, recompute",
      make_reform},
-    {LCTX_METHOD_ILRE, "ilre", "ILRe: intermediate-layer retrieval with multi-kernel pooling, recompute", nullptr},
+    {LCTX_METHOD_ILRE, "ilre", "ILRe: intermediate-layer retrieval with multi-kernel pooling, recompute",
+     make_ilre},
     {LCTX_METHOD_REATTENTION, "reattention", "ReAttention: top-k attention over the pre-RoPE cache, positions "
      "re-assigned", nullptr},
     {LCTX_METHOD_REFRESHKV, "refreshkv", "RefreshKV: decoding over a partial cache refreshed by full attention",

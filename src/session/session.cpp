@@ -44,6 +44,15 @@ Session::Session(const Model &model, const lctx_session_params &params, const st
     reform_.heads_path = reform_.heads_path ? heads_path_.c_str() : nullptr;
     catalyst_ = kv_.infinipot_catalyst ? kv_.infinipot_catalyst : "";
     kv_.infinipot_catalyst = kv_.infinipot_catalyst ? catalyst_.c_str() : nullptr;
+    ilre_ = read_ilre_params(params_.ilre);
+    auto own = [](const char *&field, std::string &copy) {
+        copy = field ? field : "";
+        field = field ? copy.c_str() : nullptr;
+    };
+    own(ilre_.max_kernels, ilre_max_kernels_);
+    own(ilre_.avg_kernels, ilre_avg_kernels_);
+    own(ilre_.profile_path, ilre_profile_path_);
+    params_.ilre = &ilre_;
     params_.reform = &reform_;
     params_.kv = &kv_;
     params_.infllm = &infllm_;

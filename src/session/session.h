@@ -55,7 +55,8 @@ private:
     lctx_reform_params reform_;
     lctx_kv_params kv_;
     lctx_infllm_params infllm_;
-    std::string heads_path_, catalyst_;
+    lctx_ilre_params ilre_;
+    std::string heads_path_, catalyst_, ilre_max_kernels_, ilre_avg_kernels_, ilre_profile_path_;
     uint64_t id_;
     std::unique_ptr<Backend> backend_;   // declared before method_: destroyed after it
     std::unique_ptr<Method> method_;

@@ -32,6 +32,10 @@ inline lctx_infllm_params read_infllm_params(const lctx_infllm_params *p) {
     return read_params(p, lctx_infllm_default_params, "lctx_infllm_params", "lctx_infllm_default_params");
 }
 
+inline lctx_ilre_params read_ilre_params(const lctx_ilre_params *p) {
+    return read_params(p, lctx_ilre_default_params, "lctx_ilre_params", "lctx_ilre_default_params");
+}
+
 // The session's KV element type, read as a plain int (a value outside the
 // enum is the caller's error: LCTX_ERR_INVALID_ARG).
 inline KvType kv_type_of(const lctx_session_params &sp) {

@@ -13,21 +13,23 @@ namespace session_test {
 
 // lctx_session_params that owns its method structs (reform_p, kv_p,
 // infllm_p; defaults from the lctx_*_default_params functions): the reform,
-// kv and infllm pointers of a copy point at the copy's own structs.
+// kv, infllm and ilre pointers of a copy point at the copy's own structs.
 struct SessionParams : lctx_session_params {
     lctx_reform_params reform_p;
     lctx_kv_params kv_p;
     lctx_infllm_params infllm_p;
+    lctx_ilre_params ilre_p;
 
     SessionParams() {
         lctx_session_default_params(this);
         lctx_reform_default_params(&reform_p);
         lctx_kv_default_params(&kv_p);
         lctx_infllm_default_params(&infllm_p);
+        lctx_ilre_default_params(&ilre_p);
         link();
     }
     SessionParams(const SessionParams &o)
-        : lctx_session_params(o), reform_p(o.reform_p), kv_p(o.kv_p), infllm_p(o.infllm_p) {
+        : lctx_session_params(o), reform_p(o.reform_p), kv_p(o.kv_p), infllm_p(o.infllm_p), ilre_p(o.ilre_p) {
         link();
     }
     SessionParams &operator=(const SessionParams &o) {
@@ -35,6 +37,7 @@ struct SessionParams : lctx_session_params {
         reform_p = o.reform_p;
         kv_p = o.kv_p;
         infllm_p = o.infllm_p;
+        ilre_p = o.ilre_p;
         link();
         return *this;
     }
@@ -42,6 +45,7 @@ struct SessionParams : lctx_session_params {
         reform = &reform_p;
         kv = &kv_p;
         infllm = &infllm_p;
+        ilre = &ilre_p;
     }
 };
 

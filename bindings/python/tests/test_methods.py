@@ -27,7 +27,7 @@ def test_methods_helpers():
     assert all(r.description and r.name == r.method.name.lower() for r in rows)
     implemented = {r.name for r in rows if r.implemented}
     assert {"full", "reform", "h2o", "infllm"} <= implemented
-    assert "ilre" not in implemented
+    assert "ilre" in implemented and "reattention" not in implemented
     assert lctx.method_from_name("REFORM") is lctx.Method.REFORM
     with pytest.raises(lctx.InvalidArgumentError, match="reformer"):
         lctx.method_from_name("reformer")

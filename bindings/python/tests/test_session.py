@@ -125,7 +125,7 @@ def test_unknown_param_and_method(model):
     with pytest.raises(TypeError):
         model.session(no_such_param=1)
     with pytest.raises(lctx.Error):
-        model.session(method=lctx.Method.ILRE)
+        model.session(method=lctx.Method.REATTENTION)
 
 
 def test_log_handler_receives_messages(model):

@@ -21,7 +21,7 @@ fn method_enum_matches_the_registry() {
     assert_eq!(Method::from_value(n), Method::Other(n));
     assert_eq!(Method::Other(n).name(), None);
     assert!(!Method::Other(n).is_implemented());
-    assert!(Method::Reform.is_implemented() && !Method::Ilre.is_implemented());
+    assert!(Method::Reform.is_implemented() && Method::Ilre.is_implemented() && !Method::ReAttention.is_implemented());
     let e = Method::from_name("reformer").unwrap_err();
     assert_eq!(e.status, Status::InvalidArg);
     assert!(e.message.contains("reformer"), "{}", e.message);

@@ -169,7 +169,7 @@ class BindingTest {
             Lctx.setLogHandler(null, Lctx.LOG_ERROR);
         }
         LctxException e = assertThrows(LctxException.class,
-                () -> model.newSession(new Session.Params().method(lctx_method.LCTX_METHOD_ILRE)));
+                () -> model.newSession(new Session.Params().method(lctx_method.LCTX_METHOD_REATTENTION)));
         assertEquals(lctx_status.LCTX_ERR_UNSUPPORTED, e.status());
     }
 

@@ -48,7 +48,7 @@ class MethodRegistryTest {
         assertNull(Lctx.methodName(n));
         assertFalse(Lctx.methodIsImplemented(n));
         assertTrue(Lctx.methodIsImplemented(lctx_method.LCTX_METHOD_REFORM));
-        assertFalse(Lctx.methodIsImplemented(lctx_method.LCTX_METHOD_ILRE));
+        assertFalse(Lctx.methodIsImplemented(lctx_method.LCTX_METHOD_REATTENTION));
         LctxException e = assertThrows(LctxException.class, () -> Lctx.methodFromName("reformer"));
         assertTrue(e.getMessage().contains("reformer"), e.getMessage());
     }

@@ -1,0 +1,95 @@
+#include "session/method_ilre.h"
+
+#include <algorithm>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "session/ilre_allocator.h"
+#include "session/ilre_scorer.h"
+
+namespace lctx {
+
+namespace {
+
+IlreEncoderConfig encoder_config(const IlreParams &p) {
+    IlreEncoderConfig c;
+    c.sink = p.sink;
+    c.window = p.window;
+    c.chunk = p.chunk;
+    c.dca = p.dca;
+    c.kv_type = p.kv_type;
+    return c;
+}
+
+} // namespace
+
+IlreMethod::IlreMethod(const Model &model, Backend &backend, const lctx_session_params &sp)
+    : model_(model), backend_(backend), params_(ilre_params_from(model, sp)),
+      decoder_(model, backend, params_.n_ctx, params_.n_batch, params_.kv_type, "ILRe") {
+    encoder_ = std::make_unique<IlreEncoder>(model, backend, encoder_config(params_),
+                                             std::vector<int32_t>{params_.retrieval_layer});
+    feeder_.who = "ILRe";
+    feeder_.chunk = params_.chunk;
+    feeder_.first_chunk = params_.sink + params_.chunk;
+    feeder_.n_encoded = [this] { return encoder_->n_encoded(); };
+    LCTX_LOG_INFO("ILRe: retrieval layer %d (%s), sink %lld, window %lld, chunk %lld, budget %lld%s",
+                  params_.retrieval_layer, params_.layer_origin.c_str(), (long long)params_.sink,
+                  (long long)params_.window, (long long)params_.chunk, (long long)params_.budget,
+                  params_.dca ? ", DCA" : "");
+}
+
+ChunkStep IlreMethod::encode_step() {
+    return [this](const int32_t *tokens, int64_t m, const std::function<bool()> &keep_going) {
+        encoder_->step(tokens, m, keep_going);
+    };
+}
+
+void IlreMethod::feed(const int32_t *tokens, size_t n, Progress &progress) {
+    if (sealed_) fail(LCTX_ERR_STATE, "ILRe: the document is sealed");
+    feeder_.feed(tokens, n, progress, encode_step());
+}
+
+void IlreMethod::finish(Progress &progress) {
+    feeder_.finish(progress, encode_step());
+    sealed_ = true;
+}
+
+Selection IlreMethod::select(const std::vector<int32_t> &query, Progress &progress) {
+    if (!sealed_) fail(LCTX_ERR_STATE, "ILRe: select before build_index");
+    const int64_t N = static_cast<int64_t>(feeder_.ids.size()), q = static_cast<int64_t>(query.size());
+    // The scoring part of the question: its last query_tokens tokens (all by default).
+    const int64_t q0 = params_.query_tokens > 0 ? std::max<int64_t>(0, q - params_.query_tokens) : 0;
+    std::vector<std::vector<float>> Q;
+    encoder_->queries(query.data() + q0, q - q0, Q, [&] { return progress.keep_going(0.05); });
+    last_q_ = std::move(Q[0]);
+
+    IlreScoreArgs args;
+    for (int32_t g = 0; g < model_.hparams().n_head_kv; ++g) args.keys.push_back(&encoder_->keys(0, g));
+    args.n_keys = N;
+    args.queries = last_q_.data();
+    args.n_q = q - q0;
+    if (params_.dca) args.segments = ilre_dca_segments(N, params_.sink, params_.chunk);
+    last_scores_.assign(static_cast<size_t>(N), 0.0f);
+    ilre_scores(backend_, model_.hparams(), args, last_scores_.data(), [&] { return progress.keep_going(0.5); });
+
+    Selection sel;
+    sel.positions = ilre_allocate(last_scores_.data(), N, params_.sink, params_.budget, params_.max_kernels,
+                                  params_.avg_kernels);
+    if (static_cast<int64_t>(sel.positions.size()) + q >= params_.n_ctx)
+        fail(LCTX_ERR_CONTEXT_FULL, "ILRe: %zu gathered tokens + a %lld-token question leave no room for an answer "
+             "in n_ctx = %lld: lower the ILRe budget or raise n_ctx", sel.positions.size(), (long long)q,
+             (long long)params_.n_ctx);
+    sel.scores.reserve(sel.positions.size());
+    for (int64_t t : sel.positions) sel.scores.push_back(last_scores_[static_cast<size_t>(t)]);
+    sel.query = query;
+    progress.keep_going(1.0);
+    return sel;
+}
+
+void IlreMethod::recompute(const Selection &selection, Progress &progress, std::vector<float> &logits) {
+    decoder_.recompute(feeder_.ids, selection, progress, logits);
+}
+
+void IlreMethod::append(int32_t token, std::vector<float> &logits) { decoder_.append(token, logits); }
+
+} // namespace lctx

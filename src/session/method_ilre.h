@@ -1,0 +1,56 @@
+// ILRe: intermediate-layer retrieval (docs/methods/ilre.md).
+// feed = streaming chunked prefill of the layers below the retrieval layer
+// (sinks + window caches), keys of the retrieval layer appended to the key
+// index (ilre_encoder.h); finish = encode the remainder; select = the
+// question through the same shallow layers, softmax-max scores over the
+// whole index (ilre_scorer.h), the multi-kernel allocator (ilre_allocator.h);
+// recompute = the gathered ids + question as a fresh prompt; decode appends.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "lctx.h"
+#include "session/chunk_feeder.h"
+#include "session/gathered_decoder.h"
+#include "session/ilre_encoder.h"
+#include "session/ilre_params.h"
+#include "session/method.h"
+
+namespace lctx {
+
+class IlreMethod : public Method {
+public:
+    IlreMethod(const Model &model, Backend &backend, const lctx_session_params &params);
+
+    void feed(const int32_t *tokens, size_t n, Progress &progress) override;
+    void finish(Progress &progress) override;
+    Selection select(const std::vector<int32_t> &query, Progress &progress) override;
+    void recompute(const Selection &selection, Progress &progress, std::vector<float> &logits) override;
+    void append(int32_t token, std::vector<float> &logits) override;
+    const std::vector<int32_t> &context_tokens() const override { return decoder_.tokens(); }
+    int64_t n_fed() const override { return static_cast<int64_t>(feeder_.ids.size()); }
+
+    // Introspection for tests, tools and diagnostics.
+    const IlreParams &params() const { return params_; }
+    const IlreEncoder &encoder() const { return *encoder_; }
+    const std::vector<int32_t> &doc_ids() const { return feeder_.ids; }
+    // The score of every document token for the last select.
+    const std::vector<float> &last_scores() const { return last_scores_; }
+    // The question's rotated queries at the retrieval layer for the last select.
+    const std::vector<float> &last_queries() const { return last_q_; }
+
+private:
+    ChunkStep encode_step();
+
+    const Model &model_;
+    Backend &backend_;
+    IlreParams params_;
+    std::unique_ptr<IlreEncoder> encoder_;
+    ChunkFeeder feeder_;   // the document ids and the feed loop
+    bool sealed_ = false;
+    GatheredDecoder decoder_;
+    std::vector<float> last_scores_, last_q_;
+};
+
+} // namespace lctx
