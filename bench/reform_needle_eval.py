@@ -1,4 +1,4 @@
-"""Passkey/needle table for REFORM vs FULL vs truncation on SmolLM2.
+"""Passkey/needle table for REFORM, ILRe, FULL and truncation on SmolLM2.
 
 Usage (from the repo root, after building the CLI):
   python3 bench/reform_needle_eval.py --lctx build/release/tools/lctx \
@@ -9,7 +9,10 @@ the answer contains the number. FULL runs only up to --full-max tokens.
 `truncate` is `lctx run --method truncate`: FULL over the first and last
 halves of the recompute budget (4096 tokens for SmolLM2). For REFORM the
 needle recall of the gather stage (needle tokens among the selected ones) is
-also recorded when llama-cpp-python is importable (used as the tokenizer).
+and ILRe the needle recall of the gather stage (needle tokens among the
+selected ones) is also recorded when llama-cpp-python is importable (used as
+the tokenizer). --extra METHOD=ARGS passes more `lctx run` flags to one method
+(e.g. --extra "ilre=--dca").
 The table is rewritten after every cell, so an interrupted run keeps what it
 measured. Load average is recorded per cell: timings are wall-clock.
 """
@@ -26,6 +29,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import needle_data  # noqa: E402
 
 CHARS_PER_TOKEN = 4.1   # haystack text, SmolLM2 tokenizer (measured)
+RETRIEVERS = ("reform", "ilre")   # methods with an encode stage and a selection
 
 
 def run(lctx, model, doc_path, q, method, extra, n_predict):
@@ -64,7 +68,7 @@ def needle_recall(res, n_tok, doc, needle):
 
 def write_table(path, rows, a, argv):
     depths = a.depths
-    lines = ["# REFORM needle retrieval on SmolLM2-135M-Instruct (Q4_1)", "",
+    lines = [f"# {a.title}", "",
              "Command: `" + " ".join(argv) + "`", "",
              "Needle: \"The special magic number for KEY is NNNNNNN.\" inserted at the given depth into shuffled "
              "Python stdlib docstrings (bench/needle_data.py); question \"What is the special magic number for KEY? "
@@ -73,8 +77,8 @@ def write_table(path, rows, a, argv):
              "tokens (`lctx run --method truncate`, budget = REFORM's recompute budget 4096). FULL only where noted "
              "(SmolLM2 is trained on 8K).", "",
              "| length | method | " + " | ".join(f"d={d}" for d in depths) +
-             " | correct | gather recall | encode tok/s | recompute s | wall s / run | peak RSS MiB | load avg |",
-             "|---|---|" + "---|" * len(depths) + "---|---|---|---|---|---|---|"]
+             " | correct | gather recall | encode tok/s | select s | recompute s | wall s / run | peak RSS MiB | load avg |",
+             "|---|---|" + "---|" * len(depths) + "---|---|---|---|---|---|---|---|"]
     for L in a.lengths:
         for m in a.methods:
             rs = [r for r in rows if r["length"] == L and r["method"] == m]
@@ -94,10 +98,11 @@ def write_table(path, rows, a, argv):
             rec_s = f"{sum(rec) / len(rec):.2f}" if rec else "-"
             lines.append(f"| {L} | {m} | " + " | ".join(cells) +
                          f" | {sum(r['ok'] for r in rs)}/{len(rs)} | {rec_s} | "
-                         f"{mean('encode_tokens_per_s') if m == 'reform' else 0:.0f} | {mean('timings_s', 'recompute'):.1f} | "
+                         f"{mean('encode_tokens_per_s') if m in RETRIEVERS else 0:.0f} | "
+                         f"{mean('timings_s', 'select'):.2f} | {mean('timings_s', 'recompute'):.1f} | "
                          f"{mean('wall_s'):.0f} | {max((r.get('peak_rss_mib', 0) for r in rs), default=0):.0f} | "
                          f"{mean('load_avg'):.1f} |")
-    lines += ["", "encode tok/s is REFORM's encoding of the whole input (FULL/truncate prefill is inside 'recompute'). "
+    lines += ["", "encode tok/s is REFORM's or ILRe's encoding of the whole input (FULL/truncate prefill is inside 'recompute'). "
               "Per-cell JSON (selected spans dropped):", "", "```"]
     for r in rows:
         lines.append(json.dumps({k: v for k, v in r.items() if k != "selected_spans"}))
@@ -116,6 +121,8 @@ def main():
     ap.add_argument("--heads", default="")
     ap.add_argument("-n", "--n-predict", type=int, default=32)
     ap.add_argument("--out", default="docs/results/reform-needle-smollm2.md")
+    ap.add_argument("--title", default="Needle retrieval on SmolLM2-135M-Instruct (Q4_1)")
+    ap.add_argument("--extra", action="append", default=[], help="METHOD=ARGS: more lctx run flags for one method")
     a = ap.parse_args()
     n_tok = make_tokenizer(a.model)
     out = pathlib.Path(a.out)
@@ -130,12 +137,16 @@ def main():
                 if m == "full" and L > a.full_max:
                     continue
                 extra = ["--heads", a.heads] if (a.heads and m == "reform") else []
+                for e in a.extra:
+                    name, _, args = e.partition("=")
+                    if name == m:
+                        extra += args.split()
                 load = os.getloadavg()[0]
                 res = run(a.lctx, a.model, f.name, needle_data.question(key), m, extra, a.n_predict)
                 ok = "error" not in res and value in res.get("answer", "")
                 row = {"length": L, "depth": d, "method": m, "ok": ok, "value": value,
                        "load_avg": round((load + os.getloadavg()[0]) / 2, 2), **res}
-                if m == "reform":
+                if m in RETRIEVERS:
                     row["needle_recall"] = needle_recall(res, n_tok, doc, needle)
                 rows.append(row)
                 print(json.dumps({k: row.get(k) for k in ("length", "depth", "method", "ok", "answer", "needle_recall",

@@ -96,7 +96,7 @@ bool flag(int argc, char **argv, const char *name) {
 } // namespace
 
 int main(int argc, char **argv) {
-    const std::string methods = arg(argc, argv, "--methods", "full,reform,truncate,streaming,h2o,tova,snapkv,"
+    const std::string methods = arg(argc, argv, "--methods", "full,reform,ilre,truncate,streaming,h2o,tova,snapkv,"
                                                              "infinipot,infllm");
     const int steps = std::atoi(arg(argc, argv, "--steps", "16").c_str());
     const int logit_steps = std::atoi(arg(argc, argv, "--logit-steps", "4").c_str());
