@@ -4,8 +4,15 @@
 #include <gtest/gtest.h>
 #include <gmock/gmock.h>
 
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
@@ -389,4 +396,179 @@ TEST(Reliability, LogCallbackRunsWithoutTheLogLock) {
     lctx_log_set(nullptr, LCTX_LOG_WARN, nullptr);
     EXPECT_TRUE(g_got_gil) << "the callback could not take its lock: lctx_log_set waited on the log mutex";
     EXPECT_LT(waited, 1.0);
+}
+
+// --- index files: durable saves, checks before allocation -------------------
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// A fresh directory for one test.
+fs::path temp_dir(const std::string &name) {
+    fs::path d = fs::path(::testing::TempDir().empty() ? "/tmp" : ::testing::TempDir()) /
+                 ("lctx_rel_" + std::to_string(::getpid()) + "_" + name);
+    fs::remove_all(d);
+    fs::create_directories(d);
+    return d;
+}
+
+std::string read_all(const fs::path &p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+void write_all(const fs::path &p, const std::string &bytes) { std::ofstream(p, std::ios::binary) << bytes; }
+
+std::vector<std::string> names_in(const fs::path &d) {
+    std::vector<std::string> out;
+    for (const auto &e : fs::directory_iterator(d)) out.push_back(e.path().filename().string());
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+// An indexed REFORM session over n random tokens.
+std::unique_ptr<Session> indexed_reform(int n, uint32_t seed) {
+    auto s = std::make_unique<Session>(*tiny().model, small_params(LCTX_METHOD_REFORM));
+    const auto doc = random_tokens(n, seed);
+    s->feed(doc.data(), doc.size());
+    s->build_index();
+    return s;
+}
+
+lctx_status load_status(const fs::path &p, std::string *message = nullptr) {
+    try {
+        Session l(*tiny().model, small_params(LCTX_METHOD_REFORM));
+        l.load_index(p.string());
+        return LCTX_OK;
+    } catch (const Error &e) {
+        if (message) *message = e.what();
+        return e.status();
+    }
+}
+
+uint64_t loaded_digest(const fs::path &p) {
+    Session l(*tiny().model, small_params(LCTX_METHOD_REFORM));
+    l.load_index(p.string());
+    return l.method().state_digest();
+}
+
+} // namespace
+
+// The save went to a fixed "<path>.tmp" and followed a symbolic link there
+// (overwriting the link's target). Now: a unique name created with O_EXCL,
+// and a link at the target itself is replaced, never followed.
+TEST(ReliabilityIndex, SaveFollowsNoSymlink) {
+    const fs::path d = temp_dir("symlink");
+    write_all(d / "victim", "precious");
+    fs::create_symlink(d / "victim", d / "idx.lctx.tmp");
+    fs::create_symlink(d / "victim", d / "link.lctx");
+    auto s = indexed_reform(150, 21);
+    s->save_index((d / "idx.lctx").string());
+    s->save_index((d / "link.lctx").string());
+    EXPECT_EQ(read_all(d / "victim"), "precious");
+    EXPECT_TRUE(fs::is_symlink(d / "idx.lctx.tmp"));
+    EXPECT_FALSE(fs::is_symlink(d / "link.lctx"));
+    EXPECT_EQ(loaded_digest(d / "idx.lctx"), s->method().state_digest());
+    EXPECT_EQ(loaded_digest(d / "link.lctx"), s->method().state_digest());
+    // No temporary file is left behind.
+    EXPECT_EQ(names_in(d), (std::vector<std::string>{"idx.lctx", "idx.lctx.tmp", "link.lctx", "victim"}));
+    fs::remove_all(d);
+}
+
+// A save that fails part way (here the file size limit, as a full disk
+// would) reports LCTX_ERR_IO and leaves the previous index whole and loadable.
+TEST(ReliabilityIndex, FailedSaveLeavesThePreviousIndexIntact) {
+    const fs::path d = temp_dir("failed_save");
+    const fs::path path = d / "doc.lctx";
+    auto small = indexed_reform(60, 31);
+    small->save_index(path.string());
+    const std::string before = read_all(path);
+    auto big = indexed_reform(400, 32);
+    struct rlimit old {};
+    ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old), 0);
+    auto old_handler = std::signal(SIGXFSZ, SIG_IGN);   // writes past the limit fail with EFBIG instead
+    struct rlimit lim = old;
+    lim.rlim_cur = before.size() + 100;   // room for the small index, not for the big one
+    ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &lim), 0);
+    lctx_status st = status_of([&] { big->save_index(path.string()); });
+    ::setrlimit(RLIMIT_FSIZE, &old);
+    std::signal(SIGXFSZ, old_handler);
+    EXPECT_EQ(st, LCTX_ERR_IO);
+    EXPECT_EQ(read_all(path), before);
+    EXPECT_EQ(loaded_digest(path), small->method().state_digest());
+    EXPECT_EQ(names_in(d), std::vector<std::string>{"doc.lctx"});   // the temporary file is removed
+    // A directory that does not exist: LCTX_ERR_IO, nothing created.
+    EXPECT_EQ(status_of([&] { big->save_index((d / "no" / "such.lctx").string()); }), LCTX_ERR_IO);
+    // And a save that succeeds replaces it.
+    big->save_index(path.string());
+    EXPECT_EQ(loaded_digest(path), big->method().state_digest());
+    fs::remove_all(d);
+}
+
+// Every single-byte change of the first kilobyte (the header: version, kind,
+// size, fingerprint, profile, encoder sizes, dimensions, counts) is refused.
+TEST(ReliabilityIndex, EveryHeaderByteIsChecked) {
+    const fs::path d = temp_dir("header");
+    auto s = indexed_reform(150, 41);
+    s->save_index((d / "good.lctx").string());
+    const std::string good = read_all(d / "good.lctx");
+    ASSERT_GT(good.size(), 1024u);
+    const fs::path bad = d / "bad.lctx";
+    int accepted = 0;
+    for (size_t at = 0; at < 1024; ++at)
+        for (unsigned char x : {0x01, 0xFF}) {
+            std::string b = good;
+            b[at] = char(b[at] ^ x);
+            write_all(bad, b);
+            if (load_status(bad) == LCTX_OK) {
+                ++accepted;
+                ADD_FAILURE() << "byte " << at << " ^ " << int(x) << " was accepted";
+            }
+        }
+    EXPECT_EQ(accepted, 0);
+    fs::remove_all(d);
+}
+
+// The encoder sizes of the header edited to 2^24 were allocated (about
+// 12 GiB) before the checksum was looked at; now the checksum of the whole
+// file is verified first, in a fixed buffer.
+TEST(ReliabilityIndex, HugeSizesInAnAlteredHeaderAreRefusedBeforeAllocation) {
+    const fs::path d = temp_dir("huge");
+    auto s = indexed_reform(150, 51);
+    s->save_index((d / "good.lctx").string());
+    const std::string good = read_all(d / "good.lctx");
+    uint32_t pj_len = 0;
+    std::memcpy(&pj_len, good.data() + 24 + 8, 4);
+    const size_t chunk_at = 24 + 8 + 4 + pj_len, budget_at = chunk_at + 8;
+    for (size_t at : {chunk_at, budget_at}) {
+        std::string b = good;
+        const int64_t huge = int64_t(1) << 24;
+        std::memcpy(b.data() + at, &huge, 8);
+        write_all(d / "bad.lctx", b);
+        std::string msg;
+        EXPECT_EQ(load_status(d / "bad.lctx", &msg), LCTX_ERR_FORMAT);
+        EXPECT_THAT(msg, HasSubstr("checksum mismatch"));
+    }
+    fs::remove_all(d);
+}
+
+// Version 1 files (and other kinds of payload) are refused with a clear message.
+TEST(ReliabilityIndex, OldVersionsAndOtherKindsAreRefused) {
+    const fs::path d = temp_dir("version");
+    auto s = indexed_reform(100, 61);
+    s->save_index((d / "good.lctx").string());
+    std::string b = read_all(d / "good.lctx");
+    b[8] = 1;   // version 1
+    write_all(d / "old.lctx", b);
+    std::string msg;
+    EXPECT_EQ(load_status(d / "old.lctx", &msg), LCTX_ERR_FORMAT);
+    EXPECT_THAT(msg, HasSubstr("format version 1"));
+    EXPECT_THAT(msg, HasSubstr("rebuild the index"));
+    b = read_all(d / "good.lctx");
+    b[12] = 7;   // payload kind 7
+    write_all(d / "kind.lctx", b);
+    EXPECT_EQ(load_status(d / "kind.lctx", &msg), LCTX_ERR_FORMAT);
+    EXPECT_THAT(msg, HasSubstr("kind 7"));
+    fs::remove_all(d);
 }
