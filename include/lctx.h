@@ -126,12 +126,21 @@ typedef enum lctx_log_level {
 } lctx_log_level;
 
 /* Global log sink; NULL restores the default (silent). May be called from any
- * thread; set it before loading models. Messages below min_level are dropped. */
+ * thread; set it before loading models. Messages below min_level are dropped.
+ * The callback is called with no lctx lock held (it may take locks of its own,
+ * call lctx_log_set, or log through lctx), so a call already under way on
+ * another thread may still reach the previous callback once after
+ * lctx_log_set returns. */
 typedef void (*lctx_log_fn)(lctx_log_level level, const char *message, void *user_data);
 LCTX_API void lctx_log_set(lctx_log_fn fn, lctx_log_level min_level, void *user_data);
 
-/* Progress of a long call: done in [0,1]. Return non-zero to cancel (the call
- * then returns LCTX_ERR_CANCELLED and leaves the session valid). */
+/* Progress of a long call: done in [0,1]. Every long call (feed_chunk,
+ * build_index, select, recompute) reports done = 1.0 exactly once, at its end.
+ * Return non-zero to cancel, at 1.0 too: the call then returns
+ * LCTX_ERR_CANCELLED and leaves the session valid in the stage it had (a
+ * cancelled feed keeps the tokens it had fully processed: see
+ * lctx_session_n_fed; a cancelled build_index can be called again and goes
+ * on where it stopped). */
 typedef int (*lctx_progress_fn)(float done, void *user_data);
 
 /* ------------------------------------------------------------------------ */
@@ -357,7 +366,7 @@ typedef struct lctx_ilre_params {
     int32_t     window;           /* tokens before a chunk that it attends to; chunk/2 (512) */
     int32_t     chunk;            /* tokens per encoding step (the first has sink more);
                                      min(1024, n_ctx_train/8) (1024) */
-    int32_t     budget;           /* B: document tokens gathered besides the sinks; min(4096, n_ctx_train/2) */
+    int32_t     budget;           /* B: document tokens gathered besides the sinks; min(4096, n_ctx/2) (4096) */
     int32_t     query_tokens;     /* score with the last N tokens of the question only; 0: all of them */
     bool        dca;              /* re-rotate sink keys and index keys so that every distance stays
                                      within about two chunks (for inputs beyond the trained context) */
@@ -406,7 +415,10 @@ LCTX_API LCTX_NODISCARD lctx_status lctx_session_create(const lctx_model *model,
 LCTX_API void lctx_session_free(lctx_session *session);
 /* Message of the last failure of a call on this session ("" if none). */
 LCTX_API const char *lctx_session_last_error(const lctx_session *session);
-/* Thread-safe: asks the running call on this session to stop soon. */
+/* Thread-safe: asks the running call on this session to stop soon. A cancel
+ * that finds no call running, or comes after the call's last check, is kept:
+ * the next long call or lctx_decode returns LCTX_ERR_CANCELLED at once and
+ * consumes it. A cancel is never lost and stops exactly one call. */
 LCTX_API void lctx_session_cancel(lctx_session *session);
 LCTX_API lctx_stage lctx_session_stage(const lctx_session *session);
 /* Number of document tokens fed so far. */
@@ -456,7 +468,13 @@ LCTX_API const float *lctx_session_logits(const lctx_session *session);
  * reform->pool_half, n_ctx, n_threads) apply; the encoding sizes come from
  * the file. A file
  * made for another model, truncated or altered is refused (LCTX_ERR_FORMAT,
- * or LCTX_ERR_INVALID_ARG for another model or head profile). */
+ * or LCTX_ERR_INVALID_ARG for another model or head profile); the whole file
+ * is checksummed before anything sized by it is allocated.
+ * The save is durable: a unique temporary file in path's directory (no
+ * symbolic link followed), fsync, rename over path, fsync of the directory;
+ * a failed save (LCTX_ERR_IO) leaves a previous file at path whole.
+ * docs/index-format.md describes the format (version 2; version 1 files are
+ * refused: rebuild them). */
 LCTX_API LCTX_NODISCARD lctx_status lctx_index_save(lctx_session *session, const char *path);
 LCTX_API LCTX_NODISCARD lctx_status lctx_session_load_index(const lctx_model *model, const char *path,
                                                             const lctx_session_params *params,

@@ -37,23 +37,24 @@ BaselineParams baseline_params_from(const Hparams &hp, const lctx_session_params
     p.kv_type = kv_type_of(sp);
     p.method = sp.method;
     const bool truncate = sp.method == LCTX_METHOD_TRUNCATE;
-    p.budget = pick(kv.budget, std::max<int64_t>(truncate ? n_train / 2 : n_train / 4, 16));
+    p.budget = size_knob(who, "lctx_kv_params.budget", kv.budget, std::max<int64_t>(truncate ? n_train / 2 : n_train / 4, 16));
     // SnapKV: budget + chunk = the trained context, so an input that fits it
     // is one full prefill compressed by the question, as SnapKV does.
-    p.chunk = pick(kv.chunk, std::max<int64_t>(sp.method == LCTX_METHOD_SNAPKV ? n_train - p.budget : n_train / 4,
+    p.chunk = size_knob(who, "lctx_kv_params.chunk", kv.chunk, std::max<int64_t>(sp.method == LCTX_METHOD_SNAPKV ? n_train - p.budget : n_train / 4,
                                                16));
     p.sink = kv.sink > 0 ? kv.sink : kv.sink < 0 ? 0 : std::min<int64_t>(256, p.budget / 8);
     p.recent = kv.recent > 0 ? kv.recent : kv.recent < 0 ? 0 : std::min<int64_t>(256, p.budget / 8);
     switch (sp.method) {
-    case LCTX_METHOD_H2O: p.obs = pick(kv.obs, 128); p.accumulate = true; break;
-    case LCTX_METHOD_SNAPKV: p.obs = pick(kv.obs, 32); break;
-    case LCTX_METHOD_TOVA: p.obs = pick(kv.obs, 1); break;
+    case LCTX_METHOD_H2O: p.obs = size_knob(who, "lctx_kv_params.obs", kv.obs, 128); p.accumulate = true; break;
+    case LCTX_METHOD_SNAPKV: p.obs = size_knob(who, "lctx_kv_params.obs", kv.obs, 32); break;
+    case LCTX_METHOD_TOVA: p.obs = size_knob(who, "lctx_kv_params.obs", kv.obs, 1); break;
     default: p.obs = 0; break;
     }
     p.obs = std::min(p.obs, p.chunk);
     // SnapKV always keeps its observation window.
     if (sp.method == LCTX_METHOD_SNAPKV) p.recent = std::max(p.recent, p.obs);
-    p.snapkv_kernel = pick(kv.snapkv_kernel, 7);
+    p.snapkv_kernel = sp.method == LCTX_METHOD_SNAPKV ? size_knob(who, "lctx_kv_params.snapkv_kernel", kv.snapkv_kernel, 7)
+                                                      : pick(kv.snapkv_kernel, 7);   // not used: ignored
     p.nuc_ratio = kv.infinipot_nuc_ratio > 0 ? kv.infinipot_nuc_ratio : kv.infinipot_nuc_ratio < 0 ? 0.0f : 0.25f;
     p.catalyst = kv.infinipot_catalyst ? kv.infinipot_catalyst : kDefaultCatalystPrompt;
     p.n_ctx = pick(sp.n_ctx, n_train);

@@ -22,10 +22,7 @@ int64_t pow2_floor(int64_t x) {
 }
 
 // A size field: > 0 taken as given, 0 derived, < 0 refused.
-int64_t size_field(int32_t user, int64_t derived, const char *name) {
-    if (user < 0) fail(LCTX_ERR_INVALID_ARG, "ILRe: %s = %d is negative (0 means: derived from the model)", name, user);
-    return user > 0 ? user : derived;
-}
+int64_t size_field(int32_t user, int64_t derived, const char *name) { return size_knob("ILRe", name, user, derived); }
 
 } // namespace
 
@@ -117,13 +114,14 @@ IlreParams ilre_params_from(const Model &model, const lctx_session_params &sp) {
     p.chunk = size_field(r.chunk, std::clamp<int64_t>(pow2_floor(n_train / 8), 16, 1024), "chunk");
     p.sink = size_field(r.sink, 4, "sink");
     p.window = size_field(r.window, std::max<int64_t>(1, p.chunk / 2), "window");
-    p.budget = size_field(r.budget, std::min<int64_t>(4096, std::max<int64_t>(n_train / 2, 16)), "budget");
+    if (sp.n_ctx < 0) fail(LCTX_ERR_INVALID_ARG, "ILRe: n_ctx = %d is negative (0: the trained context)", sp.n_ctx);
+    p.n_ctx = sp.n_ctx > 0 ? sp.n_ctx : n_train;
+    // Half the decode cache, so the gathered tokens leave room for the question and answer.
+    p.budget = size_field(r.budget, std::min<int64_t>(4096, std::max<int64_t>(p.n_ctx / 2, 8)), "budget");
     p.query_tokens = size_field(r.query_tokens, 0, "query_tokens");
     p.dca = r.dca;
     if (r.max_kernels) p.max_kernels = parse_kernel_list(r.max_kernels, "max_kernels");
     if (r.avg_kernels) p.avg_kernels = parse_kernel_list(r.avg_kernels, "avg_kernels");
-    if (sp.n_ctx < 0) fail(LCTX_ERR_INVALID_ARG, "ILRe: n_ctx = %d is negative (0: the trained context)", sp.n_ctx);
-    p.n_ctx = sp.n_ctx > 0 ? sp.n_ctx : n_train;
     p.n_batch = sp.n_batch > 0 ? sp.n_batch : 512;
 
     const int64_t kMax = int64_t(1) << 24;

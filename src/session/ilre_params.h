@@ -21,7 +21,7 @@ struct IlreParams {
     int64_t sink = 4;               // S: first tokens every chunk sees, always gathered
     int64_t window = 512;           // W: tokens before a chunk that it sees (layers < l_R)
     int64_t chunk = 1024;           // D_C: tokens per step; the first step takes S + D_C
-    int64_t budget = 4096;          // B: gathered tokens besides the sinks
+    int64_t budget = 4096;          // B: gathered tokens besides the sinks; default min(4096, n_ctx/2)
     int64_t query_tokens = 0;       // score with the last N question tokens; 0: all
     bool dca = false;               // bounded distances (docs/methods/ilre.md, "DCA")
     std::vector<int32_t> max_kernels{2, 4, 8};

@@ -1,6 +1,12 @@
 #include "session/index_file.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
@@ -13,39 +19,169 @@ namespace lctx {
 namespace {
 
 const char kMagic[8] = {'L', 'C', 'T', 'X', 'R', 'I', 'D', 'X'};
+constexpr uint64_t kPreamble = 8 + 4 + 4 + 8;   // magic, version, kind, file size
 
-struct Writer {
-    std::FILE *f;
+// The process umask, read without changing it (umask(2) would change it for
+// every thread for a moment): /proc/self/status, else the usual 022.
+mode_t current_umask() {
+    std::FILE *f = std::fopen("/proc/self/status", "r");
+    mode_t mask = 022;
+    if (!f) return mask;
+    char line[256];
+    while (std::fgets(line, sizeof line, f))
+        if (std::strncmp(line, "Umask:", 6) == 0) {
+            mask = static_cast<mode_t>(std::strtoul(line + 6, nullptr, 8));
+            break;
+        }
+    std::fclose(f);
+    return mask;
+}
+
+std::string parent_dir(const std::string &path) {
+    const std::filesystem::path p(path);
+    const std::string d = p.parent_path().string();
+    return d.empty() ? "." : d;
+}
+
+} // namespace
+
+const char *index_kind_name(IndexKind kind) {
+    switch (kind) {
+    case IndexKind::REFORM: return "REFORM";
+    }
+    return "unknown";
+}
+
+IndexWriter::IndexWriter(const std::string &path, IndexKind kind, uint64_t payload_bytes)
+    : path_(path), hash_(std::make_shared<Hash64>()) {
+    if (path.empty()) fail(LCTX_ERR_INVALID_ARG, "index path is empty");
+    const std::string name = std::filesystem::path(path).filename().string();
+    if (name.empty() || name == "." || name == "..")
+        fail(LCTX_ERR_INVALID_ARG, "index path '%s' names a directory, not a file", path.c_str());
+    // A unique name in the target's directory (so the rename stays on one
+    // file system), created with O_CREAT | O_EXCL by mkstemp: an existing
+    // file or symbolic link there is never opened or followed.
+    tmp_ = parent_dir(path) + "/." + name + ".tmp-XXXXXX";
+    const int fd = ::mkstemp(tmp_.data());
+    if (fd < 0) fail(LCTX_ERR_IO, "cannot create a temporary index file next to '%s': %s", path.c_str(),
+                     std::strerror(errno));
+    ::fchmod(fd, 0666 & ~current_umask());   // as a plain create would (mkstemp makes 0600)
+    f_ = ::fdopen(fd, "wb");
+    if (!f_) {
+        const int err = errno;
+        ::close(fd);
+        ::unlink(tmp_.c_str());
+        fail(LCTX_ERR_IO, "cannot write index '%s': %s", tmp_.c_str(), std::strerror(err));
+    }
+    total_ = kPreamble + payload_bytes + 8;
+    try {
+        bytes(kMagic, 8);
+        put(kIndexVersion);
+        put(static_cast<uint32_t>(kind));
+        put(total_);
+    } catch (...) {
+        std::fclose(f_);
+        ::unlink(tmp_.c_str());
+        throw;
+    }
+}
+
+IndexWriter::~IndexWriter() {
+    if (f_) std::fclose(f_);
+    if (!committed_ && !tmp_.empty()) ::unlink(tmp_.c_str());
+}
+
+void IndexWriter::bytes(const void *p, size_t len) {
+    if (!f_) fail(LCTX_ERR_INTERNAL, "index writer used after commit");
+    if (len && std::fwrite(p, 1, len, f_) != len)
+        fail(LCTX_ERR_IO, "cannot write index '%s': %s", tmp_.c_str(), std::strerror(errno));
+    static_cast<Hash64 *>(hash_.get())->update(p, len);
+    written_ += len;
+}
+
+void IndexWriter::commit() {
+    const uint64_t sum = static_cast<Hash64 *>(hash_.get())->digest();
+    bytes(&sum, sizeof sum);
+    if (written_ != total_)
+        fail(LCTX_ERR_INTERNAL, "index size %llu != planned %llu", (unsigned long long)written_,
+             (unsigned long long)total_);
+    if (std::fflush(f_) != 0 || ::fsync(::fileno(f_)) != 0)
+        fail(LCTX_ERR_IO, "cannot write index '%s': %s", tmp_.c_str(), std::strerror(errno));
+    std::FILE *f = f_;
+    f_ = nullptr;
+    if (std::fclose(f) != 0) fail(LCTX_ERR_IO, "cannot write index '%s': %s", tmp_.c_str(), std::strerror(errno));
+    // rename(2) replaces the target itself (a symbolic link there is replaced, not followed).
+    if (std::rename(tmp_.c_str(), path_.c_str()) != 0)
+        fail(LCTX_ERR_IO, "cannot move the index to '%s': %s", path_.c_str(), std::strerror(errno));
+    committed_ = true;
+    // The rename is durable once the directory is.
+    const std::string dir = parent_dir(path_);
+    const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0 || ::fsync(dfd) != 0) {
+        const int err = errno;
+        if (dfd >= 0) ::close(dfd);
+        fail(LCTX_ERR_IO, "index '%s' written, but its directory could not be synced: %s", path_.c_str(),
+             std::strerror(err));
+    }
+    ::close(dfd);
+}
+
+IndexReader::IndexReader(const std::string &path, IndexKind kind) : path_(path) {
+    std::FILE *fp = std::fopen(path.c_str(), "rb");
+    if (!fp) fail(LCTX_ERR_IO, "cannot open index '%s': %s", path.c_str(), std::strerror(errno));
+    file_.reset(fp, std::fclose);
+    struct stat st {};
+    if (::fstat(::fileno(fp), &st) != 0) fail(LCTX_ERR_IO, "cannot stat index '%s': %s", path.c_str(), std::strerror(errno));
+    if (!S_ISREG(st.st_mode)) fail(LCTX_ERR_IO, "index '%s' is not a regular file", path.c_str());
+    const uint64_t size = static_cast<uint64_t>(st.st_size);
+    if (size < kPreamble + 8) fail(LCTX_ERR_FORMAT, "'%s' is not an lctx index (too short)", path.c_str());
+    unsigned char pre[kPreamble];
+    if (std::fread(pre, 1, sizeof pre, fp) != sizeof pre)
+        fail(LCTX_ERR_FORMAT, "index '%s' is truncated (read failed)", path.c_str());
+    if (std::memcmp(pre, kMagic, 8) != 0) fail(LCTX_ERR_FORMAT, "'%s' is not an lctx index", path.c_str());
+    uint32_t version = 0, file_kind = 0;
+    uint64_t total = 0;
+    std::memcpy(&version, pre + 8, 4);
+    std::memcpy(&file_kind, pre + 12, 4);
+    std::memcpy(&total, pre + 16, 8);
+    if (version != kIndexVersion)
+        fail(LCTX_ERR_FORMAT, "index '%s' has format version %u; this lctx reads version %u: rebuild the index "
+             "(lctx_index_save)", path.c_str(), version, kIndexVersion);
+    if (file_kind != static_cast<uint32_t>(kind))
+        fail(LCTX_ERR_FORMAT, "index '%s' holds a %s index (kind %u), not a %s one", path.c_str(),
+             index_kind_name(static_cast<IndexKind>(file_kind)), file_kind, index_kind_name(kind));
+    if (total != size)
+        fail(LCTX_ERR_FORMAT, "index '%s' is %llu bytes but should be %llu: the file is truncated or damaged",
+             path.c_str(), (unsigned long long)size, (unsigned long long)total);
+    // The checksum of every byte before it, in one pass with a fixed buffer.
     Hash64 h;
-    uint64_t n = 0;
-    std::string path;
-    void bytes(const void *p, size_t len) {
-        if (len && std::fwrite(p, 1, len, f) != len)
-            fail(LCTX_ERR_IO, "cannot write index '%s': %s", path.c_str(), std::strerror(errno));
-        h.update(p, len);
-        n += len;
-    }
-    template <class T> void put(const T &v) { bytes(&v, sizeof v); }
-};
-
-struct Reader {
-    std::FILE *f;
-    Hash64 *h;
-    uint64_t left;   // bytes before the checksum still to read
-    std::string path;
-    void bytes(void *p, size_t len) {
-        if (len > left) fail(LCTX_ERR_FORMAT, "index '%s' is truncated or its sizes are inconsistent", path.c_str());
-        if (len && std::fread(p, 1, len, f) != len)
+    h.update(pre, sizeof pre);
+    std::vector<unsigned char> buf(1 << 16);
+    for (uint64_t left = size - kPreamble - 8; left > 0;) {
+        const size_t n = static_cast<size_t>(std::min<uint64_t>(left, buf.size()));
+        if (std::fread(buf.data(), 1, n, fp) != n)
             fail(LCTX_ERR_FORMAT, "index '%s' is truncated (read failed)", path.c_str());
-        h->update(p, len);
-        left -= len;
+        h.update(buf.data(), n);
+        left -= n;
     }
-    template <class T> T get() {
-        T v;
-        bytes(&v, sizeof v);
-        return v;
-    }
-};
+    uint64_t sum = 0;
+    if (std::fread(&sum, 1, sizeof sum, fp) != sizeof sum)
+        fail(LCTX_ERR_FORMAT, "index '%s' is truncated (no checksum)", path.c_str());
+    if (sum != h.digest())
+        fail(LCTX_ERR_FORMAT, "index '%s' is corrupted: checksum mismatch (an altered or damaged file)", path.c_str());
+    if (std::fseek(fp, static_cast<long>(kPreamble), SEEK_SET) != 0)
+        fail(LCTX_ERR_IO, "cannot read index '%s': %s", path.c_str(), std::strerror(errno));
+    left_ = size - kPreamble - 8;
+}
+
+void IndexReader::bytes(void *p, size_t len) {
+    if (len > left_) fail(LCTX_ERR_FORMAT, "index '%s': its sizes do not match the file size", path_.c_str());
+    if (len && std::fread(p, 1, len, file_.get()) != len)
+        fail(LCTX_ERR_FORMAT, "index '%s' is truncated (read failed)", path_.c_str());
+    left_ -= len;
+}
+
+namespace {
 
 uint64_t body_bytes(int64_t n_tokens, int32_t dim, int32_t exit, int32_t n_kv, int32_t head_dim, int64_t n_slots) {
     const uint64_t per_head = uint64_t(n_slots) * (2ull * head_dim * 4 + 8 + 4);
@@ -57,99 +193,52 @@ uint64_t body_bytes(int64_t n_tokens, int32_t dim, int32_t exit, int32_t n_kv, i
 void write_reform_index(const std::string &path, const Model &model, const HeadProfile &profile,
                         const std::vector<int32_t> &ids, const EmbeddingStore &store, const ReformEncoder &enc) {
     const Hparams &hp = model.hparams();
-    const std::string tmp = path + ".tmp";
-    std::FILE *f = std::fopen(tmp.c_str(), "wb");
-    if (!f) fail(LCTX_ERR_IO, "cannot create index '%s': %s", tmp.c_str(), std::strerror(errno));
-    std::unique_ptr<std::FILE, int (*)(std::FILE *)> guard(f, std::fclose);
-    try {
-        Writer w{f, Hash64(), 0, tmp};
-        const std::string pj = head_profile_json(profile);
-        const EncoderConfig &c = enc.config();
-        const int64_t N = static_cast<int64_t>(ids.size()), S = enc.n_slots();
-        const int32_t D = enc.dim(), E = enc.exit_layer(), KV = hp.n_head_kv, d = hp.head_dim;
-        const uint64_t header = 8 + 4 + 4 + 8 + 8 + 4 + pj.size() + 5 * 8 + 4 + 5 * 4 + 2 * 8;
-        const uint64_t total = header + body_bytes(N, D, E, KV, d, S) + 8;
-        w.bytes(kMagic, 8);
-        w.put(kReformIndexVersion);
-        w.put(uint32_t(0));
-        w.put(total);
-        w.put(model_fingerprint(model));
-        w.put(uint32_t(pj.size()));
-        w.bytes(pj.data(), pj.size());
-        for (int64_t v : {c.chunk, c.budget, c.sink, c.recent, c.obs}) w.put(v);
-        w.put(uint32_t(c.accumulate ? 1 : 0));
-        for (int32_t v : {hp.n_layer, KV, d, D, E}) w.put(v);
-        w.put(N);
-        w.put(S);
-        w.bytes(ids.data(), ids.size() * sizeof(int32_t));
-        for (int64_t t = 0; t < N;) {
-            const int64_t len = std::min(N - t, store.contiguous_from(t));
-            w.bytes(store.row(t), static_cast<size_t>(len) * D * sizeof(uint16_t));
-            t += len;
+    const std::string pj = head_profile_json(profile);
+    const EncoderConfig &c = enc.config();
+    const int64_t N = static_cast<int64_t>(ids.size()), S = enc.n_slots();
+    const int32_t D = enc.dim(), E = enc.exit_layer(), KV = hp.n_head_kv, d = hp.head_dim;
+    const uint64_t header = 8 + 4 + pj.size() + 5 * 8 + 4 + 5 * 4 + 2 * 8;
+    IndexWriter w(path, IndexKind::REFORM, header + body_bytes(N, D, E, KV, d, S));
+    w.put(model_fingerprint(model));
+    w.put(uint32_t(pj.size()));
+    w.bytes(pj.data(), pj.size());
+    for (int64_t v : {c.chunk, c.budget, c.sink, c.recent, c.obs}) w.put(v);
+    w.put(uint32_t(c.accumulate ? 1 : 0));
+    for (int32_t v : {hp.n_layer, KV, d, D, E}) w.put(v);
+    w.put(N);
+    w.put(S);
+    w.bytes(ids.data(), ids.size() * sizeof(int32_t));
+    for (int64_t t = 0; t < N;) {
+        const int64_t len = std::min(N - t, store.contiguous_from(t));
+        w.bytes(store.row(t), static_cast<size_t>(len) * D * sizeof(uint16_t));
+        t += len;
+    }
+    const KvStore &cache = enc.cache();
+    std::vector<float> rows(static_cast<size_t>(S) * d);
+    for (int32_t l = 0; l < E; ++l)
+        for (int32_t g = 0; g < KV; ++g) {
+            cache.read_keys(l, g, 0, S, rows.data());
+            w.bytes(rows.data(), rows.size() * sizeof(float));
+            cache.read_values(l, g, 0, S, rows.data());
+            w.bytes(rows.data(), rows.size() * sizeof(float));
+            w.bytes(enc.orig(l, g).data(), static_cast<size_t>(S) * sizeof(int64_t));
+            w.bytes(enc.score(l, g).data(), static_cast<size_t>(S) * sizeof(float));
         }
-        const KvStore &cache = enc.cache();
-        std::vector<float> rows(static_cast<size_t>(S) * d);
-        for (int32_t l = 0; l < E; ++l)
-            for (int32_t g = 0; g < KV; ++g) {
-                cache.read_keys(l, g, 0, S, rows.data());
-                w.bytes(rows.data(), rows.size() * sizeof(float));
-                cache.read_values(l, g, 0, S, rows.data());
-                w.bytes(rows.data(), rows.size() * sizeof(float));
-                w.bytes(enc.orig(l, g).data(), static_cast<size_t>(S) * sizeof(int64_t));
-                w.bytes(enc.score(l, g).data(), static_cast<size_t>(S) * sizeof(float));
-            }
-        const uint64_t sum = w.h.digest();
-        w.bytes(&sum, sizeof sum);
-        if (w.n != total) fail(LCTX_ERR_INTERNAL, "index size %llu != planned %llu", (unsigned long long)w.n,
-                               (unsigned long long)total);
-        if (std::fflush(f) != 0) fail(LCTX_ERR_IO, "cannot write index '%s': %s", tmp.c_str(), std::strerror(errno));
-    } catch (...) {
-        guard.reset();
-        std::remove(tmp.c_str());
-        throw;
-    }
-    if (std::fclose(guard.release()) != 0) {
-        std::remove(tmp.c_str());
-        fail(LCTX_ERR_IO, "cannot write index '%s': %s", tmp.c_str(), std::strerror(errno));
-    }
-    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-        std::remove(tmp.c_str());
-        fail(LCTX_ERR_IO, "cannot move the index to '%s': %s", path.c_str(), std::strerror(errno));
-    }
+    w.commit();
 }
 
 ReformIndexHeader read_reform_index_header(const std::string &path, const Model &model) {
     const Hparams &hp = model.hparams();
-    std::error_code ec;
-    const uint64_t size = std::filesystem::file_size(path, ec);
-    if (ec) fail(LCTX_ERR_IO, "cannot open index '%s': %s", path.c_str(), ec.message().c_str());
-    std::FILE *fp = std::fopen(path.c_str(), "rb");
-    if (!fp) fail(LCTX_ERR_IO, "cannot open index '%s': %s", path.c_str(), std::strerror(errno));
     ReformIndexHeader h;
     h.path = path;
-    h.file.reset(fp, std::fclose);
-    auto hash = std::make_shared<Hash64>();
-    h.hash = hash;
-    if (size < 8 + 4 + 4 + 8 + 8) fail(LCTX_ERR_FORMAT, "'%s' is not an lctx index (too short)", path.c_str());
-    Reader r{fp, hash.get(), size - 8, path};
-    char magic[8];
-    r.bytes(magic, 8);
-    if (std::memcmp(magic, kMagic, 8) != 0) fail(LCTX_ERR_FORMAT, "'%s' is not an lctx index", path.c_str());
-    const uint32_t version = r.get<uint32_t>();
-    if (version != kReformIndexVersion)
-        fail(LCTX_ERR_FORMAT, "index '%s' has version %u; this lctx reads version %u: rebuild the index",
-             path.c_str(), version, kReformIndexVersion);
-    r.get<uint32_t>();
-    const uint64_t total = r.get<uint64_t>();
-    if (total != size)
-        fail(LCTX_ERR_FORMAT, "index '%s' is %llu bytes but should be %llu: the file is truncated or damaged",
-             path.c_str(), (unsigned long long)size, (unsigned long long)total);
+    h.reader = std::make_shared<IndexReader>(path, IndexKind::REFORM);   // container and checksum verified
+    IndexReader &r = *h.reader;
     const uint64_t fp_file = r.get<uint64_t>();
     if (fp_file != model_fingerprint(model))
         fail(LCTX_ERR_INVALID_ARG, "index '%s' was built with another model (or quantization) than the one given",
              path.c_str());
     const uint32_t pj_len = r.get<uint32_t>();
-    if (pj_len > (1u << 20)) fail(LCTX_ERR_FORMAT, "index '%s': profile of %u bytes is implausible", path.c_str(), pj_len);
+    if (pj_len > (1u << 20) || pj_len > r.left()) fail(LCTX_ERR_FORMAT, "index '%s': profile of %u bytes is implausible", path.c_str(), pj_len);
     std::string pj(pj_len, '\0');
     r.bytes(pj.data(), pj_len);
     h.profile = parse_head_profile(pj, path + " (profile)");
@@ -180,7 +269,7 @@ ReformIndexHeader read_reform_index_header(const std::string &path, const Model 
         (h.exit_layer == 0 && h.n_slots != 0))
         fail(LCTX_ERR_FORMAT, "index '%s': invalid token or slot count", path.c_str());
     if (h.n_tokens > int64_t(1) << 40 ||
-        body_bytes(h.n_tokens, h.dim, h.exit_layer, hp.n_head_kv, hp.head_dim, h.n_slots) != r.left)
+        body_bytes(h.n_tokens, h.dim, h.exit_layer, hp.n_head_kv, hp.head_dim, h.n_slots) != r.left())
         fail(LCTX_ERR_FORMAT, "index '%s': the sizes in the header do not match the file size", path.c_str());
     h.n_vocab = hp.n_vocab;
     return h;
@@ -188,9 +277,10 @@ ReformIndexHeader read_reform_index_header(const std::string &path, const Model 
 
 void read_reform_index_body(ReformIndexHeader &h, std::vector<int32_t> &ids, EmbeddingStore &store,
                             ReformEncoder &enc) {
-    Hash64 *hash = static_cast<Hash64 *>(h.hash.get());
     const int32_t KV = enc.cache().n_head_kv(), d = enc.cache().head_dim();
-    Reader r{h.file.get(), hash, body_bytes(h.n_tokens, h.dim, h.exit_layer, KV, d, h.n_slots) + 0, h.path};
+    IndexReader &r = *h.reader;
+    if (r.left() != body_bytes(h.n_tokens, h.dim, h.exit_layer, KV, d, h.n_slots))
+        fail(LCTX_ERR_INTERNAL, "index reader: the body does not match the header");
     if (store.dim() != h.dim || enc.exit_layer() != h.exit_layer)
         fail(LCTX_ERR_INTERNAL, "index reader: encoder does not match the header");
     ids.resize(static_cast<size_t>(h.n_tokens));
@@ -221,12 +311,8 @@ void read_reform_index_body(ReformIndexHeader &h, std::vector<int32_t> &ids, Emb
                 if (o[s] < 0 || o[s] >= h.n_tokens || (s > 0 && o[s] <= o[s - 1]))
                     fail(LCTX_ERR_FORMAT, "index '%s': working-cache token indices are invalid", h.path.c_str());
         }
-    const uint64_t expect = hash->digest();
-    uint64_t sum = 0;
-    if (std::fread(&sum, 1, sizeof sum, h.file.get()) != sizeof sum)
-        fail(LCTX_ERR_FORMAT, "index '%s' is truncated (no checksum)", h.path.c_str());
-    if (sum != expect)
-        fail(LCTX_ERR_FORMAT, "index '%s' is corrupted: checksum mismatch", h.path.c_str());
+    if (r.left() != 0) fail(LCTX_ERR_FORMAT, "index '%s': %llu bytes left after the payload", h.path.c_str(),
+                            (unsigned long long)r.left());
 }
 
 } // namespace lctx

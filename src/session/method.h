@@ -40,6 +40,11 @@ public:
     virtual const std::vector<int32_t> &context_tokens() const = 0;
     // Document tokens read so far.
     virtual int64_t n_fed() const = 0;
+    // A hash of what the method holds of the document (its caches' filled
+    // slots: keys, values, positions; the token ids and bookkeeping they
+    // stand for). Equal digests mean equal document state: the cancel/retry
+    // tests compare it with an uninterrupted run.
+    virtual uint64_t state_digest() const = 0;
 };
 
 } // namespace lctx

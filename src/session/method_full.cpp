@@ -3,6 +3,7 @@
 #include <numeric>
 
 #include "common/error.h"
+#include "session/state_digest.h"
 
 namespace lctx {
 
@@ -43,6 +44,14 @@ void FullMethod::feed(const int32_t *tokens, size_t n, Progress &progress) {
 }
 
 void FullMethod::finish(Progress &) {}
+
+uint64_t FullMethod::state_digest() const {
+    Hash64 h;
+    h.add(n_doc_);
+    digest_vec(h, tokens_);
+    digest_kv(h, cache_);
+    return h.digest();
+}
 
 Selection FullMethod::select(const std::vector<int32_t> &query, Progress &) {
     Selection s;

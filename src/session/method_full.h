@@ -22,6 +22,7 @@ public:
     void append(int32_t token, std::vector<float> &logits) override;
     const std::vector<int32_t> &context_tokens() const override { return tokens_; }
     int64_t n_fed() const override { return n_doc_; }
+    uint64_t state_digest() const override;
 
 private:
     // Forwards tokens at the next positions in batches of n_batch_.

@@ -6,6 +6,7 @@
 #include "common/log.h"
 #include "session/ilre_allocator.h"
 #include "session/ilre_scorer.h"
+#include "session/state_digest.h"
 
 namespace lctx {
 
@@ -42,6 +43,24 @@ ChunkStep IlreMethod::encode_step() {
     return [this](const int32_t *tokens, int64_t m, const std::function<bool()> &keep_going) {
         encoder_->step(tokens, m, keep_going);
     };
+}
+
+uint64_t IlreMethod::state_digest() const {
+    Hash64 h;
+    digest_vec(h, feeder_.ids);
+    const IlreEncoder &e = *encoder_;
+    h.add(e.n_encoded());
+    if (e.cache()) digest_kv(h, *e.cache());
+    for (int32_t g = 0; g < model_.hparams().n_head_kv; ++g) {
+        const EmbeddingStore &st = e.keys(0, g);
+        h.add(st.size());
+        for (int64_t t = 0; t < st.size();) {
+            const int64_t len = std::min(st.size() - t, st.contiguous_from(t));
+            h.update(st.row(t), static_cast<size_t>(len) * st.dim() * sizeof(uint16_t));
+            t += len;
+        }
+    }
+    return h.digest();
 }
 
 void IlreMethod::feed(const int32_t *tokens, size_t n, Progress &progress) {

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "common/error.h"
+#include "session/state_digest.h"
 #include "common/ggml_type.h"
 #include "session/infllm_blocks.h"
 
@@ -302,6 +303,25 @@ ChunkStep InfllmMethod::encode_step() {
 void InfllmMethod::feed(const int32_t *tokens, size_t n, Progress &progress) {
     if (sealed_) fail(LCTX_ERR_STATE, "INFLLM: the document is sealed");
     feeder_.feed(tokens, n, progress, encode_step());
+}
+
+uint64_t InfllmMethod::state_digest() const {
+    Hash64 h;
+    digest_vec(h, feeder_.ids);
+    h.add(n_encoded_);
+    h.add(n_blocks_);
+    h.add(pend_base_);
+    digest_kv(h, cache_);
+    for (const std::vector<Fp16Rows> *rows : {&k_store_, &v_store_})
+        for (const Fp16Rows &r : *rows) {
+            h.add(r.size());
+            for (int64_t t = 0; t < r.size(); ++t) h.update(r.row(t), static_cast<size_t>(r.width()) * sizeof(uint16_t));
+        }
+    digest_vecs(h, kbar_);
+    digest_vecs(h, pend_);
+    digest_vecs(h, retrieved_);
+    digest_vec(h, ctx_tokens_);
+    return h.digest();
 }
 
 void InfllmMethod::finish(Progress &progress) {

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "common/error.h"
+#include "session/state_digest.h"
 #include "session/evictor.h"
 #include "session/evictor_h2o.h"
 #include "session/evictor_scores.h"
@@ -204,6 +205,16 @@ ChunkStep RecurrentMethod::encode_step() {
 void RecurrentMethod::feed(const int32_t *tokens, size_t n, Progress &progress) {
     if (sealed_) fail(LCTX_ERR_STATE, "%s: the document is sealed", feeder_.who);
     feeder_.feed(tokens, n, progress, encode_step());
+}
+
+uint64_t RecurrentMethod::state_digest() const {
+    Hash64 h;
+    digest_vec(h, feeder_.ids);
+    h.add(feeder_.n_encoded());
+    digest_kv(h, cache_);
+    digest_vecs(h, orig_);
+    digest_vecs(h, score_);
+    return h.digest();
 }
 
 void RecurrentMethod::finish(Progress &progress) {

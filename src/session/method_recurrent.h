@@ -55,6 +55,7 @@ public:
     void append(int32_t token, std::vector<float> &logits) override;
     const std::vector<int32_t> &context_tokens() const override { return ctx_tokens_; }
     int64_t n_fed() const override { return static_cast<int64_t>(feeder_.ids.size()); }
+    uint64_t state_digest() const override;
 
     // Introspection for tests: the document cache and the original document
     // index of every slot of (layer, KV head).

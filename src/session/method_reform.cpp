@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "common/error.h"
+#include "session/state_digest.h"
 #include "common/log.h"
 #include "session/index_file.h"
 #include "session/query_mask.h"
@@ -44,6 +45,27 @@ ChunkStep ReformMethod::encode_step() {
 void ReformMethod::feed(const int32_t *tokens, size_t n, Progress &progress) {
     if (sealed_) fail(LCTX_ERR_STATE, "REFORM: the document is sealed");
     feeder_.feed(tokens, n, progress, encode_step());
+}
+
+uint64_t ReformMethod::state_digest() const {
+    Hash64 h;
+    digest_vec(h, feeder_.ids);
+    const ReformEncoder &e = *encoder_;
+    h.add(e.n_encoded());
+    digest_kv(h, e.cache());
+    for (int32_t l = 0; l < e.cache().n_layers(); ++l)
+        for (int32_t g = 0; g < e.cache().n_head_kv(); ++g) {
+            digest_vec(h, e.orig(l, g));
+            digest_vec(h, e.score(l, g));
+        }
+    const EmbeddingStore &st = *store_;
+    h.add(st.size());
+    for (int64_t t = 0; t < st.size();) {
+        const int64_t len = std::min(st.size() - t, st.contiguous_from(t));
+        h.update(st.row(t), static_cast<size_t>(len) * st.dim() * sizeof(uint16_t));
+        t += len;
+    }
+    return h.digest();
 }
 
 void ReformMethod::finish(Progress &progress) {

@@ -1,6 +1,7 @@
 #include "session/method_truncate.h"
 
 #include "common/error.h"
+#include "session/state_digest.h"
 
 namespace lctx {
 
@@ -23,11 +24,25 @@ void TruncateMethod::feed(const int32_t *tokens, size_t n, Progress &progress) {
 }
 
 void TruncateMethod::finish(Progress &progress) {
+    if (sealed_) return;
     std::vector<int32_t> kept(head_);
     kept.insert(kept.end(), tail_.begin(), tail_.end());
-    full_.feed(kept.data(), kept.size(), progress);   // throws with the tokens that completed kept
+    // A cancelled build_index keeps the batches that completed in full_; a
+    // retry forwards only the kept tokens after them.
+    const size_t done = static_cast<size_t>(full_.n_fed());
+    if (done > kept.size()) fail(LCTX_ERR_INTERNAL, "TRUNCATE: %zu tokens cached, only %zu kept", done, kept.size());
+    full_.feed(kept.data() + done, kept.size() - done, progress);   // throws with the tokens that completed kept
     full_.finish(progress);
     sealed_ = true;
+}
+
+uint64_t TruncateMethod::state_digest() const {
+    Hash64 h;
+    h.add(n_fed_);
+    digest_vec(h, head_);
+    digest_vec(h, std::vector<int32_t>(tail_.begin(), tail_.end()));
+    h.add(full_.state_digest());
+    return h.digest();
 }
 
 std::vector<int64_t> TruncateMethod::kept_positions() const {

@@ -24,6 +24,7 @@ public:
     void append(int32_t token, std::vector<float> &logits) override;
     const std::vector<int32_t> &context_tokens() const override { return full_.context_tokens(); }
     int64_t n_fed() const override { return n_fed_; }
+    uint64_t state_digest() const override;
 
     // Document positions kept (ascending).
     std::vector<int64_t> kept_positions() const;

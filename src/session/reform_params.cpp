@@ -17,7 +17,9 @@ int64_t pow2_floor(int64_t x) {
     return p;
 }
 
-int64_t pick(int32_t user, int64_t derived) { return user > 0 ? user : derived; }
+int64_t pick(int32_t user, int64_t derived) { return user > 0 ? user : derived; }   // n_ctx: <= 0 is documented
+
+int64_t knob(const char *field, int32_t user, int64_t derived) { return size_knob("REFORM", field, user, derived); }
 
 } // namespace
 
@@ -26,10 +28,10 @@ ReformParams reform_params_from(const Hparams &hp, const lctx_session_params &sp
     const lctx_reform_params r = read_reform_params(sp.reform);
     ReformParams p;
     p.kv_type = kv_type_of(sp);
-    p.chunk = pick(r.chunk, std::clamp<int64_t>(pow2_floor(n_train / 4), 64, 32768));
-    p.budget = pick(r.budget, p.chunk);
-    p.sink = pick(r.sink, std::min<int64_t>(256, p.budget / 8));
-    p.recent = pick(r.recent, std::min<int64_t>(256, p.budget / 8));
+    p.chunk = knob("lctx_reform_params.chunk", r.chunk, std::clamp<int64_t>(pow2_floor(n_train / 4), 64, 32768));
+    p.budget = knob("lctx_reform_params.budget", r.budget, p.chunk);
+    p.sink = knob("lctx_reform_params.sink", r.sink, std::min<int64_t>(256, p.budget / 8));
+    p.recent = knob("lctx_reform_params.recent", r.recent, std::min<int64_t>(256, p.budget / 8));
     int32_t evictor = 0;   // read as a plain int: a value outside the enum is the caller's error
     std::memcpy(&evictor, &r.evictor, sizeof evictor);
     switch (evictor) {
@@ -41,10 +43,10 @@ ReformParams reform_params_from(const Hparams &hp, const lctx_session_params &sp
     }
     // Each rule's own observation window (evictor.h); H2O's is the paper's 128.
     const int64_t obs_default = p.evictor == EvictorKind::H2O ? 128 : std::max<int64_t>(1, Evictor::make(p.evictor, 0, 0, 0).obs);
-    p.obs = pick(r.obs, std::min<int64_t>(obs_default, p.chunk));
-    p.recompute = pick(r.recompute, std::max<int64_t>(n_train / 2, 16));
-    p.keep_first = pick(r.keep_first, std::min<int64_t>(256, p.recompute / 8));
-    p.keep_last = pick(r.keep_last, std::min<int64_t>(256, p.recompute / 8));
+    p.obs = knob("lctx_reform_params.obs", r.obs, std::min<int64_t>(obs_default, p.chunk));
+    p.recompute = knob("lctx_reform_params.recompute", r.recompute, std::max<int64_t>(n_train / 2, 16));
+    p.keep_first = knob("lctx_reform_params.keep_first", r.keep_first, std::min<int64_t>(256, p.recompute / 8));
+    p.keep_last = knob("lctx_reform_params.keep_last", r.keep_last, std::min<int64_t>(256, p.recompute / 8));
     p.pool_half = r.pool_half > 0 ? r.pool_half : r.pool_half < 0 ? 0 : 64;
     p.n_ctx = pick(sp.n_ctx, n_train);
     p.n_batch = sp.n_batch > 0 ? sp.n_batch : 512;

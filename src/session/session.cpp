@@ -100,22 +100,32 @@ void Session::check_tokens(const char *what, const int32_t *tokens, size_t n) co
                  n_vocab);
 }
 
-Progress Session::start_call() {
-    cancel_.store(false);
-    return Progress(params_.progress, params_.progress_user_data, cancel_);
+template <class Body>
+void Session::run_call(const char *call, Body &&body) {
+    Progress progress(params_.progress, params_.progress_user_data, cancel_);
+    try {
+        // A cancel that came before the call (no call was running) stops it
+        // before it does anything.
+        if (progress.cancelled()) fail(LCTX_ERR_CANCELLED, "%s: cancelled (lctx_session_cancel before the call)", call);
+        body(progress);
+        if (!progress.finish()) fail(LCTX_ERR_CANCELLED, "%s: cancelled at its end (done = 1.0)", call);
+    } catch (const Error &e) {
+        if (e.status() == LCTX_ERR_CANCELLED) cancel_.store(false);   // the request is answered
+        throw;
+    }
 }
 
 void Session::feed(const int32_t *tokens, size_t n) {
     expect_stage("lctx_feed_chunk", {LCTX_STAGE_FEEDING});
     check_tokens("lctx_feed_chunk", tokens, n);
-    Progress progress = start_call();
-    method_->feed(tokens, n, progress);
+    run_call("lctx_feed_chunk", [&](Progress &progress) { method_->feed(tokens, n, progress); });
 }
 
 void Session::build_index() {
     expect_stage("lctx_build_index", {LCTX_STAGE_FEEDING});
-    Progress progress = start_call();
-    method_->finish(progress);
+    // A cancelled build_index may be called again: every method's finish
+    // goes on from where the cancelled one stopped.
+    run_call("lctx_build_index", [&](Progress &progress) { method_->finish(progress); });
     stage_ = LCTX_STAGE_INDEXED;
 }
 
@@ -123,8 +133,10 @@ std::unique_ptr<Selection> Session::select(const int32_t *query, size_t n) {
     expect_stage("lctx_select", {LCTX_STAGE_INDEXED, LCTX_STAGE_SELECTED, LCTX_STAGE_DECODING});
     if (n == 0) fail(LCTX_ERR_INVALID_ARG, "lctx_select: the query is empty (give at least one token)");
     check_tokens("lctx_select", query, n);
-    Progress progress = start_call();
-    auto sel = std::make_unique<Selection>(method_->select(std::vector<int32_t>(query, query + n), progress));
+    std::unique_ptr<Selection> sel;
+    run_call("lctx_select", [&](Progress &progress) {
+        sel = std::make_unique<Selection>(method_->select(std::vector<int32_t>(query, query + n), progress));
+    });
     sel->session_id = id_;
     stage_ = LCTX_STAGE_SELECTED;
     return sel;
@@ -134,11 +146,10 @@ void Session::recompute(const Selection &selection) {
     expect_stage("lctx_recompute", {LCTX_STAGE_SELECTED, LCTX_STAGE_DECODING});
     if (selection.session_id != id_)
         fail(LCTX_ERR_INVALID_ARG, "lctx_recompute: the selection was made by another session");
-    Progress progress = start_call();
     has_logits_ = false;
     pending_ = -1;
     stage_ = LCTX_STAGE_SELECTED;  // stays here if recompute fails
-    method_->recompute(selection, progress, logits_);
+    run_call("lctx_recompute", [&](Progress &progress) { method_->recompute(selection, progress, logits_); });
     has_logits_ = true;
     rng_seeded_ = false;
     stage_ = LCTX_STAGE_DECODING;
@@ -164,6 +175,9 @@ void Session::load_index(const std::string &path) {
 int32_t Session::decode(const lctx_sampling_params &sampling) {
     expect_stage("lctx_decode", {LCTX_STAGE_DECODING});
     validate_sampling(sampling);
+    // A pending lctx_session_cancel stops a generation loop here (decode has
+    // no progress callback); the token is not sampled and the request is consumed.
+    if (cancel_.exchange(false)) fail(LCTX_ERR_CANCELLED, "lctx_decode: cancelled by lctx_session_cancel");
     if (pending_ >= 0) {
         // The previous token enters the cache only now, so the last decode
         // call of an answer costs no forward pass.

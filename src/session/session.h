@@ -36,6 +36,10 @@ public:
     int64_t n_fed() const { return method_->n_fed(); }
     uint64_t id() const { return id_; }
     const float *logits() const { return has_logits_ ? logits_.data() : nullptr; }
+    // Asks the running long call to stop; a request that finds no call
+    // running (or one past its last check) stays pending and stops the next
+    // long call or decode: a cancel is never lost. It is consumed by the call
+    // that returns LCTX_ERR_CANCELLED for it.
     void cancel() { cancel_.store(true); }
     // REFORM index persistence (LCTX_ERR_UNSUPPORTED for other methods).
     // load_index needs a new session and leaves it INDEXED.
@@ -46,7 +50,11 @@ public:
 private:
     void expect_stage(const char *call, std::initializer_list<lctx_stage> allowed) const;
     void check_tokens(const char *what, const int32_t *tokens, size_t n) const;
-    Progress start_call();
+    // Runs one long call: body(progress), then the end-of-call report
+    // (Progress::finish); a stop asked for at any point, done = 1.0 included,
+    // makes the call fail with LCTX_ERR_CANCELLED before its stage changes.
+    // The pending cancel request is consumed when the call is cancelled.
+    template <class Body> void run_call(const char *call, Body &&body);
 
     const Model &model_;
     // The caller's params read by the ABI rule; reform/kv/infllm point at the

@@ -36,6 +36,17 @@ inline lctx_ilre_params read_ilre_params(const lctx_ilre_params *p) {
     return read_params(p, lctx_ilre_default_params, "lctx_ilre_params", "lctx_ilre_default_params");
 }
 
+// A size knob of a method struct: 0 means "derived" (the header's rule), a
+// positive value is taken as given, a negative one is refused
+// (LCTX_ERR_INVALID_ARG naming the field): only the fields whose comment in
+// lctx.h gives a meaning to negative values read them otherwise.
+inline int64_t size_knob(const char *who, const char *field, int32_t user, int64_t derived) {
+    if (user < 0)
+        fail(LCTX_ERR_INVALID_ARG, "%s: %s = %d is negative: give a positive value, or 0 for the default", who, field,
+             user);
+    return user > 0 ? user : derived;
+}
+
 // The session's KV element type, read as a plain int (a value outside the
 // enum is the caller's error: LCTX_ERR_INVALID_ARG).
 inline KvType kv_type_of(const lctx_session_params &sp) {

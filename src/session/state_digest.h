@@ -1,0 +1,38 @@
+// Hash helpers for Method::state_digest: the filled slots of a KvStore and
+// plain vectors, folded into one Hash64.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/kv_store.h"
+#include "session/hash64.h"
+
+namespace lctx {
+
+// Every filled slot of every (layer, KV head): keys as stored, values, positions.
+inline void digest_kv(Hash64 &h, const KvStore &kv) {
+    h.add(kv.size());
+    std::vector<float> rows(static_cast<size_t>(kv.size()) * kv.head_dim());
+    for (int32_t l = 0; l < kv.n_layers(); ++l)
+        for (int32_t g = 0; g < kv.n_head_kv(); ++g) {
+            if (kv.size() == 0) continue;
+            kv.read_keys(l, g, 0, kv.size(), rows.data());
+            h.update(rows.data(), rows.size() * sizeof(float));
+            kv.read_values(l, g, 0, kv.size(), rows.data());
+            h.update(rows.data(), rows.size() * sizeof(float));
+            h.update(kv.positions(l, g), static_cast<size_t>(kv.size()) * sizeof(int32_t));
+        }
+}
+
+template <class T> void digest_vec(Hash64 &h, const std::vector<T> &v) {
+    h.add(static_cast<uint64_t>(v.size()));
+    h.update(v.data(), v.size() * sizeof(T));
+}
+
+template <class T> void digest_vecs(Hash64 &h, const std::vector<std::vector<T>> &vs) {
+    h.add(static_cast<uint64_t>(vs.size()));
+    for (const auto &v : vs) digest_vec(h, v);
+}
+
+} // namespace lctx
