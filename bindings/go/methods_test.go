@@ -5,6 +5,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -119,5 +120,137 @@ func TestMethodParams(t *testing.T) {
 			t.Errorf("%s: %v", method, err)
 		}
 		s.Close()
+	}
+}
+
+// ILRe with explicit knobs: the five stages run, the selection is the sinks
+// + the budget (the document is longer), and bad values are refused with
+// ErrInvalidArg and the field's name.
+func TestIlreParams(t *testing.T) {
+	m := tinyModel(t)
+	layer := int32(1)
+	params := func(edit func(*IlreParams)) *SessionParams {
+		l := &IlreParams{RetrievalLayer: &layer, Sink: 4, Window: 32, Chunk: 64, Budget: 40, DCA: true,
+			MaxKernels: "2,4", AvgKernels: "1-8"}
+		if edit != nil {
+			edit(l)
+		}
+		return &SessionParams{Method: MethodILRe, NCtx: 256, Threads: 1, ILRe: l}
+	}
+	s, err := NewSession(m, params(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	doc := strings.Repeat("Once upon a time, there was a little girl named Lily. She loved to play outside in the park. ", 4)
+	if err := s.FeedText(doc); err != nil {
+		t.Fatal(err)
+	}
+	n := s.NFed()
+	if n <= 4+40 {
+		t.Fatalf("document of %d tokens", n)
+	}
+	if err := s.BuildIndex(); err != nil {
+		t.Fatal(err)
+	}
+	q, err := m.Tokenize(" Lily saw a", false, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sel, err := s.Select(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pos := sel.Positions()
+	if sel.Size() != 4+40 || len(pos) != 4+40 {
+		t.Fatalf("selection of %d (%d positions), want sink + budget = 44", sel.Size(), len(pos))
+	}
+	for k := range pos {
+		if (k < 4 && pos[k] != int64(k)) || (k > 0 && pos[k] <= pos[k-1]) || pos[k] >= n {
+			t.Fatalf("positions %v: want the 4 sinks first, ascending, below %d", pos, n)
+		}
+	}
+	if err := s.Recompute(sel); err != nil {
+		t.Fatal(err)
+	}
+	sel.Close()
+	for k := 0; k < 4; k++ {
+		tok, err := s.Decode(nil)
+		if err != nil || tok < 0 || int(tok) >= m.NVocab() {
+			t.Fatalf("decode %d: token %d, %v", k, tok, err)
+		}
+	}
+	if s.Stage() != StageDecoding {
+		t.Errorf("stage %v", s.Stage())
+	}
+
+	bad := []struct {
+		edit func(*IlreParams)
+		want string
+	}{
+		{func(l *IlreParams) { l.MaxKernels = "2,x" }, "max_kernels"},
+		{func(l *IlreParams) { l.AvgKernels = "8-1" }, "avg_kernels"},
+		{func(l *IlreParams) { l.Chunk = -1 }, "chunk"},
+		{func(l *IlreParams) { big := int32(m.NLayer()); l.RetrievalLayer = &big }, "retrieval_layer"},
+	}
+	for _, b := range bad {
+		s, err := NewSession(m, params(b.edit))
+		if err == nil {
+			s.Close()
+			t.Errorf("%s: accepted", b.want)
+		} else if !errors.Is(err, ErrInvalidArg) || !strings.Contains(err.Error(), b.want) {
+			t.Errorf("%s: %v", b.want, err)
+		}
+	}
+}
+
+// SessionParams.KVType reaches lctx_session_params.kv_type, and
+// ModelParams.Backend lctx_model_params.backend.
+func TestKVTypeAndBackend(t *testing.T) {
+	m := tinyModel(t)
+	for _, kt := range []KVType{KVF32, KVF16} {
+		s, err := NewSession(m, &SessionParams{NCtx: 128, Threads: 1, KVType: kt})
+		if err != nil {
+			t.Fatalf("kv type %d: %v", kt, err)
+		}
+		if err := s.FeedText("Once upon a time"); err != nil {
+			t.Errorf("kv type %d: %v", kt, err)
+		}
+		s.Close()
+	}
+	if s, err := NewSession(m, &SessionParams{Threads: 1, KVType: 7}); err == nil {
+		s.Close()
+		t.Error("kv type 7 accepted")
+	} else if !errors.Is(err, ErrInvalidArg) || !strings.Contains(err.Error(), "kv_type") {
+		t.Errorf("kv type 7: %v", err)
+	}
+
+	// An unknown backend falls back to the CPU with a warning naming it.
+	var warned bool
+	SetLogger(func(l LogLevel, msg string) {
+		if strings.Contains(msg, "no-such-backend") {
+			warned = true
+		}
+	}, LogWarn)
+	defer SetLogger(nil, LogError)
+	path := filepath.Join(root(), "tests", "data", "stories260K.gguf")
+	if p := os.Getenv("LCTX_TINY_MODEL"); p != "" {
+		path = p
+	}
+	bm, err := LoadModel(path, &ModelParams{Threads: 1, Backend: "no-such-backend"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bm.Close()
+	s, err := NewSession(bm, &SessionParams{NCtx: 128, Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.FeedText("Once upon a time"); err != nil {
+		t.Fatal(err)
+	}
+	if !warned {
+		t.Error("no warning about the unknown backend: ModelParams.Backend did not reach the library")
 	}
 }

@@ -15,14 +15,19 @@ import (
 type ModelParams struct {
 	Threads int  // worker threads for sessions of this model; <= 0: all cores
 	NoMmap  bool // read the file instead of mapping it
+	// Backend of this model's sessions: "cpu" or a backend module's name
+	// ("cuda"); "": $LCTX_BACKEND if set, else the best one available.
+	Backend string
 }
 
-func (p *ModelParams) native() C.lctx_model_params {
+// native fills the C params; free mem after the call that reads them.
+func (p *ModelParams) native(mem *cParams) C.lctx_model_params {
 	var c C.lctx_model_params
 	C.lctx_model_default_params(&c)
 	if p != nil {
 		c.n_threads = C.int32_t(p.Threads)
 		c.use_mmap = C.bool(!p.NoMmap)
+		c.backend = mem.str(p.Backend)
 	}
 	return c
 }
@@ -37,7 +42,9 @@ type Model struct {
 func LoadModel(path string, p *ModelParams) (*Model, error) {
 	cpath := C.CString(path)
 	defer C.free(unsafe.Pointer(cpath))
-	cp := p.native()
+	var mem cParams
+	defer mem.free()
+	cp := p.native(&mem)
 	m := &Model{}
 	if err := call("lctx_model_load", func() C.lctx_status { return C.lctx_model_load(cpath, &cp, &m.h) }); err != nil {
 		return nil, err
@@ -48,7 +55,9 @@ func LoadModel(path string, p *ModelParams) (*Model, error) {
 
 // LoadModelFromMemory loads a GGUF image from a buffer (which is copied).
 func LoadModelFromMemory(data []byte, p *ModelParams) (*Model, error) {
-	cp := p.native()
+	var mem cParams
+	defer mem.free()
+	cp := p.native(&mem)
 	m := &Model{}
 	var ptr unsafe.Pointer
 	if len(data) > 0 {

@@ -111,16 +111,43 @@ type InfLLMParams struct {
 	Block, Repr int32
 }
 
+// IlreParams are ILRe's knobs (lctx_ilre_params); zero fields keep the
+// library defaults (lctx_ilre_default_params), derived from the model (see
+// lctx.h). Negative sizes and malformed kernel lists are refused (ErrInvalidArg).
+type IlreParams struct {
+	// 0-based layer whose keys are indexed; nil: the model's profile (-1).
+	RetrievalLayer *int32
+	Sink           int32  // first document tokens every chunk attends to, always gathered
+	Window         int32  // tokens before a chunk that it attends to
+	Chunk          int32  // tokens per encoding step
+	Budget         int32  // document tokens gathered besides the sinks
+	QueryTokens    int32  // score with the last N question tokens only; 0: all
+	DCA            bool   // re-rotate keys so that distances stay within about two chunks
+	MaxKernels     string // block max-pool sizes, e.g. "2,4,8"; "": the default
+	AvgKernels     string // average-pool sizes, e.g. "1-16" or "1,3,5"; "": the default
+	ProfilePath    string // JSON profile holding the retrieval layer (lctx heads --ilre); "": built-in
+}
+
+// KVType is the element type of a session's KV caches (lctx_kv_type).
+type KVType int32
+
+const (
+	KVF32 KVType = C.LCTX_KV_F32 // the default
+	KVF16 KVType = C.LCTX_KV_F16 // half the memory (docs/kv-storage.md)
+)
+
 // SessionParams: zero fields keep the library defaults (see lctx.h).
 type SessionParams struct {
 	Method  Method
 	NCtx    int32
 	Threads int32
 	Batch   int32
+	KVType  KVType // element type of the session's KV caches; zero: KVF32
 	// The method structs; nil: the library defaults.
 	Reform *ReformParams
 	KV     *KVParams
 	InfLLM *InfLLMParams
+	ILRe   *IlreParams
 	// Shorthands for KV.Budget and KV.Chunk (applied when non-zero).
 	KVBudget int32
 	KVChunk  int32
@@ -182,6 +209,9 @@ func (p *SessionParams) native(mem *cParams) (C.lctx_session_params, unsafe.Poin
 		if p.Batch != 0 {
 			c.n_batch = C.int32_t(p.Batch)
 		}
+		if p.KVType != 0 {
+			c.kv_type = C.lctx_kv_type(p.KVType)
+		}
 		if r := p.Reform; r != nil {
 			cr := (*C.lctx_reform_params)(mem.alloc(C.sizeof_lctx_reform_params))
 			C.lctx_reform_default_params(cr)
@@ -217,6 +247,20 @@ func (p *SessionParams) native(mem *cParams) (C.lctx_session_params, unsafe.Poin
 			C.lctx_infllm_default_params(ci)
 			ci.block, ci.repr = C.int32_t(i.Block), C.int32_t(i.Repr)
 			c.infllm = ci
+		}
+		if l := p.ILRe; l != nil {
+			cl := (*C.lctx_ilre_params)(mem.alloc(C.sizeof_lctx_ilre_params))
+			C.lctx_ilre_default_params(cl)
+			if l.RetrievalLayer != nil {
+				cl.retrieval_layer = C.int32_t(*l.RetrievalLayer)
+			}
+			cl.sink, cl.window, cl.chunk = C.int32_t(l.Sink), C.int32_t(l.Window), C.int32_t(l.Chunk)
+			cl.budget, cl.query_tokens = C.int32_t(l.Budget), C.int32_t(l.QueryTokens)
+			cl.dca = C.bool(l.DCA)
+			cl.max_kernels = mem.str(l.MaxKernels)
+			cl.avg_kernels = mem.str(l.AvgKernels)
+			cl.profile_path = mem.str(l.ProfilePath)
+			c.ilre = cl
 		}
 		if p.Progress != nil {
 			box = newHandleBox(cgo.NewHandle(p.Progress))

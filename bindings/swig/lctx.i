@@ -27,7 +27,8 @@
 
 /* const char * fields of the params structs (paths) are set from a copy that
  * the wrapper never frees: a few bytes per assignment, accepted. The method
- * structs (lctx_reform_params, lctx_kv_params, lctx_infllm_params) are
+ * structs (lctx_reform_params, lctx_kv_params, lctx_infllm_params,
+ * lctx_ilre_params) are
  * pointed to from lctx_session_params: the caller keeps the proxy objects
  * alive until lctx_session_create returns (the library copies them). */
 #pragma SWIG nowarn=451

@@ -71,15 +71,17 @@ _FAMILIES = (
     ("snapkv_", "kv", capi.lctx_kv_params, capi.lctx_kv_default_params, False),
     ("infinipot_", "kv", capi.lctx_kv_params, capi.lctx_kv_default_params, False),
     ("infllm_", "infllm", capi.lctx_infllm_params, capi.lctx_infllm_default_params, True),
+    ("ilre_", "ilre", capi.lctx_ilre_params, capi.lctx_ilre_default_params, True),
 )
-_RESERVED = ("struct_size", "progress", "progress_user_data", "reform", "kv", "infllm")
+_RESERVED = ("struct_size", "progress", "progress_user_data", "reform", "kv", "infllm", "ilre")
 
 
 def _session_params(method: Optional[int], params: dict):
     """lctx_session_params from keyword arguments: common fields by name
-    (n_ctx, n_threads, n_batch), a method's knobs by their prefixed name
-    (reform_chunk -> reform.chunk, kv_budget -> kv.budget, snapkv_kernel ->
-    kv.snapkv_kernel, infllm_block -> infllm.block). Returns the struct and
+    (n_ctx, n_threads, n_batch, kv_type), a method's knobs by their prefixed
+    name (reform_chunk -> reform.chunk, kv_budget -> kv.budget, snapkv_kernel ->
+    kv.snapkv_kernel, infllm_block -> infllm.block, ilre_max_kernels ->
+    ilre.max_kernels). Returns the struct and
     the method structs it points to (keep them alive while it is used)."""
     p = capi.lctx_session_params()
     capi.lctx_session_default_params(p)
@@ -113,9 +115,9 @@ def _session_params(method: Optional[int], params: dict):
 
 class Session:
     """A session on a Model. Keyword arguments set lctx_session_params fields
-    by name (method, n_ctx, n_threads, n_batch) and the method structs' fields
-    by prefixed name (reform_chunk, kv_budget, snapkv_kernel,
-    infinipot_catalyst, infllm_block, ...). progress(done) is called during
+    by name (method, n_ctx, n_threads, n_batch, kv_type) and the method
+    structs' fields by prefixed name (reform_chunk, kv_budget, snapkv_kernel,
+    infinipot_catalyst, infllm_block, ilre_budget, ilre_max_kernels, ...). progress(done) is called during
     long calls; returning True cancels (CancelledError). chat=True frames the
     document and each question as one user turn of the model's chat template
     (see Model.prompt_parts)."""

@@ -62,3 +62,33 @@ def test_method_knobs_go_to_their_structs(model):
                        n_threads=1) as s:
         s.feed("Once upon a time there was a little girl.")
         s.build_index()
+
+
+def test_ilre_session_with_explicit_params(model):
+    # The ilre_* keyword arguments reach lctx_ilre_params: a session with
+    # explicit knobs runs the five stages, the selection is the sinks + the
+    # budget (the document is longer), and bad values are refused by name.
+    doc = "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. " * 4
+    params = dict(method=lctx.Method.ILRE, n_ctx=256, n_threads=1, ilre_retrieval_layer=1, ilre_sink=4,
+                  ilre_window=32, ilre_chunk=64, ilre_budget=40, ilre_query_tokens=0, ilre_dca=True,
+                  ilre_max_kernels="2,4", ilre_avg_kernels="1-8")
+    with model.session(**params) as s:
+        n = s.feed(doc)
+        assert n > 4 + 40
+        s.build_index()
+        assert s.stage == lctx.Stage.INDEXED
+        with s.select(model.tokenize(" Lily saw a", add_special=False)) as sel:
+            pos = list(sel.positions)
+            assert len(sel) == len(pos) == 4 + 40
+            assert pos[:4] == [0, 1, 2, 3]  # the sinks are always gathered
+            assert pos == sorted(set(pos)) and pos[-1] < n
+            s.recompute(sel)
+        toks = [s.decode() for _ in range(4)]
+        assert s.stage == lctx.Stage.DECODING
+        assert all(0 <= t < model.n_vocab for t in toks)
+    for bad, name in ((dict(ilre_max_kernels="2,x"), "max_kernels"), (dict(ilre_avg_kernels="8-1"), "avg_kernels"),
+                      (dict(ilre_chunk=-1), "chunk"), (dict(ilre_retrieval_layer=model.n_layer), "retrieval_layer")):
+        with pytest.raises(lctx.InvalidArgumentError, match=name):
+            model.session(**{**params, **bad})
+    with pytest.raises(TypeError):
+        model.session(method=lctx.Method.ILRE, ilre_no_such_knob=1)

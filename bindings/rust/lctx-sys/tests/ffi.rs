@@ -28,6 +28,12 @@ fn version_and_params_through_raw_ffi() {
         let mut i: lctx_infllm_params = std::mem::zeroed();
         lctx_infllm_default_params(&mut i);
         assert_eq!(i.struct_size as usize, std::mem::size_of::<lctx_infllm_params>());
+        assert!(p.ilre.is_null());
+        let mut l: lctx_ilre_params = std::mem::zeroed();
+        lctx_ilre_default_params(&mut l);
+        assert_eq!(l.struct_size as usize, std::mem::size_of::<lctx_ilre_params>());
+        assert_eq!(l.retrieval_layer, -1);
+        assert!(l.max_kernels.is_null() && l.avg_kernels.is_null() && l.profile_path.is_null());
     }
 }
 

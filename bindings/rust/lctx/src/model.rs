@@ -7,21 +7,30 @@ use std::path::Path;
 use std::ptr::NonNull;
 
 /// Parameters of Model::load; `default()` gives the library's defaults.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct ModelParams {
     /// Worker threads for sessions of this model; <= 0: all cores.
     pub n_threads: i32,
     /// Map the file instead of reading it.
     pub use_mmap: bool,
+    /// Backend of this model's sessions: "cpu" or a backend module's name
+    /// ("cuda"); None: $LCTX_BACKEND if set, else the best one available.
+    pub backend: Option<String>,
 }
 
 impl ModelParams {
-    fn raw(&self) -> sys::lctx_model_params {
+    /// The C params and the backend string they point to (keep it alive
+    /// for the call; the library copies it).
+    fn raw(&self) -> Result<(sys::lctx_model_params, Option<CString>)> {
         let mut p = unsafe { std::mem::zeroed::<sys::lctx_model_params>() };
         unsafe { sys::lctx_model_default_params(&mut p) };
         p.n_threads = self.n_threads;
         p.use_mmap = self.use_mmap;
-        p
+        let backend = self.backend.as_deref().map(|s| cstring(s, "backend")).transpose()?;
+        if let Some(b) = &backend {
+            p.backend = b.as_ptr();
+        }
+        Ok((p, backend))
     }
 }
 
@@ -29,7 +38,7 @@ impl Default for ModelParams {
     fn default() -> Self {
         let mut p = unsafe { std::mem::zeroed::<sys::lctx_model_params>() };
         unsafe { sys::lctx_model_default_params(&mut p) };
-        ModelParams { n_threads: p.n_threads, use_mmap: p.use_mmap }
+        ModelParams { n_threads: p.n_threads, use_mmap: p.use_mmap, backend: None }
     }
 }
 
@@ -91,7 +100,7 @@ impl Model {
     pub fn load(path: impl AsRef<Path>, params: &ModelParams) -> Result<Model> {
         let path = path.as_ref().to_str().ok_or_else(|| invalid("model path is not UTF-8"))?;
         let cpath = cstring(path, "model path")?;
-        let p = params.raw();
+        let (p, _backend) = params.raw()?;
         let mut out = std::ptr::null_mut();
         let st = unsafe { sys::lctx_model_load(cpath.as_ptr(), &p, &mut out) };
         Model::from_out(st, out)
@@ -99,7 +108,7 @@ impl Model {
 
     /// Loads a GGUF image from memory (the library copies it).
     pub fn load_from_memory(data: &[u8], params: &ModelParams) -> Result<Model> {
-        let p = params.raw();
+        let (p, _backend) = params.raw()?;
         let mut out = std::ptr::null_mut();
         let st = unsafe { sys::lctx_model_load_from_memory(data.as_ptr().cast(), data.len(), &p, &mut out) };
         Model::from_out(st, out)

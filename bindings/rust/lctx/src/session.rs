@@ -134,19 +134,50 @@ pub enum Stage {
     Other(i32),
 }
 
+/// Element type of a session's KV caches (lctx_kv_type).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KvType {
+    /// 32-bit floats (the default).
+    F32,
+    /// 16-bit floats: half the memory (docs/kv-storage.md has the effect).
+    F16,
+    /// Any other lctx_kv_type value (the library refuses it).
+    Other(i32),
+}
+
+impl KvType {
+    fn raw(self) -> sys::lctx_kv_type {
+        match self {
+            KvType::F32 => sys::LCTX_KV_F32,
+            KvType::F16 => sys::LCTX_KV_F16,
+            KvType::Other(v) => v as sys::lctx_kv_type,
+        }
+    }
+    fn from_raw(v: sys::lctx_kv_type) -> KvType {
+        match v {
+            sys::LCTX_KV_F32 => KvType::F32,
+            sys::LCTX_KV_F16 => KvType::F16,
+            v => KvType::Other(v as i32),
+        }
+    }
+}
+
 /// Progress of a long call, in [0, 1]; return true to cancel it.
 pub type ProgressFn = Arc<dyn Fn(f32) -> bool + Send + Sync>;
 
 /// Session parameters; `default()` gives the library's defaults (see lctx.h
 /// for each field; 0 in a reform_* field derives it from the model). The
 /// reform_* fields go to lctx_reform_params, kv_*, snapkv_* and infinipot_*
-/// to lctx_kv_params, infllm_* to lctx_infllm_params.
+/// to lctx_kv_params, infllm_* to lctx_infllm_params, ilre_* to
+/// lctx_ilre_params.
 #[derive(Clone)]
 pub struct SessionParams {
     pub method: Method,
     pub n_ctx: i32,
     pub n_threads: i32,
     pub n_batch: i32,
+    /// Element type of every KV cache of the session.
+    pub kv_type: KvType,
     pub reform_chunk: i32,
     pub reform_budget: i32,
     pub reform_recompute: i32,
@@ -171,6 +202,22 @@ pub struct SessionParams {
     pub infinipot_catalyst: Option<String>,
     pub infllm_block: i32,
     pub infllm_repr: i32,
+    /// ILRe: 0-based layer whose keys are indexed; -1 (default): the model's profile.
+    pub ilre_retrieval_layer: i32,
+    /// ILRe sizes (0: derived from the model; negative: refused): see lctx.h.
+    pub ilre_sink: i32,
+    pub ilre_window: i32,
+    pub ilre_chunk: i32,
+    pub ilre_budget: i32,
+    /// ILRe: score with the last N tokens of the question only; 0: all of them.
+    pub ilre_query_tokens: i32,
+    pub ilre_dca: bool,
+    /// ILRe block max-pool sizes, e.g. "2,4,8"; None: the default.
+    pub ilre_max_kernels: Option<String>,
+    /// ILRe average-pool sizes, e.g. "1-16" or "1,3,5"; None: the default.
+    pub ilre_avg_kernels: Option<String>,
+    /// JSON profile holding the retrieval layer (`lctx heads --ilre`); None: the built-in one.
+    pub ilre_profile_path: Option<String>,
     /// Called on the calling thread during long calls. A panic in it cancels
     /// the call and is resumed after the call returns.
     pub progress: Option<ProgressFn>,
@@ -182,17 +229,20 @@ impl Default for SessionParams {
         let mut r = unsafe { std::mem::zeroed::<sys::lctx_reform_params>() };
         let mut k = unsafe { std::mem::zeroed::<sys::lctx_kv_params>() };
         let mut i = unsafe { std::mem::zeroed::<sys::lctx_infllm_params>() };
+        let mut l = unsafe { std::mem::zeroed::<sys::lctx_ilre_params>() };
         unsafe {
             sys::lctx_session_default_params(&mut p);
             sys::lctx_reform_default_params(&mut r);
             sys::lctx_kv_default_params(&mut k);
             sys::lctx_infllm_default_params(&mut i);
+            sys::lctx_ilre_default_params(&mut l);
         }
         SessionParams {
             method: Method::from_raw(p.method),
             n_ctx: p.n_ctx,
             n_threads: p.n_threads,
             n_batch: p.n_batch,
+            kv_type: KvType::from_raw(p.kv_type),
             reform_chunk: r.chunk,
             reform_budget: r.budget,
             reform_recompute: r.recompute,
@@ -214,6 +264,16 @@ impl Default for SessionParams {
             infinipot_catalyst: None,
             infllm_block: i.block,
             infllm_repr: i.repr,
+            ilre_retrieval_layer: l.retrieval_layer,
+            ilre_sink: l.sink,
+            ilre_window: l.window,
+            ilre_chunk: l.chunk,
+            ilre_budget: l.budget,
+            ilre_query_tokens: l.query_tokens,
+            ilre_dca: l.dca,
+            ilre_max_kernels: None,
+            ilre_avg_kernels: None,
+            ilre_profile_path: None,
             progress: None,
         }
     }
@@ -244,7 +304,8 @@ struct RawParams {
     _reform: Box<sys::lctx_reform_params>,
     _kv: Box<sys::lctx_kv_params>,
     _infllm: Box<sys::lctx_infllm_params>,
-    _strings: [Option<CString>; 2],
+    _ilre: Box<sys::lctx_ilre_params>,
+    _strings: [Option<CString>; 5],
 }
 
 impl SessionParams {
@@ -254,16 +315,19 @@ impl SessionParams {
         let mut r = Box::new(unsafe { std::mem::zeroed::<sys::lctx_reform_params>() });
         let mut k = Box::new(unsafe { std::mem::zeroed::<sys::lctx_kv_params>() });
         let mut i = Box::new(unsafe { std::mem::zeroed::<sys::lctx_infllm_params>() });
+        let mut l = Box::new(unsafe { std::mem::zeroed::<sys::lctx_ilre_params>() });
         unsafe {
             sys::lctx_session_default_params(&mut p);
             sys::lctx_reform_default_params(&mut *r);
             sys::lctx_kv_default_params(&mut *k);
             sys::lctx_infllm_default_params(&mut *i);
+            sys::lctx_ilre_default_params(&mut *l);
         }
         p.method = self.method.raw();
         p.n_ctx = self.n_ctx;
         p.n_threads = self.n_threads;
         p.n_batch = self.n_batch;
+        p.kv_type = self.kv_type.raw();
         r.chunk = self.reform_chunk;
         r.budget = self.reform_budget;
         r.recompute = self.reform_recompute;
@@ -291,14 +355,37 @@ impl SessionParams {
         }
         i.block = self.infllm_block;
         i.repr = self.infllm_repr;
+        l.retrieval_layer = self.ilre_retrieval_layer;
+        l.sink = self.ilre_sink;
+        l.window = self.ilre_window;
+        l.chunk = self.ilre_chunk;
+        l.budget = self.ilre_budget;
+        l.query_tokens = self.ilre_query_tokens;
+        l.dca = self.ilre_dca;
+        let text = |v: &Option<String>, what: &str| v.as_deref().map(|s| cstring(s, what)).transpose();
+        let max_kernels = text(&self.ilre_max_kernels, "ilre_max_kernels")?;
+        let avg_kernels = text(&self.ilre_avg_kernels, "ilre_avg_kernels")?;
+        let profile = text(&self.ilre_profile_path, "ilre_profile_path")?;
+        let ptr = |c: &Option<CString>| c.as_ref().map_or(std::ptr::null(), |c| c.as_ptr());
+        l.max_kernels = ptr(&max_kernels);
+        l.avg_kernels = ptr(&avg_kernels);
+        l.profile_path = ptr(&profile);
         p.reform = &*r;
         p.kv = &*k;
         p.infllm = &*i;
+        p.ilre = &*l;
         if let Some(b) = progress {
             p.progress = Some(progress_trampoline);
             p.progress_user_data = b as *const ProgressBox as *mut c_void;
         }
-        Ok(RawParams { p, _reform: r, _kv: k, _infllm: i, _strings: [heads, catalyst] })
+        Ok(RawParams {
+            p,
+            _reform: r,
+            _kv: k,
+            _infllm: i,
+            _ilre: l,
+            _strings: [heads, catalyst, max_kernels, avg_kernels, profile],
+        })
     }
 }
 

@@ -29,7 +29,8 @@ fn model_information() {
 fn load_from_memory_matches_load() {
     let m = tiny_model();
     let bytes = std::fs::read(common::tiny_model_path()).unwrap();
-    let m2 = Model::load_from_memory(&bytes, &ModelParams { n_threads: 1, use_mmap: false }).unwrap();
+    let no_mmap = ModelParams { n_threads: 1, use_mmap: false, ..Default::default() };
+    let m2 = Model::load_from_memory(&bytes, &no_mmap).unwrap();
     drop(bytes); // the library copied it
     assert_eq!(m2.n_params(), m.n_params());
     assert_eq!(m2.tokenize(DOC, true, false).unwrap(), m.tokenize(DOC, true, false).unwrap());

@@ -45,7 +45,7 @@ fn bad_token_is_an_error_and_the_session_stays_usable() {
     let e = s.feed(&[1, 2, m.n_vocab() + 100]).unwrap_err();
     assert_eq!(e.status, Status::InvalidArg);
     s.feed_text(DOC).unwrap();
-    let e = m.session(&SessionParams { method: Method::Ilre, ..small_params() }).err().unwrap();
+    let e = m.session(&SessionParams { method: Method::ReAttention, ..small_params() }).err().unwrap();
     assert_eq!(e.status, Status::Unsupported);
 }
 

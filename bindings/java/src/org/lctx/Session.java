@@ -21,7 +21,7 @@ public final class Session implements AutoCloseable {
 
     /**
      * Session parameters; {@link #configure} reaches every lctx_session_params
-     * field, and {@link #reform}, {@link #kv}, {@link #infllm} the method
+     * field, and {@link #reform}, {@link #kv}, {@link #infllm}, {@link #ilre} the method
      * structs (each starts from its lctx_*_default_params; unset: defaults).
      */
     public static final class Params {
@@ -34,6 +34,7 @@ public final class Session implements AutoCloseable {
         public Consumer<lctx_reform_params> reform;
         public Consumer<lctx_kv_params> kv;
         public Consumer<lctx_infllm_params> infllm;
+        public Consumer<lctx_ilre_params> ilre;
 
         public Params method(int m) { method = m; return this; }
         public Params nCtx(int n) { nCtx = n; return this; }
@@ -47,6 +48,8 @@ public final class Session implements AutoCloseable {
         public Params kv(Consumer<lctx_kv_params> c) { kv = c; return this; }
         /** InfLLM's own knobs, e.g. {@code i -> i.setBlock(64)}. */
         public Params infllm(Consumer<lctx_infllm_params> c) { infllm = c; return this; }
+        /** ILRe's knobs, e.g. {@code i -> { i.setBudget(512); i.setMax_kernels("2,4"); }}. */
+        public Params ilre(Consumer<lctx_ilre_params> c) { ilre = c; return this; }
     }
 
     /** Native state freed by close() or, as a safety net, by the Cleaner. It
@@ -92,6 +95,7 @@ public final class Session implements AutoCloseable {
         lctx_reform_params rp = null;
         lctx_kv_params kp = null;
         lctx_infllm_params ip = null;
+        lctx_ilre_params lp = null;
         if (params.reform != null) {
             rp = new lctx_reform_params();
             LctxNative.lctx_reform_default_params(rp);
@@ -110,6 +114,12 @@ public final class Session implements AutoCloseable {
             params.infllm.accept(ip);
             p.setInfllm(ip);
         }
+        if (params.ilre != null) {
+            lp = new lctx_ilre_params();
+            LctxNative.lctx_ilre_default_params(lp);
+            params.ilre.accept(lp);
+            p.setIlre(lp);
+        }
         if (params.configure != null) params.configure.accept(p);
         Progress prog = params.progress;
         long ref = LctxNative.lctxsw_session_params_set_progress(p,
@@ -126,6 +136,7 @@ public final class Session implements AutoCloseable {
             if (rp != null) rp.delete();
             if (kp != null) kp.delete();
             if (ip != null) ip.delete();
+            if (lp != null) lp.delete();
         }
         handle = new Handle(new SWIGTYPE_p_lctx_session(out[0], false), ref, model);
         cleanable = Model.CLEANER.register(this, handle);

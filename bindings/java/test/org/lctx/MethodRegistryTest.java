@@ -13,6 +13,8 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Locale;
 import java.util.TreeMap;
+import java.util.function.Consumer;
+import java.util.function.Function;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -92,6 +94,58 @@ class MethodRegistryTest {
                     assertTrue(u.getMessage().contains(Lctx.methodName(method)), u.getMessage());
                 }
             }
+        }
+    }
+
+    /** ILRe with explicit knobs: the five stages run, the selection is the sinks + the budget
+     * (the document is longer), and a bad value of a knob is refused as an invalid argument. */
+    @Test
+    void ilreSessionWithExplicitParams() {
+        Path tiny = tinyModel();
+        assertTrue(Files.isRegularFile(tiny), "test model missing: " + tiny);
+        String doc = "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. "
+                .repeat(4);
+        try (Model m = new Model(tiny.toString(), 1, true)) {
+            Function<Consumer<lctx_ilre_params>, Session.Params> params =
+                    tweak -> new Session.Params().method(lctx_method.LCTX_METHOD_ILRE).nCtx(256).nThreads(1)
+                            .ilre(i -> {
+                                i.setRetrieval_layer(1);
+                                i.setSink(4);
+                                i.setWindow(32);
+                                i.setChunk(64);
+                                i.setBudget(40);
+                                i.setQuery_tokens(0);
+                                i.setDca(true);
+                                i.setMax_kernels("2,4");
+                                i.setAvg_kernels("1-8");
+                                tweak.accept(i);
+                            });
+            try (Session s = m.newSession(params.apply(i -> {}))) {
+                int n = s.feedText(doc);
+                assertTrue(n > 4 + 40, "document of " + n + " tokens");
+                s.buildIndex();
+                try (Selection sel = s.select(m.tokenize(" Lily saw a", false, true))) {
+                    long[] pos = sel.positions();
+                    assertEquals(4 + 40, sel.size());
+                    assertEquals(4 + 40, pos.length);
+                    for (int k = 0; k < 4; k++) assertEquals(k, pos[k], "the sinks are always gathered");
+                    for (int k = 1; k < pos.length; k++) assertTrue(pos[k - 1] < pos[k]);
+                    assertTrue(pos[pos.length - 1] < n);
+                    s.recompute(sel);
+                }
+                for (int k = 0; k < 4; k++) {
+                    int tok = s.decode(null);
+                    assertTrue(tok >= 0 && tok < m.nVocab(), "token " + tok);
+                }
+                assertEquals(lctx_stage.LCTX_STAGE_DECODING, s.stage());
+            }
+            LctxException e = assertThrows(LctxException.class,
+                    () -> m.newSession(params.apply(i -> i.setMax_kernels("2,x"))));
+            assertEquals(lctx_status.LCTX_ERR_INVALID_ARG, e.status(), e.getMessage());
+            assertTrue(e.getMessage().contains("max_kernels"), e.getMessage());
+            e = assertThrows(LctxException.class, () -> m.newSession(params.apply(i -> i.setChunk(-1))));
+            assertEquals(lctx_status.LCTX_ERR_INVALID_ARG, e.status(), e.getMessage());
+            assertTrue(e.getMessage().contains("chunk"), e.getMessage());
         }
     }
 }
