@@ -457,16 +457,19 @@ LCTX_API LCTX_NODISCARD lctx_status lctx_decode(lctx_session *session, const lct
  * recompute. Valid until the next call on this session. */
 LCTX_API const float *lctx_session_logits(const lctx_session *session);
 
-/* REFORM index persistence: a document is encoded once (feed + build_index)
- * and questioned many times, also by other processes. The file holds the token
- * ids, the per-token embeddings, the final working cache, the head profile and
- * a fingerprint of the model, with a version and a checksum.
- * lctx_index_save: the session must be REFORM and indexed (any stage after
- * lctx_build_index). lctx_session_load_index: creates a REFORM session in stage
- * INDEXED; params may be NULL, its method is ignored, and its selection and
- * decode fields (reform->recompute, reform->keep_first/keep_last,
- * reform->pool_half, n_ctx, n_threads) apply; the encoding sizes come from
- * the file. A file
+/* Index persistence (REFORM and ILRe): a document is encoded once (feed +
+ * build_index) and questioned many times, also by other processes. A REFORM
+ * file holds the token ids, the per-token embeddings, the final working cache,
+ * the head profile; an ILRe file the token ids, the key index, the shallow
+ * caches and the retrieval layer; both a fingerprint of the model, a version
+ * and a checksum.
+ * lctx_index_save: the session must be REFORM or ILRe and indexed (any stage
+ * after lctx_build_index). lctx_session_load_index: creates a session of the
+ * file's method in stage INDEXED; params may be NULL, its method is ignored,
+ * and its selection and decode fields (REFORM: reform->recompute,
+ * reform->keep_first/keep_last, reform->pool_half; ILRe: ilre->budget,
+ * ilre->query_tokens, the kernels; n_ctx, n_threads, kv_type) apply; the
+ * encoding sizes come from the file. A file
  * made for another model, truncated or altered is refused (LCTX_ERR_FORMAT,
  * or LCTX_ERR_INVALID_ARG for another model or head profile); the whole file
  * is checksummed before anything sized by it is allocated.

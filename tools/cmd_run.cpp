@@ -52,8 +52,8 @@ int cmd_run(int argc, char **argv) {
         "  --window N           ILRe window of the shallow layers (default chunk/2)\n"
         "  --dca                ILRe: bounded distances for inputs beyond the trained context\n"
         "  --ilre-profile FILE  ILRe profile with the retrieval layer (JSON from 'lctx heads --ilre')\n"
-        "  --save-index FILE    save the REFORM index after encoding\n"
-        "  --index FILE         load a saved REFORM index instead of reading --file\n"
+        "  --save-index FILE    save the REFORM or ILRe index after encoding\n"
+        "  --index FILE         load a saved REFORM or ILRe index instead of reading --file\n"
         "  -n, --n-predict N    answer tokens (default 64)\n"
         "  -c, --ctx N          decode context (default n_ctx_train; FULL: whole input)\n"
         "  -t, --threads N      threads (default: all cores)\n"
@@ -73,7 +73,8 @@ int cmd_run(int argc, char **argv) {
     const std::string method = method_cli_name(method_id);
     if (!a.has("--question") && !a.has("--question-file")) die("run needs --question TEXT\n\n%s", usage);
     if (!a.has("--file") && !a.has("--index")) die("run needs --file DOC or --index FILE\n\n%s", usage);
-    if (a.has("--index") && method_id != LCTX_METHOD_REFORM) die("--index works with --method reform only");
+    if (a.has("--index") && method_id != LCTX_METHOD_REFORM && method_id != LCTX_METHOD_ILRE)
+        die("--index works with --method reform or ilre (the file's method is used)");
     const std::string question = a.has("--question-file") ? read_file(a.get("--question-file")) : a.get("--question");
     const int64_t n_predict = a.get_int("--n-predict", 64);
     const bool json = a.on("--json");

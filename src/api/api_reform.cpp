@@ -1,7 +1,8 @@
-// REFORM index persistence: lctx_index_save, lctx_session_load_index.
+// Index persistence (REFORM, ILRe): lctx_index_save, lctx_session_load_index.
 #include <string>
 
 #include "api/handles.h"
+#include "session/index_file.h"
 #include "session/session_params.h"
 
 using lctx::api::guarded;
@@ -26,7 +27,8 @@ LCTX_API lctx_status lctx_session_load_index(const lctx_model *model, const char
         require(model, "lctx_session_load_index", "model");
         require(path, "lctx_session_load_index", "path");
         lctx_session_params p = lctx::read_session_params(params);
-        p.method = LCTX_METHOD_REFORM;
+        // The file's kind picks the method (the container is verified in full by the method's reader).
+        p.method = lctx::read_index_kind(path) == lctx::IndexKind::ILRE ? LCTX_METHOD_ILRE : LCTX_METHOD_REFORM;
         auto s = std::make_unique<lctx_session>();
         s->owner = model;
         s->session = std::make_unique<lctx::Session>(*model->model, p, model->backend);

@@ -169,20 +169,15 @@ void IlreEncoder::queries(const int32_t *tokens, int64_t q, std::vector<std::vec
     if (cache_) cache_->truncate(n0);   // the question's rows are dropped
 }
 
-void IlreEncoder::restore(int64_t n_encoded) {
+void IlreEncoder::restore(int64_t n_encoded, int64_t n_dca_sinks, std::vector<float> sink_k,
+                          std::vector<float> sink_v) {
+    const size_t want = static_cast<size_t>(n_full_) * n_kv_ * static_cast<size_t>(n_dca_sinks * head_dim_);
+    if (n_dca_sinks < 0 || n_dca_sinks > cfg_.sink || sink_k.size() != want || sink_v.size() != want)
+        fail(LCTX_ERR_FORMAT, "ILRe: %lld DCA sink rows do not fit the encoder", (long long)n_dca_sinks);
     n_encoded_ = n_encoded;
-    n_sinks_saved_ = 0;
-    if (!cache_ || !cfg_.dca || cache_->size() == 0) return;
-    const int64_t ns = std::min(cfg_.sink, cache_->size()), D = head_dim_;
-    sink_k_.assign(static_cast<size_t>(n_full_) * n_kv_ * static_cast<size_t>(ns * D), 0.0f);
-    sink_v_ = sink_k_;
-    for (int32_t l = 0; l < n_full_; ++l)
-        for (int32_t g = 0; g < n_kv_; ++g) {
-            const size_t off = (static_cast<size_t>(l) * n_kv_ + g) * static_cast<size_t>(ns * D);
-            cache_->unrotated_keys(l, g, 0, ns, sink_k_.data() + off);
-            cache_->read_values(l, g, 0, ns, sink_v_.data() + off);
-        }
-    n_sinks_saved_ = ns;
+    n_sinks_saved_ = n_dca_sinks;
+    sink_k_ = std::move(sink_k);
+    sink_v_ = std::move(sink_v);
 }
 
 } // namespace lctx

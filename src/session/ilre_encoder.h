@@ -68,7 +68,13 @@ public:
     // the count after the caller refilled the index rows and the caches.
     KvStore *cache() { return cache_.get(); }
     const KvStore *cache() const { return cache_.get(); }
-    void restore(int64_t n_encoded);
+    // DCA: the sinks' pre-RoPE keys and values, [layer][KV head][sink][head_dim]
+    // (empty without DCA); saved with the index so a loaded encoder rotates
+    // from the very same rows.
+    int64_t n_dca_sinks() const { return n_sinks_saved_; }
+    const std::vector<float> &dca_sink_keys() const { return sink_k_; }
+    const std::vector<float> &dca_sink_values() const { return sink_v_; }
+    void restore(int64_t n_encoded, int64_t n_dca_sinks, std::vector<float> sink_k, std::vector<float> sink_v);
 
 private:
     using KeySink = std::function<void(size_t index_slot, const float *rows, int64_t n, int64_t row0)>;

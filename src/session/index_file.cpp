@@ -48,8 +48,27 @@ std::string parent_dir(const std::string &path) {
 const char *index_kind_name(IndexKind kind) {
     switch (kind) {
     case IndexKind::REFORM: return "REFORM";
+    case IndexKind::ILRE: return "ILRe";
     }
     return "unknown";
+}
+
+IndexKind read_index_kind(const std::string &path) {
+    std::FILE *fp = std::fopen(path.c_str(), "rb");
+    if (!fp) fail(LCTX_ERR_IO, "cannot open index '%s': %s", path.c_str(), std::strerror(errno));
+    std::unique_ptr<std::FILE, int (*)(std::FILE *)> guard(fp, std::fclose);
+    unsigned char pre[kPreamble];
+    if (std::fread(pre, 1, sizeof pre, fp) != sizeof pre || std::memcmp(pre, kMagic, 8) != 0)
+        fail(LCTX_ERR_FORMAT, "'%s' is not an lctx index", path.c_str());
+    uint32_t version = 0, kind = 0;
+    std::memcpy(&version, pre + 8, 4);
+    std::memcpy(&kind, pre + 12, 4);
+    if (version != kIndexVersion)
+        fail(LCTX_ERR_FORMAT, "index '%s' has format version %u; this lctx reads version %u: rebuild the index "
+             "(lctx_index_save)", path.c_str(), version, kIndexVersion);
+    if (kind != static_cast<uint32_t>(IndexKind::REFORM) && kind != static_cast<uint32_t>(IndexKind::ILRE))
+        fail(LCTX_ERR_FORMAT, "index '%s' holds an index of unknown kind %u", path.c_str(), kind);
+    return static_cast<IndexKind>(kind);
 }
 
 IndexWriter::IndexWriter(const std::string &path, IndexKind kind, uint64_t payload_bytes)

@@ -38,8 +38,12 @@ namespace lctx {
 constexpr uint32_t kIndexVersion = 2;   // 1: REFORM only, checksum checked after the payload was allocated
 
 // What an index file holds (the container's payload kind). Append-only.
-enum class IndexKind : uint32_t { REFORM = 1 };
+enum class IndexKind : uint32_t { REFORM = 1, ILRE = 2 };
 const char *index_kind_name(IndexKind kind);
+// The payload kind of an index file, from its first bytes (magic and version
+// checked, LCTX_ERR_IO / LCTX_ERR_FORMAT otherwise); the rest is verified by
+// IndexReader. Lets lctx_session_load_index pick the method of a file.
+IndexKind read_index_kind(const std::string &path);
 
 // Writes one index file durably (see above). Nothing is visible under
 // `path` until commit() returns; the destructor removes the temporary file

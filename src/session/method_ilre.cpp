@@ -5,6 +5,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "session/ilre_allocator.h"
+#include "session/ilre_index_file.h"
 #include "session/ilre_scorer.h"
 #include "session/state_digest.h"
 
@@ -70,6 +71,38 @@ void IlreMethod::feed(const int32_t *tokens, size_t n, Progress &progress) {
 
 void IlreMethod::finish(Progress &progress) {
     feeder_.finish(progress, encode_step());
+    sealed_ = true;
+}
+
+void IlreMethod::save_index(const std::string &path) const {
+    if (!sealed_) fail(LCTX_ERR_STATE, "lctx_index_save: call lctx_build_index first");
+    write_ilre_index(path, model_, params_.retrieval_layer, feeder_.ids, *encoder_);
+}
+
+void IlreMethod::load_index(const std::string &path) {
+    if (!feeder_.ids.empty() || sealed_) fail(LCTX_ERR_STATE, "ILRe: an index can only be loaded into a new session");
+    std::vector<int32_t> ids;
+    std::unique_ptr<IlreEncoder> enc;
+    const IlreIndexInfo info = read_ilre_index(path, model_, ids, [&](const IlreIndexInfo &i) -> IlreEncoder & {
+        IlreEncoderConfig cfg = i.cfg;
+        cfg.kv_type = params_.kv_type;   // the file stores f32 rows; the session chooses the element type
+        enc = std::make_unique<IlreEncoder>(model_, backend_, cfg, std::vector<int32_t>{i.retrieval_layer});
+        return *enc;
+    });
+    if (info.cfg.sink + params_.budget >= params_.n_ctx)
+        fail(LCTX_ERR_INVALID_ARG, "ILRe: the index's %lld sinks + budget %lld leave no room in n_ctx = %lld",
+             (long long)info.cfg.sink, (long long)params_.budget, (long long)params_.n_ctx);
+    // Nothing above changed the method: a refused file leaves it as it was.
+    encoder_ = std::move(enc);
+    params_.retrieval_layer = info.retrieval_layer;
+    params_.layer_origin = path;
+    params_.sink = info.cfg.sink;
+    params_.window = info.cfg.window;
+    params_.chunk = info.cfg.chunk;
+    params_.dca = info.cfg.dca;
+    feeder_.ids = std::move(ids);
+    feeder_.chunk = params_.chunk;
+    feeder_.first_chunk = params_.sink + params_.chunk;
     sealed_ = true;
 }
 

@@ -32,6 +32,12 @@ public:
     int64_t n_fed() const override { return static_cast<int64_t>(feeder_.ids.size()); }
     uint64_t state_digest() const override;
 
+    // Index persistence (ilre_index_file.h); load requires a fresh method.
+    // The encoding sizes and the retrieval layer come from the file; budget,
+    // kernels, query_tokens and n_ctx from this session's params.
+    void save_index(const std::string &path) const;
+    void load_index(const std::string &path);
+
     // Introspection for tests, tools and diagnostics.
     const IlreParams &params() const { return params_; }
     const IlreEncoder &encoder() const { return *encoder_; }

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "common/error.h"
+#include "session/method_ilre.h"
 #include "session/method_reform.h"
 #include "session/method_registry.h"
 #include "session/session_params.h"
@@ -157,18 +158,24 @@ void Session::recompute(const Selection &selection) {
 
 void Session::save_index(const std::string &path) {
     auto *reform = dynamic_cast<ReformMethod *>(method_.get());
-    if (!reform) fail(LCTX_ERR_UNSUPPORTED, "lctx_index_save: only REFORM sessions have an index (this one is '%s')",
-                      method_name(params_.method));
+    auto *ilre = dynamic_cast<IlreMethod *>(method_.get());
+    if (!reform && !ilre)
+        fail(LCTX_ERR_UNSUPPORTED, "lctx_index_save: only REFORM and ILRe sessions have an index (this one is '%s')",
+             method_name(params_.method));
     expect_stage("lctx_index_save", {LCTX_STAGE_INDEXED, LCTX_STAGE_SELECTED, LCTX_STAGE_DECODING});
-    reform->save_index(path);
+    if (reform) reform->save_index(path);
+    else ilre->save_index(path);
 }
 
 void Session::load_index(const std::string &path) {
     auto *reform = dynamic_cast<ReformMethod *>(method_.get());
-    if (!reform) fail(LCTX_ERR_UNSUPPORTED, "lctx_session_load_index: only REFORM sessions have an index");
+    auto *ilre = dynamic_cast<IlreMethod *>(method_.get());
+    if (!reform && !ilre)
+        fail(LCTX_ERR_UNSUPPORTED, "lctx_session_load_index: only REFORM and ILRe sessions have an index");
     if (stage_ != LCTX_STAGE_FEEDING || method_->n_fed() != 0)
         fail(LCTX_ERR_STATE, "lctx_session_load_index: the session has already read tokens");
-    reform->load_index(path, params_);
+    if (reform) reform->load_index(path, params_);
+    else ilre->load_index(path);
     stage_ = LCTX_STAGE_INDEXED;
 }
 

@@ -2,15 +2,20 @@
 // properties; two-pass scoring against a direct softmax (DCA shifts
 // included); the streaming encoder's keys against a plain full prefill; the
 // DCA distance bound; budget >= input gives FULL's answer; feed-split
-// invariance; select has no side effects; parameter errors.
+// invariance; select has no side effects; parameter errors; index files.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <unistd.h>
 #include <numeric>
 #include <random>
 #include <set>
 
+#include "api/handles.h"
 #include "backend/cpu/cpu_backend.h"
 #include "common/error.h"
 #include "common/ggml_type.h"
@@ -446,4 +451,86 @@ TEST(IlreMethod, ParameterErrors) {
     } catch (const Error &e) {
         EXPECT_EQ(e.status(), LCTX_ERR_INVALID_ARG);
     }
+}
+
+TEST(IlreMethod, IndexRoundTripAndRefusals) {
+    // Through the C API: lctx_session_load_index picks ILRe from the file.
+    engine_test::TinyOptions o;
+    o.n_layer = 4;
+    const auto bytes = engine_test::make_tiny_llama(o);
+    lctx_model *m = nullptr;
+    ASSERT_EQ(lctx_model_load_from_memory(bytes.data(), bytes.size(), nullptr, &m), LCTX_OK);
+    const auto doc = random_tokens(900, 21), query = random_tokens(7, 22);
+    for (bool dca : {false, true}) {
+        SCOPED_TRACE(dca ? "dca" : "plain");
+        auto p = ilre_params(2, 64, 32, 100);
+        p.ilre_p.dca = dca;
+        lctx_session *a = nullptr, *b = nullptr;
+        ASSERT_EQ(lctx_session_create(m, &p, &a), LCTX_OK);
+        ASSERT_EQ(lctx_feed_chunk(a, doc.data(), doc.size()), LCTX_OK);
+        ASSERT_EQ(lctx_build_index(a), LCTX_OK);
+        const std::string path = ::testing::TempDir() + "ilre_" + std::to_string(::getpid()) + (dca ? "_dca" : "");
+        ASSERT_EQ(lctx_index_save(a, path.c_str()), LCTX_OK) << lctx_last_error();
+        auto lp = ilre_params(0, 0, 0, 100);   // encoding sizes come from the file
+        lp.ilre_p.retrieval_layer = -1;
+        ASSERT_EQ(lctx_session_load_index(m, path.c_str(), &lp, &b), LCTX_OK) << lctx_last_error();
+        EXPECT_EQ(lctx_session_stage(b), LCTX_STAGE_INDEXED);
+        EXPECT_EQ(lctx_session_n_fed(b), int64_t(doc.size()));
+        EXPECT_EQ(a->session->method().state_digest(), b->session->method().state_digest());
+        lctx_selection *sa = nullptr, *sb = nullptr;
+        ASSERT_EQ(lctx_select(a, query.data(), query.size(), &sa), LCTX_OK);
+        ASSERT_EQ(lctx_select(b, query.data(), query.size(), &sb), LCTX_OK);
+        ASSERT_EQ(lctx_selection_size(sa), lctx_selection_size(sb));
+        std::vector<int64_t> pa(lctx_selection_size(sa)), pb(pa.size());
+        std::vector<float> fa(pa.size()), fb(pa.size());
+        lctx_selection_positions(sa, pa.data(), int64_t(pa.size()));
+        lctx_selection_positions(sb, pb.data(), int64_t(pb.size()));
+        lctx_selection_scores(sa, fa.data(), int64_t(fa.size()));
+        lctx_selection_scores(sb, fb.data(), int64_t(fb.size()));
+        EXPECT_EQ(pa, pb);
+        EXPECT_EQ(fa, fb);
+        lctx_selection_free(sa);
+        lctx_selection_free(sb);
+
+        // One altered byte anywhere is refused; so is a truncated file.
+        std::string data;
+        {
+            std::ifstream f(path, std::ios::binary);
+            data.assign(std::istreambuf_iterator<char>(f), {});
+        }
+        for (size_t at : {size_t(12), size_t(40), data.size() / 2, data.size() - 3}) {
+            std::string bad = data;
+            bad[at] ^= 0x20;
+            std::ofstream(path, std::ios::binary) << bad;
+            lctx_session *c = nullptr;
+            EXPECT_EQ(lctx_session_load_index(m, path.c_str(), &lp, &c), LCTX_ERR_FORMAT) << "byte " << at;
+            EXPECT_EQ(c, nullptr);
+        }
+        std::ofstream(path, std::ios::binary) << data.substr(0, data.size() - 100);
+        lctx_session *c = nullptr;
+        EXPECT_EQ(lctx_session_load_index(m, path.c_str(), &lp, &c), LCTX_ERR_FORMAT);
+        std::remove(path.c_str());
+        lctx_session_free(a);
+        lctx_session_free(b);
+    }
+    // Another model's index is refused.
+    {
+        auto p = ilre_params(2, 64, 32, 100);
+        lctx_session *a = nullptr;
+        ASSERT_EQ(lctx_session_create(m, &p, &a), LCTX_OK);
+        ASSERT_EQ(lctx_feed_chunk(a, doc.data(), 200), LCTX_OK);
+        ASSERT_EQ(lctx_build_index(a), LCTX_OK);
+        const std::string path = ::testing::TempDir() + "ilre_other_" + std::to_string(::getpid());
+        ASSERT_EQ(lctx_index_save(a, path.c_str()), LCTX_OK);
+        o.seed = 99;
+        const auto other_bytes = engine_test::make_tiny_llama(o);
+        lctx_model *other = nullptr;
+        ASSERT_EQ(lctx_model_load_from_memory(other_bytes.data(), other_bytes.size(), nullptr, &other), LCTX_OK);
+        lctx_session *c = nullptr;
+        EXPECT_EQ(lctx_session_load_index(other, path.c_str(), nullptr, &c), LCTX_ERR_INVALID_ARG);
+        lctx_model_free(other);
+        std::remove(path.c_str());
+        lctx_session_free(a);
+    }
+    lctx_model_free(m);
 }
