@@ -7,7 +7,7 @@ namespace lctx {
 namespace {
 
 // data/heads/smollm2-135m.json: SmolLM2-135M(-Instruct), measured with
-// `lctx heads` (recipe inside).
+// `lctx heads` (recipe inside); its "ilre" member from `lctx heads --ilre`.
 const char *kSmolLM2_135M = R"LCTXJSON({
   "format": "lctx-head-profile",
   "version": 1,
@@ -336,7 +336,41 @@ const char *kSmolLM2_135M = R"LCTXJSON({
     [20, "V", 0, 3.779, 3.224],
     [20, "V", 1, 3.628, 4.137],
     [20, "V", 2, 2.759, 5.460]
-  ]}
+  ]},
+  "ilre": {"retrieval_layer": 7,
+    "recipe": {"tool": "lctx heads --ilre", "task": "passkey: 'The <3 words>-<2 digits> magic passkey is <digits>.' in filler prose", "length": 8192, "depths": 10, "digits": [8, 16, 32], "budget": 1024, "sink": 4, "chunk": 1024, "window": 512, "seed": 1, "rule": "smallest layer with the highest recall; a hit gathers every token of the key id and the value"},
+    "recall": {"columns": ["layer", "all", "8 digits", "16 digits", "32 digits"], "rows": [
+      [0, 0, 0, 0, 0],
+      [1, 0, 0, 0, 0],
+      [2, 0, 0, 0, 0],
+      [3, 0, 0, 0, 0],
+      [4, 0.1, 0.1, 0.1, 0.1],
+      [5, 0.2, 0.2, 0.2, 0.2],
+      [6, 0.23333333333333334, 0.2, 0.2, 0.3],
+      [7, 1, 1, 1, 1],
+      [8, 0.3, 0.3, 0.3, 0.3],
+      [9, 0.13333333333333333, 0.2, 0.1, 0.1],
+      [10, 0.06666666666666667, 0.1, 0, 0.1],
+      [11, 0.03333333333333333, 0, 0.1, 0],
+      [12, 0.36666666666666664, 0.5, 0.4, 0.2],
+      [13, 0.2, 0.2, 0.2, 0.2],
+      [14, 0.8666666666666667, 1, 0.8, 0.8],
+      [15, 0.4, 0.4, 0.4, 0.4],
+      [16, 0.36666666666666664, 0.4, 0.5, 0.2],
+      [17, 0.9, 1, 0.9, 0.8],
+      [18, 1, 1, 1, 1],
+      [19, 0.2, 0.2, 0.2, 0.2],
+      [20, 1, 1, 1, 1],
+      [21, 0.7, 0.7, 0.7, 0.7],
+      [22, 0.3333333333333333, 0.3, 0.4, 0.3],
+      [23, 0.5666666666666667, 0.7, 0.5, 0.5],
+      [24, 0.6, 0.9, 0.5, 0.4],
+      [25, 0.3, 0.4, 0.3, 0.2],
+      [26, 0.4, 0.5, 0.4, 0.3],
+      [27, 0.6666666666666666, 0.7, 0.7, 0.6],
+      [28, 0.7, 0.8, 0.7, 0.6],
+      [29, 0.7333333333333333, 0.9, 0.7, 0.6]
+    ]}}
 }
 )LCTXJSON";
 
