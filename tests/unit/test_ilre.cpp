@@ -270,6 +270,40 @@ TEST(IlreScorer, DcaSegmentsBoundEveryDistance) {
     }
 }
 
+TEST(IlreEncoder, DcaSinkShiftBoundsEveryDistance) {
+    // While a block that starts at p0 is encoded, the sinks sit at
+    // sink_shift(p0).. so that no token of the block is farther than
+    // sink + 2 * chunk - 1 positions from a sink.
+    engine_test::TinyOptions o;
+    o.n_layer = 4;
+    auto bytes = engine_test::make_tiny_llama(o);
+    auto model = Model::load_memory(bytes.data(), bytes.size(), 2);
+    auto be = make_cpu_backend(2);
+    IlreEncoderConfig cfg;
+    cfg.sink = 4;
+    cfg.window = 32;
+    cfg.chunk = 64;
+    cfg.dca = true;
+    IlreEncoder enc(*model, *be, cfg, {2});
+    const auto doc = random_tokens(700, 31);
+    for (int64_t at = 0; at < int64_t(doc.size());) {
+        const int64_t m = std::min(enc.step_size(), int64_t(doc.size()) - at);
+        const int64_t shift = enc.sink_shift(at);
+        EXPECT_GE(shift, 0);
+        EXPECT_LE((at + m - 1) - shift, cfg.sink + 2 * cfg.chunk - 1) << "block at " << at;
+        enc.step(doc.data() + at, m, nullptr);
+        at += m;
+        // The sinks the cache holds are at the shift of the block just read
+        // (rotated from their saved rows), the window at its own positions.
+        EXPECT_EQ(enc.cache()->position(0, 0, 0), at - m == 0 ? 0 : shift);
+    }
+    const auto q = random_tokens(10, 32);
+    std::vector<std::vector<float>> Q;
+    enc.queries(q.data(), 10, Q, nullptr);
+    EXPECT_EQ(enc.cache()->position(1, 1, 3), enc.sink_shift(700) + 3);
+    EXPECT_EQ(enc.cache()->size(), 4 + 32);
+}
+
 namespace {
 
 struct Tiny {
