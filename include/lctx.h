@@ -368,8 +368,9 @@ typedef struct lctx_ilre_params {
                                      min(1024, n_ctx_train/8) (1024) */
     int32_t     budget;           /* B: document tokens gathered besides the sinks; min(4096, n_ctx/2) (4096) */
     int32_t     query_tokens;     /* score with the last N tokens of the question only; 0: all of them */
-    bool        dca;              /* re-rotate sink keys and index keys so that every distance stays
-                                     within about two chunks (for inputs beyond the trained context) */
+    bool        dca;              /* true (default): past the trained context, re-rotate the sinks' keys and
+                                     the index keys so that every distance stays within about two chunks;
+                                     inputs within the trained context are not touched. false: never */
     const char *max_kernels;      /* block max-pool sizes, e.g. "2,4,8" (NULL: "2,4,8") */
     const char *avg_kernels;      /* average-pool sizes, e.g. "1-16" or "1,3,5" (NULL: "1-16") */
     const char *profile_path;     /* JSON profile holding the retrieval layer (lctx heads --ilre);

@@ -100,7 +100,7 @@ LCTX_API void lctx_ilre_default_params(lctx_ilre_params *out) {
     *out = lctx_ilre_params{};     // sizes 0: derived from the model (see lctx.h)
     out->struct_size = sizeof(lctx_ilre_params);
     out->retrieval_layer = -1;     // the model's profile
-    out->dca = false;
+    out->dca = true;               // acts only past the trained context
     out->max_kernels = nullptr;
     out->avg_kernels = nullptr;
     out->profile_path = nullptr;

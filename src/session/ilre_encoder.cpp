@@ -35,8 +35,9 @@ size_t IlreEncoder::memory_bytes() const {
     return b;
 }
 
-int64_t IlreEncoder::sink_shift(int64_t p0) const {
-    return cfg_.dca ? std::max<int64_t>(0, p0 - cfg_.sink - cfg_.chunk) : 0;
+int64_t IlreEncoder::sink_shift(int64_t p0, int64_t n) const {
+    if (!cfg_.dca || p0 + n <= cfg_.dca_after) return 0;
+    return std::max<int64_t>(0, p0 - cfg_.sink - cfg_.chunk);
 }
 
 void IlreEncoder::project(size_t i, const float *x, int64_t n, int64_t p0, bool want_queries, const KeySink &sink) {
@@ -78,7 +79,7 @@ void IlreEncoder::run(const int32_t *tokens, int64_t n, bool want_queries, const
     }
     if (n_full_ == 0) return;
     if (keep_going && !keep_going()) fail(LCTX_ERR_CANCELLED, "ILRe: encoding cancelled");
-    shift_sinks(p0);
+    shift_sinks(p0, n);
     // Hooks come per sub-batch in token order: count rows per index layer.
     std::vector<int64_t> done(layers_.size(), 0);
     ForwardHooks hooks;
@@ -100,9 +101,9 @@ void IlreEncoder::run(const int32_t *tokens, int64_t n, bool want_queries, const
     forward_.run(tokens, pos.data(), n, *cache_, opt, no_logits);
 }
 
-void IlreEncoder::shift_sinks(int64_t p0) {
+void IlreEncoder::shift_sinks(int64_t p0, int64_t n) {
     if (!cfg_.dca || n_sinks_saved_ == 0) return;
-    const int64_t shift = sink_shift(p0), ns = n_sinks_saved_, D = head_dim_;
+    const int64_t shift = sink_shift(p0, n), ns = n_sinks_saved_, D = head_dim_;
     if (cache_->position(0, 0, 0) == shift) return;   // already there
     std::vector<int32_t> pos(static_cast<size_t>(ns));
     std::iota(pos.begin(), pos.end(), static_cast<int32_t>(shift));

@@ -24,6 +24,8 @@ namespace lctx {
 struct IlreEncoderConfig {
     int64_t sink = 4, window = 512, chunk = 1024;
     bool dca = false;                 // rotate the sinks' keys forward with every chunk (see sink_shift)
+    int64_t dca_after = 0;            // DCA moves the sinks only for blocks that end past this position
+                                      // (the trained context); 0: from the third chunk on, as the paper
     KvType kv_type = KvType::F32;     // element type of the shallow caches
 };
 
@@ -58,10 +60,11 @@ public:
     const EmbeddingStore &keys(size_t i, int32_t g) const { return *keys_[i * n_kv_ + g]; }
     EmbeddingStore &keys(size_t i, int32_t g) { return *keys_[i * n_kv_ + g]; }
 
-    // DCA: the position offset of the sinks' keys while a block that starts
-    // at position p0 is encoded: max(0, p0 - sink - chunk), so a token never
-    // sees a sink farther than about two chunks away.
-    int64_t sink_shift(int64_t p0) const;
+    // DCA: the position offset of the sinks' keys while the n-token block
+    // that starts at position p0 is read: max(0, p0 - sink - chunk), so a
+    // token never sees a sink farther than about two chunks away; 0 for a
+    // block that ends within dca_after.
+    int64_t sink_shift(int64_t p0, int64_t n) const;
 
     // Persistence (index files): the shallow caches (sinks + window, each
     // slot at its position) and the count of encoded tokens. restore() sets
@@ -85,7 +88,7 @@ private:
              const std::function<bool()> &keep_going);
     // Projection + RoPE of the layer's input rows x (host) for index slot i.
     void project(size_t i, const float *x, int64_t n, int64_t p0, bool want_queries, const KeySink &sink);
-    void shift_sinks(int64_t p0);
+    void shift_sinks(int64_t p0, int64_t n);
     void keep_sinks_and_window();
 
     const Model &model_;

@@ -120,6 +120,7 @@ IlreParams ilre_params_from(const Model &model, const lctx_session_params &sp) {
     p.budget = size_field(r.budget, std::min<int64_t>(4096, std::max<int64_t>(p.n_ctx / 2, 8)), "budget");
     p.query_tokens = size_field(r.query_tokens, 0, "query_tokens");
     p.dca = r.dca;
+    p.dca_after = n_train;
     if (r.max_kernels) p.max_kernels = parse_kernel_list(r.max_kernels, "max_kernels");
     if (r.avg_kernels) p.avg_kernels = parse_kernel_list(r.avg_kernels, "avg_kernels");
     p.n_batch = sp.n_batch > 0 ? sp.n_batch : 512;

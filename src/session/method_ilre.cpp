@@ -19,6 +19,7 @@ IlreEncoderConfig encoder_config(const IlreParams &p) {
     c.window = p.window;
     c.chunk = p.chunk;
     c.dca = p.dca;
+    c.dca_after = p.dca_after;
     c.kv_type = p.kv_type;
     return c;
 }
@@ -85,6 +86,7 @@ void IlreMethod::load_index(const std::string &path) {
     std::unique_ptr<IlreEncoder> enc;
     const IlreIndexInfo info = read_ilre_index(path, model_, ids, [&](const IlreIndexInfo &i) -> IlreEncoder & {
         IlreEncoderConfig cfg = i.cfg;
+        cfg.dca_after = params_.dca_after;
         cfg.kv_type = params_.kv_type;   // the file stores f32 rows; the session chooses the element type
         enc = std::make_unique<IlreEncoder>(model_, backend_, cfg, std::vector<int32_t>{i.retrieval_layer});
         return *enc;
@@ -120,7 +122,9 @@ Selection IlreMethod::select(const std::vector<int32_t> &query, Progress &progre
     args.n_keys = N;
     args.queries = last_q_.data();
     args.n_q = q - q0;
-    if (params_.dca) args.segments = ilre_dca_segments(N, params_.sink, params_.chunk);
+    // DCA shifts keys only when the question would sit past the trained context.
+    if (params_.dca && N + (q - q0) > params_.dca_after)
+        args.segments = ilre_dca_segments(N, params_.sink, params_.chunk);
     last_scores_.assign(static_cast<size_t>(N), 0.0f);
     ilre_scores(backend_, model_.hparams(), args, last_scores_.data(), [&] { return progress.keep_going(0.5); });
 

@@ -288,7 +288,7 @@ TEST(IlreEncoder, DcaSinkShiftBoundsEveryDistance) {
     const auto doc = random_tokens(700, 31);
     for (int64_t at = 0; at < int64_t(doc.size());) {
         const int64_t m = std::min(enc.step_size(), int64_t(doc.size()) - at);
-        const int64_t shift = enc.sink_shift(at);
+        const int64_t shift = enc.sink_shift(at, m);
         EXPECT_GE(shift, 0);
         EXPECT_LE((at + m - 1) - shift, cfg.sink + 2 * cfg.chunk - 1) << "block at " << at;
         enc.step(doc.data() + at, m, nullptr);
@@ -300,17 +300,19 @@ TEST(IlreEncoder, DcaSinkShiftBoundsEveryDistance) {
     const auto q = random_tokens(10, 32);
     std::vector<std::vector<float>> Q;
     enc.queries(q.data(), 10, Q, nullptr);
-    EXPECT_EQ(enc.cache()->position(1, 1, 3), enc.sink_shift(700) + 3);
+    EXPECT_EQ(enc.cache()->position(1, 1, 3), enc.sink_shift(700, 10) + 3);
     EXPECT_EQ(enc.cache()->size(), 4 + 32);
 }
 
 namespace {
 
+// n_ctx: the trained context (DCA acts past it).
 struct Tiny {
     std::unique_ptr<Model> model;
-    Tiny() {
+    explicit Tiny(int n_ctx = 4096) {
         engine_test::TinyOptions o;
         o.n_layer = 4;
+        o.n_ctx = n_ctx;
         auto bytes = engine_test::make_tiny_llama(o);
         model = Model::load_memory(bytes.data(), bytes.size(), 2);
     }
@@ -326,6 +328,7 @@ session_test::SessionParams ilre_params(int layer, int chunk, int window, int bu
     p.ilre_p.chunk = chunk;
     p.ilre_p.window = window;
     p.ilre_p.budget = budget;
+    p.ilre_p.dca = false;
     return p;
 }
 
@@ -408,7 +411,7 @@ TEST(IlreMethod, BudgetCoveringTheDocumentEqualsFull) {
 }
 
 TEST(IlreMethod, FeedSplitInvarianceAndSelectWithoutSideEffects) {
-    Tiny t;
+    Tiny t(256);   // DCA acts past 256 tokens
     const auto doc = random_tokens(1000, 5), query = random_tokens(9, 6);
     for (bool dca : {false, true}) {
         auto p = ilre_params(2, 64, 32, 120);
@@ -429,10 +432,10 @@ TEST(IlreMethod, FeedSplitInvarianceAndSelectWithoutSideEffects) {
     }
 }
 
-TEST(IlreMethod, DcaChangesScoresOnlyBeyondOneChunk) {
-    Tiny t;
+TEST(IlreMethod, DcaActsOnlyPastTheTrainedContext) {
+    Tiny t(256);
     const auto query = random_tokens(9, 6);
-    for (int n : {60, 1000}) {
+    for (int n : {60, 200, 1000}) {
         const auto doc = random_tokens(n, 5);
         auto p = ilre_params(2, 64, 32, 50);
         Session plain(*t.model, p);
@@ -443,10 +446,10 @@ TEST(IlreMethod, DcaChangesScoresOnlyBeyondOneChunk) {
         plain.select(query.data(), query.size());
         dca.select(query.data(), query.size());
         const auto &a = ilre(plain).last_scores(), &b = ilre(dca).last_scores();
-        // The question is read as one more chunk: with the document in one
-        // chunk neither the sinks (question at p0 <= S + C) nor any key move.
-        if (n <= 4 + 64) {
-            EXPECT_EQ(a, b) << "with one chunk DCA shifts nothing";
+        // Document and question within the trained context: DCA moves
+        // neither the sinks nor any key.
+        if (n + 9 <= 256) {
+            EXPECT_EQ(a, b) << "within the trained context DCA changes nothing";
         } else {
             EXPECT_NE(a, b);
         }
@@ -491,6 +494,7 @@ TEST(IlreMethod, IndexRoundTripAndRefusals) {
     // Through the C API: lctx_session_load_index picks ILRe from the file.
     engine_test::TinyOptions o;
     o.n_layer = 4;
+    o.n_ctx = 256;   // DCA acts past 256 tokens
     const auto bytes = engine_test::make_tiny_llama(o);
     lctx_model *m = nullptr;
     ASSERT_EQ(lctx_model_load_from_memory(bytes.data(), bytes.size(), nullptr, &m), LCTX_OK);
