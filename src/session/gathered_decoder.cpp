@@ -45,6 +45,19 @@ void GatheredDecoder::recompute(const std::vector<int32_t> &doc_ids, const Selec
     progress.keep_going(1.0);
 }
 
+Selection GatheredDecoder::make_selection(std::vector<int64_t> positions, const std::vector<float> &scores,
+                                          const std::vector<int32_t> &query, const char *knob) const {
+    if (static_cast<int64_t>(positions.size() + query.size()) >= n_ctx_)
+        fail(LCTX_ERR_CONTEXT_FULL, "%s: %zu gathered tokens + a %zu-token question leave no room for an answer in "
+             "n_ctx = %lld: lower %s or raise n_ctx", who_, positions.size(), query.size(), (long long)n_ctx_, knob);
+    Selection sel;
+    sel.positions = std::move(positions);
+    sel.scores.reserve(sel.positions.size());
+    for (int64_t t : sel.positions) sel.scores.push_back(scores[static_cast<size_t>(t)]);
+    sel.query = query;
+    return sel;
+}
+
 void GatheredDecoder::append(int32_t token, std::vector<float> &logits) {
     if (!cache_) fail(LCTX_ERR_STATE, "%s: decode before recompute", who_);
     forward(&token, 1, nullptr, logits);

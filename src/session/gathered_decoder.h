@@ -26,6 +26,12 @@ public:
     // failure the decode cache is left empty.
     void recompute(const std::vector<int32_t> &doc_ids, const Selection &selection, Progress &progress,
                    std::vector<float> &logits);
+    // The selection of `positions` (ascending) for `query`, each with its
+    // score scores[t]. LCTX_ERR_CONTEXT_FULL when the gathered tokens and the
+    // question leave no room for an answer in n_ctx (the message names
+    // `knob`, the size to lower).
+    Selection make_selection(std::vector<int64_t> positions, const std::vector<float> &scores,
+                             const std::vector<int32_t> &query, const char *knob) const;
     // Appends one token and writes the logits that follow it.
     void append(int32_t token, std::vector<float> &logits);
 

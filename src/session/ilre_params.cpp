@@ -15,12 +15,6 @@ namespace lctx {
 
 namespace {
 
-int64_t pow2_floor(int64_t x) {
-    int64_t p = 1;
-    while (p * 2 <= x) p *= 2;
-    return p;
-}
-
 // A size field: > 0 taken as given, 0 derived, < 0 refused.
 int64_t size_field(int32_t user, int64_t derived, const char *name) { return size_knob("ILRe", name, user, derived); }
 

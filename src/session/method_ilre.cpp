@@ -128,16 +128,9 @@ Selection IlreMethod::select(const std::vector<int32_t> &query, Progress &progre
     last_scores_.assign(static_cast<size_t>(N), 0.0f);
     ilre_scores(backend_, model_.hparams(), args, last_scores_.data(), [&] { return progress.keep_going(0.5); });
 
-    Selection sel;
-    sel.positions = ilre_allocate(last_scores_.data(), N, params_.sink, params_.budget, params_.max_kernels,
-                                  params_.avg_kernels);
-    if (static_cast<int64_t>(sel.positions.size()) + q >= params_.n_ctx)
-        fail(LCTX_ERR_CONTEXT_FULL, "ILRe: %zu gathered tokens + a %lld-token question leave no room for an answer "
-             "in n_ctx = %lld: lower the ILRe budget or raise n_ctx", sel.positions.size(), (long long)q,
-             (long long)params_.n_ctx);
-    sel.scores.reserve(sel.positions.size());
-    for (int64_t t : sel.positions) sel.scores.push_back(last_scores_[static_cast<size_t>(t)]);
-    sel.query = query;
+    Selection sel = decoder_.make_selection(ilre_allocate(last_scores_.data(), N, params_.sink, params_.budget,
+                                                          params_.max_kernels, params_.avg_kernels),
+                                            last_scores_, query, "the ILRe budget");
     progress.keep_going(1.0);
     return sel;
 }

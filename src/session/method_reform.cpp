@@ -92,16 +92,9 @@ Selection ReformMethod::select(const std::vector<int32_t> &query, Progress &prog
     if (!progress.keep_going(0.8)) fail(LCTX_ERR_CANCELLED, "select cancelled");
     last_p_.assign(static_cast<size_t>(N), 0.0f);
     max_pool(last_s_.data(), N, params_.pool_half, last_p_.data());
-    Selection sel;
-    sel.positions = select_top(last_s_.data(), last_p_.data(), N, params_.recompute, params_.keep_first,
-                               params_.keep_last);
-    if (static_cast<int64_t>(sel.positions.size()) + q >= params_.n_ctx)
-        fail(LCTX_ERR_CONTEXT_FULL, "REFORM: %zu gathered tokens + a %lld-token query leave no room for an answer "
-             "in n_ctx = %lld: lower reform_recompute or raise n_ctx", sel.positions.size(), (long long)q,
-             (long long)params_.n_ctx);
-    sel.scores.reserve(sel.positions.size());
-    for (int64_t t : sel.positions) sel.scores.push_back(last_p_[static_cast<size_t>(t)]);
-    sel.query = query;
+    Selection sel = decoder_.make_selection(select_top(last_s_.data(), last_p_.data(), N, params_.recompute,
+                                                       params_.keep_first, params_.keep_last),
+                                            last_p_, query, "reform_recompute");
     progress.keep_going(1.0);
     return sel;
 }

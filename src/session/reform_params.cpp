@@ -11,12 +11,6 @@ namespace lctx {
 
 namespace {
 
-int64_t pow2_floor(int64_t x) {
-    int64_t p = 1;
-    while (p * 2 <= x) p *= 2;
-    return p;
-}
-
 int64_t pick(int32_t user, int64_t derived) { return user > 0 ? user : derived; }   // n_ctx: <= 0 is documented
 
 int64_t knob(const char *field, int32_t user, int64_t derived) { return size_knob("REFORM", field, user, derived); }

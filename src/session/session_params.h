@@ -36,6 +36,13 @@ inline lctx_ilre_params read_ilre_params(const lctx_ilre_params *p) {
     return read_params(p, lctx_ilre_default_params, "lctx_ilre_params", "lctx_ilre_default_params");
 }
 
+// The largest power of two <= x (1 for x < 2): sizes derived from n_ctx_train.
+inline int64_t pow2_floor(int64_t x) {
+    int64_t p = 1;
+    while (p * 2 <= x) p *= 2;
+    return p;
+}
+
 // A size knob of a method struct: 0 means "derived" (the header's rule), a
 // positive value is taken as given, a negative one is refused
 // (LCTX_ERR_INVALID_ARG naming the field): only the fields whose comment in
