@@ -572,3 +572,78 @@ TEST(ReliabilityIndex, OldVersionsAndOtherKindsAreRefused) {
     EXPECT_THAT(msg, HasSubstr("kind 7"));
     fs::remove_all(d);
 }
+
+// --- params structs of every size -----------------------------------------
+
+namespace {
+// A heap block of exactly `size` bytes holding the first bytes of *full
+// (ASan catches any read past it: the over-read of lctx_session_create and
+// lctx_decode that copied the whole struct before checking struct_size).
+template <class T> std::unique_ptr<unsigned char[]> cut(const T &full, uint32_t size) {
+    std::unique_ptr<unsigned char[]> b(new unsigned char[size]);
+    std::memcpy(b.get(), &full, std::min<size_t>(size, sizeof full));
+    std::memcpy(b.get(), &size, sizeof size);
+    return b;
+}
+} // namespace
+
+// Every struct_size from 4 to sizeof: a size on a field boundary (an older
+// lctx.h) is accepted, one inside a field is refused with the field's name
+// (half a pointer was copied and dereferenced: found by fuzz_api).
+TEST(Reliability, StructSizesInsideAFieldAreRefused) {
+    engine_test::TinyOptions o;
+    const auto bytes = engine_test::make_tiny_llama(o);
+    lctx_model *m = nullptr;
+    ASSERT_EQ(lctx_model_load_from_memory(bytes.data(), bytes.size(), nullptr, &m), LCTX_OK);
+    session_test::SessionParams full = small_params(LCTX_METHOD_FULL);   // method structs read, not needed
+    full.n_ctx = 128;
+    auto inside = [](size_t size, std::initializer_list<std::pair<size_t, size_t>> fields) {
+        for (auto [off, len] : fields)
+            if (size > off && size < off + len) return true;
+        return false;
+    };
+    using P = lctx_session_params;
+    int accepted = 0, refused = 0;
+    for (uint32_t size = 4; size <= sizeof(P); ++size) {
+        auto b = cut(static_cast<const P &>(full), size);
+        lctx_session *s = nullptr;
+        const lctx_status st = lctx_session_create(m, reinterpret_cast<const P *>(b.get()), &s);
+        const bool bad = inside(size, {{offsetof(P, progress), 8}, {offsetof(P, progress_user_data), 8},
+                                       {offsetof(P, reform), 8}, {offsetof(P, kv), 8}, {offsetof(P, infllm), 8},
+                                       {offsetof(P, max_memory), 8}, {offsetof(P, method), 4}, {offsetof(P, n_ctx), 4},
+                                       {offsetof(P, n_threads), 4}, {offsetof(P, n_batch), 4},
+                                       {offsetof(P, kv_type), 4}});
+        if (bad) {
+            EXPECT_EQ(st, LCTX_ERR_INVALID_ARG) << "size " << size;
+            EXPECT_THAT(lctx_last_error(), HasSubstr("ends inside the field"));
+            ++refused;
+        } else {
+            EXPECT_EQ(st, LCTX_OK) << "size " << size << ": " << lctx_last_error();
+            ++accepted;
+        }
+        lctx_session_free(s);
+    }
+    EXPECT_GT(refused, 30);
+    EXPECT_GT(accepted, 10);
+    // Sampling params through lctx_decode, every size.
+    lctx_session *s = nullptr;
+    ASSERT_EQ(lctx_session_create(m, &full, &s), LCTX_OK);
+    const auto doc = random_tokens(20, 1);
+    ASSERT_EQ(lctx_feed_chunk(s, doc.data(), doc.size()), LCTX_OK);
+    ASSERT_EQ(lctx_build_index(s), LCTX_OK);
+    lctx_selection *sel = nullptr;
+    ASSERT_EQ(lctx_select(s, doc.data(), 3, &sel), LCTX_OK);
+    ASSERT_EQ(lctx_recompute(s, sel), LCTX_OK);
+    lctx_selection_free(sel);
+    lctx_sampling_params sp;
+    lctx_sampling_default_params(&sp);
+    for (uint32_t size = 4; size <= sizeof sp; ++size) {
+        auto b = cut(sp, size);
+        lctx_token t = -1;
+        const lctx_status st = lctx_decode(s, reinterpret_cast<const lctx_sampling_params *>(b.get()), &t);
+        EXPECT_TRUE(st == LCTX_OK || st == LCTX_ERR_INVALID_ARG) << size;
+        if (st == LCTX_ERR_INVALID_ARG) EXPECT_THAT(lctx_last_error(), HasSubstr("ends inside the field"));
+    }
+    lctx_session_free(s);
+    lctx_model_free(m);
+}
