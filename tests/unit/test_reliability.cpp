@@ -22,6 +22,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "engine_tiny_model.h"
+#include "session/hash64.h"
 #include "session/method_registry.h"
 #include "session/session.h"
 #include "session_test_util.h"
@@ -646,4 +647,55 @@ TEST(Reliability, StructSizesInsideAFieldAreRefused) {
     }
     lctx_session_free(s);
     lctx_model_free(m);
+}
+
+namespace {
+// Rewrites the checksum of an index file image (as a forger would).
+void reseal(std::string &b) {
+    Hash64 h;
+    h.update(b.data(), b.size() - 8);
+    const uint64_t sum = h.digest();
+    std::memcpy(b.data() + b.size() - 8, &sum, 8);
+}
+} // namespace
+
+// A file forged with a valid checksum: sizes whose sum overflows are refused
+// (signed overflow, found by fuzz_index), and sizes in range but too large
+// for the session's max_memory are refused before the allocation.
+TEST(ReliabilityIndex, ForgedSizesWithAValidChecksumAreRefused) {
+    const fs::path d = temp_dir("forged");
+    auto s = indexed_reform(150, 71);
+    s->save_index((d / "good.lctx").string());
+    const std::string good = read_all(d / "good.lctx");
+    uint32_t pj_len = 0;
+    std::memcpy(&pj_len, good.data() + 24 + 8, 4);
+    const size_t chunk_at = 24 + 8 + 4 + pj_len, budget_at = chunk_at + 8, sink_at = chunk_at + 16,
+                 recent_at = chunk_at + 24;
+    std::string b = good;
+    const int64_t big = int64_t(1) << 62;
+    std::memcpy(b.data() + sink_at, &big, 8);
+    std::memcpy(b.data() + recent_at, &big, 8);
+    reseal(b);
+    write_all(d / "overflow.lctx", b);
+    std::string msg;
+    EXPECT_EQ(load_status(d / "overflow.lctx", &msg), LCTX_ERR_FORMAT);
+    EXPECT_THAT(msg, HasSubstr("invalid encoder sizes"));
+
+    b = good;
+    const int64_t huge = int64_t(1) << 24;
+    std::memcpy(b.data() + chunk_at, &huge, 8);
+    std::memcpy(b.data() + budget_at, &huge, 8);
+    reseal(b);
+    write_all(d / "huge.lctx", b);
+    session_test::SessionParams p = small_params(LCTX_METHOD_REFORM);
+    p.max_memory = uint64_t(64) << 20;
+    try {
+        Session l(*tiny().model, p);
+        l.load_index((d / "huge.lctx").string());
+        ADD_FAILURE() << "a 2^24-slot encoder was allocated";
+    } catch (const Error &e) {
+        EXPECT_EQ(e.status(), LCTX_ERR_OUT_OF_MEMORY) << e.what();
+        EXPECT_THAT(e.what(), HasSubstr("KV cache of 33554432 slots"));
+    }
+    fs::remove_all(d);
 }
