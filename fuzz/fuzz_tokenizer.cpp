@@ -91,10 +91,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     out.resize(need);
     // Round trip: plain text (no specials added or parsed) that is valid
-    // UTF-8 and has no leading space (SentencePiece's prefix space is
-    // removed on the way back) comes back byte for byte.
+    // UTF-8, has no leading space (SentencePiece's prefix space is removed on
+    // the way back), no U+2581 (SentencePiece's own space mark, rendered as a
+    // space) and no control characters comes back byte for byte.
     if (!add_special && !parse_special && valid_utf8(data + 1, len) && (len == 0 || text[0] != ' ') &&
-        !has_control(data + 1, len) && out != std::string(text, len)) {
+        !has_control(data + 1, len) && std::string(text, len).find("\xE2\x96\x81") == std::string::npos &&
+        out != std::string(text, len)) {
         std::fprintf(stderr, "fuzz_tokenizer: round trip differs (%zu bytes in, %zu out)\n", len, out.size());
         std::abort();
     }
