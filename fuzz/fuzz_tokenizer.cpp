@@ -94,7 +94,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     // UTF-8, has no leading space (SentencePiece's prefix space is removed on
     // the way back), no U+2581 (SentencePiece's own space mark, rendered as a
     // space) and no control characters comes back byte for byte.
+    // SmolLM2's byte-level vocabulary also drops the lead byte of some 4-byte
+    // sequences (unassigned planes; llama.cpp gives the same tokens and text),
+    // so 4-byte sequences are left out for the BPE model.
+    const bool bpe = flags % ms.size() == 2;
+    bool four_byte = false;
+    for (size_t i = 0; i < len; ++i) four_byte |= data[1 + i] >= 0xF0;
     if (!add_special && !parse_special && valid_utf8(data + 1, len) && (len == 0 || text[0] != ' ') &&
+        !(bpe && four_byte) &&
         !has_control(data + 1, len) && std::string(text, len).find("\xE2\x96\x81") == std::string::npos &&
         out != std::string(text, len)) {
         std::fprintf(stderr, "fuzz_tokenizer: round trip differs (%zu bytes in, %zu out)\n", len, out.size());
