@@ -131,6 +131,11 @@ std::unique_ptr<Selection> Session::select(const int32_t *query, size_t n) {
         sel = std::make_unique<Selection>(method_->select(std::vector<int32_t>(query, query + n), progress));
     });
     sel->session_id = id_;
+    // A new question: the previous answer's logits are not what a decode
+    // samples from any more (lctx_session_logits is NULL until recompute;
+    // found by fuzz_api).
+    has_logits_ = false;
+    pending_ = -1;
     stage_ = LCTX_STAGE_SELECTED;
     return sel;
 }

@@ -699,3 +699,30 @@ TEST(ReliabilityIndex, ForgedSizesWithAValidChecksumAreRefused) {
     }
     fs::remove_all(d);
 }
+
+// lctx_session_logits is NULL outside the decoding stage: a new select
+// drops the previous answer's logits (they stayed readable after select,
+// found by fuzz_api), a failed select keeps them.
+TEST(Reliability, LogitsOnlyWhileDecoding) {
+    const auto doc = random_tokens(100, 81), q = random_tokens(5, 82);
+    for (lctx_method m : implemented_methods()) {
+        SCOPED_TRACE(method_name(m));
+        Session s(*tiny().model, small_params(m));
+        s.feed(doc.data(), doc.size());
+        s.build_index();
+        auto sel = s.select(q.data(), q.size());
+        EXPECT_EQ(s.logits(), nullptr);
+        s.recompute(*sel);
+        ASSERT_NE(s.logits(), nullptr);
+        s.decode(greedy());
+        s.cancel();
+        EXPECT_EQ(status_of([&] { s.select(q.data(), q.size()); }), LCTX_ERR_CANCELLED);
+        EXPECT_EQ(s.stage(), LCTX_STAGE_DECODING);
+        EXPECT_NE(s.logits(), nullptr);
+        auto sel2 = s.select(q.data(), q.size());
+        EXPECT_EQ(s.stage(), LCTX_STAGE_SELECTED);
+        EXPECT_EQ(s.logits(), nullptr);
+        s.recompute(*sel2);
+        EXPECT_NE(s.logits(), nullptr);
+    }
+}
