@@ -153,6 +153,9 @@ typedef struct lctx_model_params {
     const char *backend;    /* backend of this model's sessions: "cpu", or a backend module's name
                                ("cuda"); NULL or "": $LCTX_BACKEND if set, else the best one available.
                                One that cannot run here falls back to the CPU with a log line. Copied. */
+    uint64_t max_memory;    /* bytes the model's data may take (the GGUF file or buffer, read, mapped or
+                               copied); checked before loading: LCTX_ERR_OUT_OF_MEMORY with the sizes.
+                               0: no limit */
 } lctx_model_params;
 
 LCTX_API void lctx_model_default_params(lctx_model_params *out);
@@ -404,6 +407,11 @@ typedef struct lctx_session_params {
     lctx_kv_type kv_type;      /* element type of every KV cache of the session: LCTX_KV_F32 (default) or
                                   LCTX_KV_F16 (half the memory; docs/kv-storage.md has its effect) */
     const lctx_ilre_params   *ilre;    /* ILRE; NULL: lctx_ilre_default_params */
+    uint64_t    max_memory;    /* bytes the session may allocate: KV caches, REFORM's embedding store, ILRe's key index,
+                                  InfLLM's memory store, forward buffers, an index being loaded. Every
+                                  large allocation is checked first: one that would pass the limit fails
+                                  with LCTX_ERR_OUT_OF_MEMORY naming the sizes (the session stays valid).
+                                  0: no limit (allocations beyond the machine's RAM are still refused) */
 } lctx_session_params;
 
 LCTX_API void lctx_session_default_params(lctx_session_params *out);

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Sets up (scripts/setup.sh) and runs every test: the GoogleTest unit tests
-# of the release build, the same unit tests under ASan+UBSan, and the
-# Python reference tests (numpy forward, gguf dequantizer, llama.cpp).
+# of the release build, the same unit tests under ASan+UBSan, the thread
+# stress test under ThreadSanitizer, the libFuzzer targets (60 s each; set
+# LCTX_FUZZ_SECONDS to change), and the Python reference tests (numpy
+# forward, gguf dequantizer, llama.cpp).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -16,6 +18,15 @@ cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLCTX_SANITIZE=ON -D
 cmake --build build/asan -j"$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --test-dir build/asan --output-on-failure -j"$jobs"
+
+echo "== thread stress test (ThreadSanitizer)"
+cmake -S . -B build/tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLCTX_TSAN=ON -DLCTX_BUILD_TESTS=ON \
+    -DLCTX_BUILD_TOOLS=OFF >/dev/null
+cmake --build build/tsan --target test_stress_threads -j"$jobs"
+TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" build/tsan/tests/test_stress_threads
+
+echo "== fuzzers (libFuzzer, ASan + UBSan)"
+bash scripts/fuzz.sh "${LCTX_FUZZ_SECONDS:-60}"
 
 echo "== reference tests (pytest)"
 LCTX_BUILD_DIR="$root/build/release" LCTX_MODELS_DIR="$root/models" \

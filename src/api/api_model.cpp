@@ -1,8 +1,10 @@
 // Model loading and information getters.
 #include <cstring>
+#include <filesystem>
 #include <thread>
 
 #include "api/handles.h"
+#include "common/memory_budget.h"
 #include "common/params_abi.h"
 #include "model/chat_template.h"
 
@@ -13,6 +15,13 @@ namespace {
 
 lctx_model_params resolve(const lctx_model_params *params) {
     return lctx::read_params(params, lctx_model_default_params, "lctx_model_params", "lctx_model_default_params");
+}
+
+// lctx_model_params.max_memory: the model's data (file or buffer) must fit.
+void check_model_memory(const lctx_model_params &p, uint64_t bytes, const char *what) {
+    if (p.max_memory == 0) return;
+    lctx::MemoryBudget budget(p.max_memory);
+    budget.check(bytes, what);
 }
 
 int32_t resolve_threads(int32_t n) {
@@ -41,6 +50,11 @@ LCTX_API lctx_status lctx_model_load(const char *path, const lctx_model_params *
         require(out, "lctx_model_load", "out");
         require(path, "lctx_model_load", "path");
         lctx_model_params p = resolve(params);
+        if (p.max_memory) {
+            std::error_code ec;
+            const uint64_t size = std::filesystem::file_size(path, ec);
+            if (!ec) check_model_memory(p, size, lctx::format("model '%s'", path).c_str());
+        }
         auto m = std::make_unique<lctx_model>();
         m->model = lctx::Model::load_file(path, p.use_mmap, resolve_threads(p.n_threads));
         m->backend = p.backend ? p.backend : "";
@@ -55,6 +69,7 @@ LCTX_API lctx_status lctx_model_load_from_memory(const void *data, size_t size, 
         require(out, "lctx_model_load_from_memory", "out");
         require(data, "lctx_model_load_from_memory", "data");
         lctx_model_params p = resolve(params);
+        check_model_memory(p, size, "the model buffer (copied)");
         auto m = std::make_unique<lctx_model>();
         m->model = lctx::Model::load_memory(data, size, resolve_threads(p.n_threads));
         m->backend = p.backend ? p.backend : "";

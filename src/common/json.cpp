@@ -9,6 +9,14 @@
 
 namespace lctx::json {
 
+Value::Value() = default;
+Value::Value(const Value &) = default;
+Value::Value(Value &&) noexcept = default;
+Value &Value::operator=(const Value &) = default;
+Value &Value::operator=(Value &&) noexcept = default;
+Value::~Value() = default;
+
+
 const Value *Value::find(const std::string &key) const {
     if (type != Type::OBJECT) return nullptr;
     for (const auto &kv : obj)

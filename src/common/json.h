@@ -20,6 +20,16 @@ struct Value {
     std::vector<Value> arr;
     std::vector<std::pair<std::string, Value>> obj;   // insertion order kept
 
+    // Out of line (json.cpp): defined where Value is complete, so that
+    // clang's C++20 constexpr std::vector does not need pair<string, Value>
+    // complete inside this definition.
+    Value();
+    Value(const Value &);
+    Value(Value &&) noexcept;
+    Value &operator=(const Value &);
+    Value &operator=(Value &&) noexcept;
+    ~Value();
+
     const Value *find(const std::string &key) const;   // nullptr if absent or not an object
     // Member `key` as a string / number, or def when absent or of another type.
     std::string get_str(const std::string &key, const std::string &def = "") const;

@@ -8,6 +8,7 @@
 
 #include <unistd.h>
 
+#include "backend/budget_backend.h"
 #include "common/error.h"
 
 namespace lctx {
@@ -32,6 +33,15 @@ KvStore::KvStore(Backend &backend, const Hparams &hp, int64_t capacity, int32_t 
         fail(LCTX_ERR_OUT_OF_MEMORY, "a KV store of %lld slots x %d layers needs %.1f MiB, more than the %.1f MiB of RAM",
              (long long)capacity, n_layers_, total / (1024.0 * 1024.0),
              static_cast<double>(pages) * page / (1024.0 * 1024.0));
+    // The session's max_memory (lctx_session_params), checked with the sizes
+    // before anything is allocated; the buffers and positions are charged.
+    const uint64_t pos_bytes = static_cast<uint64_t>(n_layers_) * n_head_kv_ * static_cast<uint64_t>(capacity) * 4;
+    if (MemoryBudget *budget = budget_of(backend)) {
+        const std::string what = format("a KV cache of %lld slots x %d layers x %d KV heads (%s)", (long long)capacity,
+                                        n_layers_, n_head_kv_, type == KvType::F16 ? "f16" : "f32");
+        budget->check(static_cast<uint64_t>(total) + pos_bytes, what.c_str());
+        pos_charge_ = MemoryCharge(budget, pos_bytes, what.c_str());
+    }
     try {
         for (int32_t l = 0; l < n_layers_; ++l) {
             k_.push_back(be_.alloc(per_layer * kv_type_size(type)));

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "common/memory_budget.h"
 #include "model/model.h"
 
 namespace lctx {
@@ -123,6 +124,7 @@ private:
     KvType type_;
     std::vector<std::unique_ptr<Buffer>> k_, v_;   // per layer: [head][slot][head_dim]
     std::vector<int32_t> pos_;                     // [layer][head][slot]
+    MemoryCharge pos_charge_;                      // pos_ on the session's max_memory (if any)
 };
 
 } // namespace lctx

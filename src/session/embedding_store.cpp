@@ -8,7 +8,7 @@
 
 namespace lctx {
 
-EmbeddingStore::EmbeddingStore(int32_t dim) : dim_(dim) {
+EmbeddingStore::EmbeddingStore(int32_t dim, MemoryBudget *budget) : dim_(dim), budget_(budget) {
     if (dim <= 0) fail(LCTX_ERR_INVALID_ARG, "embedding store: dimension %d must be positive", dim);
     block_rows_ = std::max<int64_t>(1, (int64_t(32) << 20) / (int64_t(dim) * 2));
 }
@@ -20,8 +20,15 @@ size_t EmbeddingStore::memory_bytes() const {
 void EmbeddingStore::reserve(int64_t n) {
     const int64_t need = (n + block_rows_ - 1) / block_rows_;
     try {
-        while (static_cast<int64_t>(blocks_.size()) < need)
+        const size_t block_bytes = static_cast<size_t>(block_rows_) * static_cast<size_t>(dim_) * sizeof(uint16_t);
+        if (budget_ && need > static_cast<int64_t>(blocks_.size()))
+            budget_->check(block_bytes * static_cast<size_t>(need - static_cast<int64_t>(blocks_.size())),
+                           "the REFORM embedding store");
+        while (static_cast<int64_t>(blocks_.size()) < need) {
+            MemoryCharge c(budget_, block_bytes, "a block of the REFORM embedding store");
             blocks_.emplace_back(new uint16_t[static_cast<size_t>(block_rows_) * static_cast<size_t>(dim_)]);
+            charges_.push_back(std::move(c));
+        }
     } catch (const std::bad_alloc &) {
         fail(LCTX_ERR_OUT_OF_MEMORY, "cannot grow the embedding store to %lld tokens x %d (fp16)", (long long)n,
              dim_);

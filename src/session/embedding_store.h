@@ -7,11 +7,14 @@
 #include <memory>
 #include <vector>
 
+#include "common/memory_budget.h"
+
 namespace lctx {
 
 class EmbeddingStore {
 public:
-    explicit EmbeddingStore(int32_t dim);
+    // budget (may be NULL): the session's max_memory, charged block by block.
+    explicit EmbeddingStore(int32_t dim, MemoryBudget *budget = nullptr);
 
     int32_t dim() const { return dim_; }
     int64_t size() const { return size_; }          // committed rows
@@ -37,6 +40,8 @@ private:
     int64_t block_rows_;
     int64_t size_ = 0;
     std::vector<std::unique_ptr<uint16_t[]>> blocks_;
+    MemoryBudget *budget_;
+    std::vector<MemoryCharge> charges_;   // one per block
 };
 
 } // namespace lctx

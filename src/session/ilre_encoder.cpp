@@ -4,6 +4,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "backend/budget_backend.h"
 #include "common/error.h"
 
 namespace lctx {
@@ -26,7 +27,7 @@ IlreEncoder::IlreEncoder(const Model &model, Backend &backend, const IlreEncoder
     if (n_full_ > 0)
         cache_ = std::make_unique<KvStore>(backend, hp, cfg_.sink + cfg_.window + cfg_.chunk, n_full_, cfg_.kv_type);
     for (size_t i = 0; i < layers_.size() * static_cast<size_t>(n_kv_); ++i)
-        keys_.push_back(std::make_unique<EmbeddingStore>(head_dim_));
+        keys_.push_back(std::make_unique<EmbeddingStore>(head_dim_, budget_of(backend)));   // charged to max_memory
 }
 
 size_t IlreEncoder::memory_bytes() const {

@@ -272,8 +272,9 @@ ReformIndexHeader read_reform_index_header(const std::string &path, const Model 
     h.cfg.accumulate = acc != 0;
     const EncoderConfig &c = h.cfg;
     const int64_t kMax = int64_t(1) << 24;
-    if (c.chunk < 1 || c.chunk > kMax || c.budget < 2 || c.budget > kMax || c.sink < 0 || c.recent < 0 ||
-        c.sink + c.recent >= c.budget || c.obs < 1 || c.obs > c.chunk || acc > 1)
+    // Each size in range before any sum of them (no overflow on crafted values: found by fuzz_index).
+    if (c.chunk < 1 || c.chunk > kMax || c.budget < 2 || c.budget > kMax || c.sink < 0 || c.sink > kMax ||
+        c.recent < 0 || c.recent > kMax || c.sink + c.recent >= c.budget || c.obs < 1 || c.obs > c.chunk || acc > 1)
         fail(LCTX_ERR_FORMAT, "index '%s': invalid encoder sizes", path.c_str());
     int32_t dims[5];
     for (int32_t &v : dims) v = r.get<int32_t>();
@@ -287,7 +288,8 @@ ReformIndexHeader read_reform_index_header(const std::string &path, const Model 
     if (h.n_tokens < 0 || h.n_slots < 0 || h.n_slots > c.budget || h.n_slots > h.n_tokens ||
         (h.exit_layer == 0 && h.n_slots != 0))
         fail(LCTX_ERR_FORMAT, "index '%s': invalid token or slot count", path.c_str());
-    if (h.n_tokens > int64_t(1) << 40 ||
+    // Counts bounded by the bytes left before they are multiplied.
+    if (h.n_tokens > int64_t(1) << 40 || static_cast<uint64_t>(h.n_tokens) > r.left() / (4 + 2 * uint64_t(h.dim)) ||
         body_bytes(h.n_tokens, h.dim, h.exit_layer, hp.n_head_kv, hp.head_dim, h.n_slots) != r.left())
         fail(LCTX_ERR_FORMAT, "index '%s': the sizes in the header do not match the file size", path.c_str());
     h.n_vocab = hp.n_vocab;

@@ -7,11 +7,15 @@
 #include <memory>
 #include <vector>
 
+#include "common/memory_budget.h"
+
 namespace lctx {
 
 class Fp16Rows {
 public:
-    explicit Fp16Rows(int64_t width, int64_t page_rows = 4096) : width_(width), page_rows_(page_rows) {}
+    // budget (may be NULL): the session's max_memory, charged page by page.
+    explicit Fp16Rows(int64_t width, MemoryBudget *budget = nullptr, int64_t page_rows = 4096)
+        : width_(width), page_rows_(page_rows), budget_(budget) {}
 
     int64_t size() const { return size_; }
     int64_t width() const { return width_; }
@@ -25,6 +29,8 @@ public:
 private:
     int64_t width_, page_rows_, size_ = 0;
     std::vector<std::unique_ptr<uint16_t[]>> pages_;
+    MemoryBudget *budget_;
+    std::vector<MemoryCharge> charges_;   // one per page
 };
 
 } // namespace lctx

@@ -5,6 +5,7 @@
 #include <new>
 #include <numeric>
 
+#include "backend/budget_backend.h"
 #include "common/error.h"
 #include "session/state_digest.h"
 #include "common/ggml_type.h"
@@ -33,8 +34,8 @@ InfllmMethod::InfllmMethod(const Model &model, Backend &backend, const InfllmPar
     const int64_t width = int64_t(n_kv_) * head_dim_;
     no_bad_alloc("creating the memory store", [&] {
         for (int32_t l = 0; l < n_layer_; ++l) {
-            k_store_.emplace_back(width);
-            v_store_.emplace_back(width);
+            k_store_.emplace_back(width, budget_of(backend));
+            v_store_.emplace_back(width, budget_of(backend));
         }
         const size_t n = static_cast<size_t>(n_layer_) * n_kv_;
         kbar_.resize(n);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "backend/budget_backend.h"
 #include "common/error.h"
 #include "session/state_digest.h"
 #include "common/log.h"
@@ -32,7 +33,7 @@ ReformMethod::ReformMethod(const Model &model, Backend &backend, const lctx_sess
 
 void ReformMethod::make_encoder(const EncoderConfig &cfg) {
     encoder_ = std::make_unique<ReformEncoder>(model_, backend_, cfg, profile_.heads);
-    store_ = std::make_unique<EmbeddingStore>(encoder_->dim());
+    store_ = std::make_unique<EmbeddingStore>(encoder_->dim(), budget_of(backend_));
     feeder_.chunk = cfg.chunk;
 }
 
@@ -126,6 +127,8 @@ void ReformMethod::load_index(const std::string &path, const lctx_session_params
     params_.h2o_accumulate = h.cfg.accumulate;
     EncoderConfig cfg = h.cfg;
     cfg.kv_type = params_.kv_type;   // the file stores f32 rows; the session chooses the element type
+    store_.reset();     // the session's own (empty) encoder goes first: the
+    encoder_.reset();   // loaded one is charged to max_memory alone
     make_encoder(cfg);
     read_reform_index_body(h, feeder_.ids, *store_, *encoder_);
     sealed_ = true;

@@ -9,6 +9,7 @@
 #include "session/method_reform.h"
 #include "session/method_registry.h"
 #include "session/session_params.h"
+#include "backend/budget_backend.h"
 #include "backend/registry.h"
 
 namespace lctx {
@@ -35,7 +36,8 @@ const char *method_name(lctx_method method) {
 }
 
 Session::Session(const Model &model, const lctx_session_params &params, const std::string &backend)
-    : model_(model), params_(read_session_params(&params)), id_(g_next_session_id.fetch_add(1)) {
+    : model_(model), params_(read_session_params(&params)), id_(g_next_session_id.fetch_add(1)),
+      budget_(params_.max_memory) {
     // Own full-size copies of the method structs (and their strings): the
     // caller's may be smaller (an older lctx.h) and must not be kept.
     reform_ = read_reform_params(params_.reform);
@@ -73,7 +75,7 @@ Session::Session(const Model &model, const lctx_session_params &params, const st
     if (!info->implemented())
         fail(LCTX_ERR_UNSUPPORTED, "method '%s' is not implemented yet in this version of lctx", info->name);
     kv_type_of(params_);   // validated before anything is allocated
-    backend_ = make_backend(backend, std::max(1, n_threads));
+    backend_ = std::make_unique<BudgetBackend>(make_backend(backend, std::max(1, n_threads)), budget_);
     method_ = info->make(MethodArgs{model, params_, *backend_, n_ctx, n_batch});
 }
 
@@ -139,6 +141,11 @@ std::unique_ptr<Selection> Session::select(const int32_t *query, size_t n) {
         sel = std::make_unique<Selection>(method_->select(std::vector<int32_t>(query, query + n), progress));
     });
     sel->session_id = id_;
+    // A new question: the previous answer's logits are not what a decode
+    // samples from any more (lctx_session_logits is NULL until recompute;
+    // found by fuzz_api).
+    has_logits_ = false;
+    pending_ = -1;
     stage_ = LCTX_STAGE_SELECTED;
     return sel;
 }

@@ -12,6 +12,7 @@
 #include "backend/backend.h"
 #include "lctx.h"
 #include "model/model.h"
+#include "common/memory_budget.h"
 #include "session/method.h"
 #include "session/sampler.h"
 
@@ -46,6 +47,8 @@ public:
     void save_index(const std::string &path);
     void load_index(const std::string &path);
     Method &method() { return *method_; }
+    // The session's memory budget: what its caches and stores hold now and at most.
+    const MemoryBudget &memory() const { return budget_; }
 
 private:
     void expect_stage(const char *call, std::initializer_list<lctx_stage> allowed) const;
@@ -66,6 +69,7 @@ private:
     lctx_ilre_params ilre_;
     std::string heads_path_, catalyst_, ilre_max_kernels_, ilre_avg_kernels_, ilre_profile_path_;
     uint64_t id_;
+    MemoryBudget budget_;                // lctx_session_params.max_memory; outlives what is charged to it
     std::unique_ptr<Backend> backend_;   // declared before method_: destroyed after it
     std::unique_ptr<Method> method_;
     lctx_stage stage_ = LCTX_STAGE_FEEDING;

@@ -12,6 +12,7 @@ int main(void) {
     SIZE(lctx_model_params);
     OFF(lctx_model_params, n_threads);
     OFF(lctx_model_params, use_mmap);
+    OFF(lctx_model_params, max_memory);
     SIZE(lctx_session_params);
     OFF(lctx_session_params, method);
     OFF(lctx_session_params, n_ctx);
@@ -22,6 +23,7 @@ int main(void) {
     OFF(lctx_session_params, reform);
     OFF(lctx_session_params, kv);
     OFF(lctx_session_params, infllm);
+    OFF(lctx_session_params, max_memory);
     SIZE(lctx_reform_params);
     OFF(lctx_reform_params, chunk);
     OFF(lctx_reform_params, budget);

@@ -22,6 +22,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "engine_tiny_model.h"
+#include "session/hash64.h"
 #include "session/method_registry.h"
 #include "session/session.h"
 #include "session_test_util.h"
@@ -578,4 +579,157 @@ TEST(ReliabilityIndex, OldVersionsAndOtherKindsAreRefused) {
     EXPECT_EQ(load_status(d / "kind.lctx", &msg), LCTX_ERR_FORMAT);
     EXPECT_THAT(msg, HasSubstr("kind 7"));
     fs::remove_all(d);
+}
+
+// --- params structs of every size -----------------------------------------
+
+namespace {
+// A heap block of exactly `size` bytes holding the first bytes of *full
+// (ASan catches any read past it: the over-read of lctx_session_create and
+// lctx_decode that copied the whole struct before checking struct_size).
+template <class T> std::unique_ptr<unsigned char[]> cut(const T &full, uint32_t size) {
+    std::unique_ptr<unsigned char[]> b(new unsigned char[size]);
+    std::memcpy(b.get(), &full, std::min<size_t>(size, sizeof full));
+    std::memcpy(b.get(), &size, sizeof size);
+    return b;
+}
+} // namespace
+
+// Every struct_size from 4 to sizeof: a size on a field boundary (an older
+// lctx.h) is accepted, one inside a field is refused with the field's name
+// (half a pointer was copied and dereferenced: found by fuzz_api).
+TEST(Reliability, StructSizesInsideAFieldAreRefused) {
+    engine_test::TinyOptions o;
+    const auto bytes = engine_test::make_tiny_llama(o);
+    lctx_model *m = nullptr;
+    ASSERT_EQ(lctx_model_load_from_memory(bytes.data(), bytes.size(), nullptr, &m), LCTX_OK);
+    session_test::SessionParams full = small_params(LCTX_METHOD_FULL);   // method structs read, not needed
+    full.n_ctx = 128;
+    auto inside = [](size_t size, std::initializer_list<std::pair<size_t, size_t>> fields) {
+        for (auto [off, len] : fields)
+            if (size > off && size < off + len) return true;
+        return false;
+    };
+    using P = lctx_session_params;
+    int accepted = 0, refused = 0;
+    for (uint32_t size = 4; size <= sizeof(P); ++size) {
+        auto b = cut(static_cast<const P &>(full), size);
+        lctx_session *s = nullptr;
+        const lctx_status st = lctx_session_create(m, reinterpret_cast<const P *>(b.get()), &s);
+        const bool bad = inside(size, {{offsetof(P, progress), 8}, {offsetof(P, progress_user_data), 8},
+                                       {offsetof(P, reform), 8}, {offsetof(P, kv), 8}, {offsetof(P, infllm), 8},
+                                       {offsetof(P, ilre), 8}, {offsetof(P, max_memory), 8}, {offsetof(P, method), 4}, {offsetof(P, n_ctx), 4},
+                                       {offsetof(P, n_threads), 4}, {offsetof(P, n_batch), 4},
+                                       {offsetof(P, kv_type), 4}});
+        if (bad) {
+            EXPECT_EQ(st, LCTX_ERR_INVALID_ARG) << "size " << size;
+            EXPECT_THAT(lctx_last_error(), HasSubstr("ends inside the field"));
+            ++refused;
+        } else {
+            EXPECT_EQ(st, LCTX_OK) << "size " << size << ": " << lctx_last_error();
+            ++accepted;
+        }
+        lctx_session_free(s);
+    }
+    EXPECT_GT(refused, 30);
+    EXPECT_GT(accepted, 10);
+    // Sampling params through lctx_decode, every size.
+    lctx_session *s = nullptr;
+    ASSERT_EQ(lctx_session_create(m, &full, &s), LCTX_OK);
+    const auto doc = random_tokens(20, 1);
+    ASSERT_EQ(lctx_feed_chunk(s, doc.data(), doc.size()), LCTX_OK);
+    ASSERT_EQ(lctx_build_index(s), LCTX_OK);
+    lctx_selection *sel = nullptr;
+    ASSERT_EQ(lctx_select(s, doc.data(), 3, &sel), LCTX_OK);
+    ASSERT_EQ(lctx_recompute(s, sel), LCTX_OK);
+    lctx_selection_free(sel);
+    lctx_sampling_params sp;
+    lctx_sampling_default_params(&sp);
+    for (uint32_t size = 4; size <= sizeof sp; ++size) {
+        auto b = cut(sp, size);
+        lctx_token t = -1;
+        const lctx_status st = lctx_decode(s, reinterpret_cast<const lctx_sampling_params *>(b.get()), &t);
+        EXPECT_TRUE(st == LCTX_OK || st == LCTX_ERR_INVALID_ARG) << size;
+        if (st == LCTX_ERR_INVALID_ARG) EXPECT_THAT(lctx_last_error(), HasSubstr("ends inside the field"));
+    }
+    lctx_session_free(s);
+    lctx_model_free(m);
+}
+
+namespace {
+// Rewrites the checksum of an index file image (as a forger would).
+void reseal(std::string &b) {
+    Hash64 h;
+    h.update(b.data(), b.size() - 8);
+    const uint64_t sum = h.digest();
+    std::memcpy(b.data() + b.size() - 8, &sum, 8);
+}
+} // namespace
+
+// A file forged with a valid checksum: sizes whose sum overflows are refused
+// (signed overflow, found by fuzz_index), and sizes in range but too large
+// for the session's max_memory are refused before the allocation.
+TEST(ReliabilityIndex, ForgedSizesWithAValidChecksumAreRefused) {
+    const fs::path d = temp_dir("forged");
+    auto s = indexed_reform(150, 71);
+    s->save_index((d / "good.lctx").string());
+    const std::string good = read_all(d / "good.lctx");
+    uint32_t pj_len = 0;
+    std::memcpy(&pj_len, good.data() + 24 + 8, 4);
+    const size_t chunk_at = 24 + 8 + 4 + pj_len, budget_at = chunk_at + 8, sink_at = chunk_at + 16,
+                 recent_at = chunk_at + 24;
+    std::string b = good;
+    const int64_t big = int64_t(1) << 62;
+    std::memcpy(b.data() + sink_at, &big, 8);
+    std::memcpy(b.data() + recent_at, &big, 8);
+    reseal(b);
+    write_all(d / "overflow.lctx", b);
+    std::string msg;
+    EXPECT_EQ(load_status(d / "overflow.lctx", &msg), LCTX_ERR_FORMAT);
+    EXPECT_THAT(msg, HasSubstr("invalid encoder sizes"));
+
+    b = good;
+    const int64_t huge = int64_t(1) << 24;
+    std::memcpy(b.data() + chunk_at, &huge, 8);
+    std::memcpy(b.data() + budget_at, &huge, 8);
+    reseal(b);
+    write_all(d / "huge.lctx", b);
+    session_test::SessionParams p = small_params(LCTX_METHOD_REFORM);
+    p.max_memory = uint64_t(64) << 20;
+    try {
+        Session l(*tiny().model, p);
+        l.load_index((d / "huge.lctx").string());
+        ADD_FAILURE() << "a 2^24-slot encoder was allocated";
+    } catch (const Error &e) {
+        EXPECT_EQ(e.status(), LCTX_ERR_OUT_OF_MEMORY) << e.what();
+        EXPECT_THAT(e.what(), HasSubstr("KV cache of 33554432 slots"));
+    }
+    fs::remove_all(d);
+}
+
+// lctx_session_logits is NULL outside the decoding stage: a new select
+// drops the previous answer's logits (they stayed readable after select,
+// found by fuzz_api), a failed select keeps them.
+TEST(Reliability, LogitsOnlyWhileDecoding) {
+    const auto doc = random_tokens(100, 81), q = random_tokens(5, 82);
+    for (lctx_method m : implemented_methods()) {
+        SCOPED_TRACE(method_name(m));
+        Session s(*tiny().model, small_params(m));
+        s.feed(doc.data(), doc.size());
+        s.build_index();
+        auto sel = s.select(q.data(), q.size());
+        EXPECT_EQ(s.logits(), nullptr);
+        s.recompute(*sel);
+        ASSERT_NE(s.logits(), nullptr);
+        s.decode(greedy());
+        s.cancel();
+        EXPECT_EQ(status_of([&] { s.select(q.data(), q.size()); }), LCTX_ERR_CANCELLED);
+        EXPECT_EQ(s.stage(), LCTX_STAGE_DECODING);
+        EXPECT_NE(s.logits(), nullptr);
+        auto sel2 = s.select(q.data(), q.size());
+        EXPECT_EQ(s.stage(), LCTX_STAGE_SELECTED);
+        EXPECT_EQ(s.logits(), nullptr);
+        s.recompute(*sel2);
+        EXPECT_NE(s.logits(), nullptr);
+    }
 }

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets of fuzz/ (clang, ASan + UBSan, build/fuzz) and
+# runs each for SECONDS (default 60) on one core, starting from the committed
+# seeds in fuzz/corpus/<target>/ (new inputs go to build/fuzz/corpus/, not
+# into the repository). Prints executions, coverage and features per target;
+# exits non-zero when any target finds a crash, a leak, a timeout or runs out
+# of memory (the reproducer is left in build/fuzz/artifacts/).
+#   scripts/fuzz.sh [SECONDS] [TARGET...]
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+seconds="${1:-60}"
+shift || true
+targets=("$@")
+((${#targets[@]})) || targets=(fuzz_gguf fuzz_tokenizer fuzz_chat_template fuzz_head_profile fuzz_index fuzz_api)
+
+# clang and its runtimes (libFuzzer, ASan, UBSan) from Debian.
+need_apt=()
+command -v clang++ >/dev/null 2>&1 || need_apt+=(clang)
+compgen -G "/usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a" >/dev/null || need_apt+=(libclang-rt-dev)
+if ((${#need_apt[@]})); then
+    echo "fuzz: installing ${need_apt[*]} (apt)"
+    SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO="sudo"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+CC=clang CXX=clang++ cmake -S . -B build/fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLCTX_FUZZ=ON \
+    -DLCTX_BUILD_TESTS=OFF -DLCTX_BUILD_TOOLS=OFF >/dev/null
+cmake --build build/fuzz --target fuzz_all -j"$(nproc)"
+
+# Per-target input size limits: a GGUF seed is ~30 KB, the rest are small.
+max_len() {
+    case "$1" in
+        fuzz_gguf) echo 65536 ;;
+        fuzz_index) echo 16384 ;;
+        *) echo 4096 ;;
+    esac
+}
+
+mkdir -p build/fuzz/corpus build/fuzz/artifacts build/fuzz/logs
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1}"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+failed=()
+summary=()
+for t in "${targets[@]}"; do
+    seeds="fuzz/corpus/${t#fuzz_}"
+    work="build/fuzz/corpus/${t#fuzz_}"
+    mkdir -p "$work"
+    log="build/fuzz/logs/$t.log"
+    echo "== $t: ${seconds}s (seeds $seeds)"
+    rc=0
+    "build/fuzz/fuzz/$t" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=4096 -malloc_limit_mb=4096 \
+        -max_len="$(max_len "$t")" -print_final_stats=1 -artifact_prefix="build/fuzz/artifacts/$t-" \
+        "$work" "$seeds" >"$log" 2>&1 || rc=$?
+    execs=$(grep -oE 'stat::number_of_executed_units: *[0-9]+' "$log" | grep -oE '[0-9]+$' || echo "?")
+    cov=$(grep -oE 'cov: [0-9]+ ft: [0-9]+' "$log" | tail -1 || true)
+    line="$t: rc=$rc executions=$execs ${cov:-cov: ?} corpus=$(ls "$work" | wc -l)"
+    summary+=("$line")
+    echo "$line"
+    if ((rc != 0)); then
+        failed+=("$t")
+        tail -40 "$log"
+    fi
+done
+echo "== fuzz summary (${seconds}s per target)"
+printf '%s\n' "${summary[@]}"
+if ((${#failed[@]})); then
+    echo "fuzz: FAILED: ${failed[*]} (reproducers in build/fuzz/artifacts/)"
+    exit 1
+fi
+echo "fuzz: ${#targets[@]} targets, no crash"
