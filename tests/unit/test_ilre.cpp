@@ -441,8 +441,8 @@ TEST(IlreMethod, DcaActsOnlyPastTheTrainedContext) {
         Session plain(*t.model, p);
         p.ilre_p.dca = true;
         Session dca(*t.model, p);
-        feed_split(plain, doc, {n});
-        feed_split(dca, doc, {n});
+        feed_split(plain, doc, {size_t(n)});
+        feed_split(dca, doc, {size_t(n)});
         plain.select(query.data(), query.size());
         dca.select(query.data(), query.size());
         const auto &a = ilre(plain).last_scores(), &b = ilre(dca).last_scores();
