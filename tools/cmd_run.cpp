@@ -51,6 +51,7 @@ int cmd_run(int argc, char **argv) {
         "  --layer N            ILRe retrieval layer (default: the model's profile)\n"
         "  --window N           ILRe window of the shallow layers (default chunk/2)\n"
         "  --no-dca             ILRe: no bounded distances past the trained context (DCA is on by default)\n"
+        "  --query-tokens N     ILRe: score with the last N tokens of the question only (default: all)\n"
         "  --ilre-profile FILE  ILRe profile with the retrieval layer (JSON from 'lctx heads --ilre')\n"
         "  --save-index FILE    save the REFORM or ILRe index after encoding\n"
         "  --index FILE         load a saved REFORM or ILRe index instead of reading --file\n"
@@ -64,7 +65,7 @@ int cmd_run(int argc, char **argv) {
     Args a = parse_args(argc, argv,
                         {"--model", "--file", "--question", "--question-file", "--method", "--budget", "--chunk",
                          "--working", "--heads", "--save-index", "--index", "--n-predict", "--ctx", "--threads", "--layer",
-                         "--window", "--ilre-profile"},
+                         "--window", "--ilre-profile", "--query-tokens"},
                         {"--json", "--progress", "--no-chat", "--no-dca"},
                         {{"-m", "--model"}, {"-n", "--n-predict"}, {"-c", "--ctx"}, {"-t", "--threads"}}, usage);
     lctx_method method_id = LCTX_METHOD_REFORM;
@@ -124,6 +125,7 @@ int cmd_run(int argc, char **argv) {
         ip.retrieval_layer = static_cast<int32_t>(a.get_int("--layer", -1));
         ip.window = static_cast<int32_t>(a.get_int("--window", 0));
         ip.dca = !a.on("--no-dca");
+        ip.query_tokens = static_cast<int32_t>(a.get_int("--query-tokens", 0));
     }
     const std::string ilre_profile = a.get("--ilre-profile");
     ip.profile_path = ilre_profile.empty() ? nullptr : ilre_profile.c_str();
