@@ -141,6 +141,14 @@ public:
     virtual std::vector<int64_t> top_k(const float *x, int64_t n, int64_t k) = 0;
 };
 
+// Scratch of at least `floats` floats (one at least) in backend memory: `b`
+// is reallocated only when it is too small, so repeated calls reuse it.
+inline float *scratch_f32(Backend &be, std::unique_ptr<Buffer> &b, int64_t floats) {
+    const size_t bytes = static_cast<size_t>(floats > 1 ? floats : 1) * sizeof(float);
+    if (!b || b->size() < bytes) b = be.alloc(bytes);
+    return b->f32();
+}
+
 // hp with the YaRN magnitude factor cancelled, for the delta rotation of keys
 // that already carry it (re-positioning cached keys).
 Hparams rope_delta_hparams(const Hparams &hp);

@@ -50,11 +50,7 @@ Forward::Forward(const Model &model, Backend &backend) : model_(model), be_(back
     be_.prepare(model);
 }
 
-float *Forward::scratch(std::unique_ptr<Buffer> &b, int64_t n) {
-    const size_t bytes = static_cast<size_t>(std::max<int64_t>(n, 1)) * sizeof(float);
-    if (!b || b->size() < bytes) b = be_.alloc(bytes);
-    return b->f32();
-}
+float *Forward::scratch(std::unique_ptr<Buffer> &b, int64_t n) { return scratch_f32(be_, b, n); }
 
 void Forward::run(const int32_t *tokens, const int32_t *pos, int64_t n, KvStore &cache, const ForwardOptions &opt,
                   std::vector<float> &logits) {

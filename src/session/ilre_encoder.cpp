@@ -47,12 +47,8 @@ void IlreEncoder::project(size_t i, const float *x, int64_t n, int64_t p0, bool 
     const WeightView &W = want_queries ? L.wq : L.wk;
     const int32_t heads = want_queries ? hp.n_head : hp.n_head_kv;
     const int64_t E = hp.n_embd, P = int64_t(heads) * head_dim_;
-    auto grow = [&](std::unique_ptr<Buffer> &b, int64_t floats) {
-        const size_t bytes = static_cast<size_t>(std::max<int64_t>(floats, 1)) * sizeof(float);
-        if (!b || b->size() < bytes) b = backend_.alloc(bytes);
-        return b->f32();
-    };
-    float *xb = grow(x_buf_, n * E), *xn = grow(xn_buf_, n * E), *pb = grow(proj_buf_, n * P);
+    float *xb = scratch_f32(backend_, x_buf_, n * E), *xn = scratch_f32(backend_, xn_buf_, n * E),
+          *pb = scratch_f32(backend_, proj_buf_, n * P);
     backend_.from_host(xb, x, static_cast<size_t>(n * E) * sizeof(float));
     backend_.rms_norm(xb, L.attn_norm, xn, n, E, hp.rms_eps);
     backend_.matmul(W, xn, E, n, pb);

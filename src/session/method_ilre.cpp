@@ -53,15 +53,7 @@ uint64_t IlreMethod::state_digest() const {
     const IlreEncoder &e = *encoder_;
     h.add(e.n_encoded());
     if (e.cache()) digest_kv(h, *e.cache());
-    for (int32_t g = 0; g < model_.hparams().n_head_kv; ++g) {
-        const EmbeddingStore &st = e.keys(0, g);
-        h.add(st.size());
-        for (int64_t t = 0; t < st.size();) {
-            const int64_t len = std::min(st.size() - t, st.contiguous_from(t));
-            h.update(st.row(t), static_cast<size_t>(len) * st.dim() * sizeof(uint16_t));
-            t += len;
-        }
-    }
+    for (int32_t g = 0; g < model_.hparams().n_head_kv; ++g) digest_store(h, e.keys(0, g));
     return h.digest();
 }
 

@@ -59,13 +59,7 @@ uint64_t ReformMethod::state_digest() const {
             digest_vec(h, e.orig(l, g));
             digest_vec(h, e.score(l, g));
         }
-    const EmbeddingStore &st = *store_;
-    h.add(st.size());
-    for (int64_t t = 0; t < st.size();) {
-        const int64_t len = std::min(st.size() - t, st.contiguous_from(t));
-        h.update(st.row(t), static_cast<size_t>(len) * st.dim() * sizeof(uint16_t));
-        t += len;
-    }
+    digest_store(h, *store_);
     return h.digest();
 }
 

@@ -40,12 +40,8 @@ void ReformEncoder::capture_exit_layer(const float *x, int64_t n, int64_t row0, 
     const int64_t E = hp.n_embd, D = head_dim_;
     // x is a host copy of the residual stream: the projections run on the
     // backend, in its memory, and come back to the host for normalising.
-    auto grow = [&](std::unique_ptr<Buffer> &b, int64_t floats) {
-        const size_t bytes = static_cast<size_t>(std::max<int64_t>(floats, 1)) * sizeof(float);
-        if (!b || b->size() < bytes) b = backend_.alloc(bytes);
-        return b->f32();
-    };
-    float *xb = grow(x_buf_, n * E), *xn = grow(xn_buf_, n * E), *pb = grow(proj_buf_, n * D);
+    float *xb = scratch_f32(backend_, x_buf_, n * E), *xn = scratch_f32(backend_, xn_buf_, n * E),
+          *pb = scratch_f32(backend_, proj_buf_, n * D);
     backend_.from_host(xb, x, static_cast<size_t>(n * E) * sizeof(float));
     backend_.rms_norm(xb, L.attn_norm, xn, n, E, hp.rms_eps);
     proj_.resize(static_cast<size_t>(n * D));

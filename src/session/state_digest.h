@@ -2,10 +2,12 @@
 // plain vectors, folded into one Hash64.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
 #include "engine/kv_store.h"
+#include "session/embedding_store.h"
 #include "session/hash64.h"
 
 namespace lctx {
@@ -23,6 +25,16 @@ inline void digest_kv(Hash64 &h, const KvStore &kv) {
             h.update(rows.data(), rows.size() * sizeof(float));
             h.update(kv.positions(l, g), static_cast<size_t>(kv.size()) * sizeof(int32_t));
         }
+}
+
+// Every committed row of an embedding store (fp16, as stored).
+inline void digest_store(Hash64 &h, const EmbeddingStore &st) {
+    h.add(st.size());
+    for (int64_t t = 0; t < st.size();) {
+        const int64_t len = std::min(st.size() - t, st.contiguous_from(t));
+        h.update(st.row(t), static_cast<size_t>(len) * st.dim() * sizeof(uint16_t));
+        t += len;
+    }
 }
 
 template <class T> void digest_vec(Hash64 &h, const std::vector<T> &v) {
