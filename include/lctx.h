@@ -382,6 +382,36 @@ typedef struct lctx_ilre_params {
 
 LCTX_API void lctx_ilre_default_params(lctx_ilre_params *out);
 
+/* ReAttention's knobs (LCTX_METHOD_REATTENTION; docs/methods/reattention.md).
+ * Every layer keeps the keys and values of every token before RoPE. Each
+ * step (a chunk of the document, or one token) scores the "middle" tokens
+ * (all but the first n_global and the last n_local) against the step's
+ * queries without positions, keeps each (head, query)'s top_k, votes for
+ * n_spans winners, widens each to `span` neighbours, and attends over
+ * [global | spans | local] numbered 0..n-1 with RoPE at those positions.
+ * -1 = derived from the model's trained context n_train (the values given
+ * are for an 8K model such as SmolLM2 and are the paper's). */
+typedef struct lctx_reattention_params {
+    uint32_t    struct_size;     /* sizeof(lctx_reattention_params): set by lctx_reattention_default_params */
+    int32_t     n_global;        /* G: first tokens always attended; 32 */
+    int32_t     n_local;         /* L: last tokens always attended, the step's own included; n_train / 2 (4096) */
+    int32_t     span;            /* m: tokens around each winner (even); 32 */
+    int32_t     top_k;           /* k: middle tokens each (query head, query token) votes for; 4 */
+    int32_t     n_spans;         /* k': winners of the vote; (n_train - G - L) / m (127).
+                                    0: no middle at all (StreamingLLM-like: global + local only) */
+    int32_t     chunk;           /* tokens per prefill step after the first (which takes G + L): at most 512;
+                                    min(512, L / 2) (512) */
+    int32_t     reuse_steps;     /* decode: a layer's selection is reused for this many tokens; 1 (every token) */
+    bool        tile_max;        /* false (default): exact top-k. true: the paper's released kernel's
+                                    approximation, at most one candidate per aligned 128-key tile */
+    uint64_t    store_max_ram;   /* bytes of the K/V store kept in RAM; past it the store continues in a
+                                    memory-mapped file in store_dir (removed when the session is freed).
+                                    0: RAM only */
+    const char *store_dir;       /* directory of that file; NULL: $TMPDIR, else /tmp */
+} lctx_reattention_params;
+
+LCTX_API void lctx_reattention_default_params(lctx_reattention_params *out);
+
 /* The common fields of a session, and each method family's knobs behind a
  * pointer (NULL: that struct's defaults; the library copies what it points
  * to). Knobs of a family the method does not use are ignored. */
@@ -393,7 +423,7 @@ typedef enum lctx_kv_type {
 
 typedef struct lctx_session_params {
     uint32_t    struct_size;   /* sizeof(lctx_session_params): set by default_params */
-    lctx_method method;        /* LCTX_METHOD_*; REATTENTION and REFRESHKV: LCTX_ERR_UNSUPPORTED */
+    lctx_method method;        /* LCTX_METHOD_*; REFRESHKV: LCTX_ERR_UNSUPPORTED */
     int32_t     n_ctx;         /* FULL: KV cache capacity in tokens (document + question +
                                   answer); other methods: their decode cache (see their structs).
                                   <= 0: n_ctx_train of the model. */
@@ -412,6 +442,7 @@ typedef struct lctx_session_params {
                                   large allocation is checked first: one that would pass the limit fails
                                   with LCTX_ERR_OUT_OF_MEMORY naming the sizes (the session stays valid).
                                   0: no limit (allocations beyond the machine's RAM are still refused) */
+    const lctx_reattention_params *reattention; /* REATTENTION; NULL: lctx_reattention_default_params */
 } lctx_session_params;
 
 LCTX_API void lctx_session_default_params(lctx_session_params *out);

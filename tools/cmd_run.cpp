@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -53,6 +54,14 @@ int cmd_run(int argc, char **argv) {
         "  --no-dca             ILRe: no bounded distances past the trained context (DCA is on by default)\n"
         "  --query-tokens N     ILRe: score with the last N tokens of the question only (default: all)\n"
         "  --ilre-profile FILE  ILRe profile with the retrieval layer (JSON from 'lctx heads --ilre')\n"
+        "  --global N, --local N, --span N, --top-k N, --spans N\n"
+        "                       ReAttention: G, L, m, k, k' (defaults from the trained context: 32, n_ctx_train/2,\n"
+        "                       32, 4, (n_ctx_train - G - L)/m; --spans 0: global + local only)\n"
+        "  --tile-max           ReAttention: the reference kernel's approximate top-k (one key per 128)\n"
+        "  --reuse N            ReAttention: decode steps a layer's selection is reused (default 1)\n"
+        "  --store-ram MIB      ReAttention: K/V store in RAM up to MIB, then in a file (default: RAM only)\n"
+        "  --store-dir DIR      ReAttention: directory of that file (default $TMPDIR or /tmp)\n"
+        "  --kv-type T          element type of KV caches and stores: f32 (default) or f16\n"
         "  --save-index FILE    save the REFORM or ILRe index after encoding\n"
         "  --index FILE         load a saved REFORM or ILRe index instead of reading --file\n"
         "  -n, --n-predict N    answer tokens (default 64)\n"
@@ -65,8 +74,9 @@ int cmd_run(int argc, char **argv) {
     Args a = parse_args(argc, argv,
                         {"--model", "--file", "--question", "--question-file", "--method", "--budget", "--chunk",
                          "--working", "--heads", "--save-index", "--index", "--n-predict", "--ctx", "--threads", "--layer",
-                         "--window", "--ilre-profile", "--query-tokens"},
-                        {"--json", "--progress", "--no-chat", "--no-dca"},
+                         "--window", "--ilre-profile", "--query-tokens", "--global", "--local", "--span", "--top-k",
+                         "--spans", "--reuse", "--store-ram", "--store-dir", "--kv-type"},
+                        {"--json", "--progress", "--no-chat", "--no-dca", "--tile-max"},
                         {{"-m", "--model"}, {"-n", "--n-predict"}, {"-c", "--ctx"}, {"-t", "--threads"}}, usage);
     lctx_method method_id = LCTX_METHOD_REFORM;
     if (!parse_method(a.get("--method", "reform"), method_id))
@@ -129,9 +139,31 @@ int cmd_run(int argc, char **argv) {
     }
     const std::string ilre_profile = a.get("--ilre-profile");
     ip.profile_path = ilre_profile.empty() ? nullptr : ilre_profile.c_str();
+    auto int32_opt = [&](const char *name, int64_t def) -> int32_t {
+        const int64_t v = a.get_int(name, def);
+        if (v < INT32_MIN || v > INT32_MAX) die("%s %lld is out of range", name, (long long)v);
+        return static_cast<int32_t>(v);
+    };
+    lctx_reattention_params ap;
+    lctx_reattention_default_params(&ap);
+    ap.n_global = int32_opt("--global", -1);
+    ap.n_local = int32_opt("--local", -1);
+    ap.span = int32_opt("--span", -1);
+    ap.top_k = int32_opt("--top-k", -1);
+    ap.n_spans = int32_opt("--spans", -1);
+    ap.chunk = a.has("--chunk") ? rp.chunk : -1;
+    ap.reuse_steps = int32_opt("--reuse", 1);
+    ap.tile_max = a.on("--tile-max");
+    ap.store_max_ram = static_cast<uint64_t>(std::max<int64_t>(0, a.get_int("--store-ram", 0))) << 20;
+    const std::string store_dir = a.get("--store-dir");
+    ap.store_dir = store_dir.empty() ? nullptr : store_dir.c_str();
+    const std::string kv_type = a.get("--kv-type", "f32");
+    if (kv_type == "f16") sp.kv_type = LCTX_KV_F16;
+    else if (kv_type != "f32") die("--kv-type must be f32 or f16");
     sp.reform = &rp;
     sp.kv = &kv;
     sp.ilre = &ip;
+    sp.reattention = &ap;
 
     lctx_session *s = nullptr;
     double t_encode = 0, t_index = 0;
@@ -212,10 +244,11 @@ int cmd_run(int argc, char **argv) {
         std::printf("{\"answer\": %s, \"method\": %s, \"n_input_tokens\": %lld, \"n_query_tokens\": %zu, "
                     "\"n_selected\": %zu, \"selected_spans\": %s, \"timings_s\": {\"load\": %.3f, \"tokenize\": %.3f, "
                     "\"encode\": %.3f, \"index_io\": %.3f, \"select\": %.3f, \"recompute\": %.3f, \"decode\": %.3f}, "
-                    "\"encode_tokens_per_s\": %.1f, \"n_generated\": %lld, \"peak_rss_mib\": %.1f}\n",
+                    "\"encode_tokens_per_s\": %.1f, \"n_generated\": %lld, \"decode_tokens_per_s\": %.2f, "
+                    "\"peak_rss_mib\": %.1f}\n",
                     json::quote(answer).c_str(), json::quote(method).c_str(), (long long)n_input, query.size(), pos.size(),
                     sp_json.c_str(), t_load, t_tok, t_encode, t_index, t_select, t_recompute, t_decode, tok_s,
-                    (long long)n_gen, peak_rss_mib());
+                    (long long)n_gen, t_decode > 0 ? n_gen / t_decode : 0.0, peak_rss_mib());
     } else {
         std::fprintf(stderr, "%s: %lld input tokens, encode %.2f s (%.0f tok/s), select %.3f s, recompute %zu+%zu "
                      "tokens %.2f s, decode %lld tokens %.2f s, peak RSS %.0f MiB\n", method.c_str(),

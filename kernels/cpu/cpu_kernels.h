@@ -84,4 +84,40 @@ struct AttentionArgs {
 void attention(ThreadPool &pool, const AttentionArgs &a);
 void attention_ref(const AttentionArgs &a);   // naive, materialises scores
 
+// Per-row top-k of dot products, q_r . key_j, without materialising the
+// rows x keys matrix (ReAttention's selection scores; docs/methods/reattention.md).
+// Keys are read in tiles of kTopkTile, widened to f32 and transposed once per
+// tile, then every query row is scored against the tile in registers and only
+// scores above the row's current k-th best are inserted. Lists are kept
+// descending by score, equal scores by ascending index; entries never filled
+// have index -1 and score -inf; NaN scores are never selected. The lists the
+// caller passes in are merged with the new candidates, so keys can be given
+// block by block. The result does not depend on the thread count.
+constexpr int64_t kTopkTile = 128;
+struct TopkDotArgs {
+    const float *q = nullptr;     // [n_rows][dim], row stride ldq
+    int64_t ldq = 0, n_rows = 0;
+    // The keys, in segments (blocks of a store): segment s holds n rows of
+    // dim elements, ld_keys apart, with indices index_base .. index_base + n - 1.
+    struct Segment {
+        const void *keys = nullptr;
+        int64_t n = 0, index_base = 0;
+    };
+    const Segment *segments = nullptr;
+    int64_t n_segments = 0;
+    bool keys_f16 = false;        // f16 keys, else f32
+    int64_t ld_keys = 0;
+    int32_t dim = 0;
+    int32_t k = 0;                // list length, 1..kMaxTopk
+    // tile_max: each aligned tile of kTopkTile indices (index / kTopkTile)
+    // adds at most its first best key per row (the approximation of
+    // ReAttention's reference kernel); a tile must not span two segments.
+    bool tile_max = false;
+    float *best_score = nullptr;  // [n_rows][k], in and out
+    int64_t *best_index = nullptr;
+};
+constexpr int32_t kMaxTopk = 64;
+void topk_dot(ThreadPool &pool, const TopkDotArgs &a);
+void topk_dot_ref(const TopkDotArgs &a);   // naive loops, one key at a time
+
 } // namespace lctx::cpu

@@ -26,6 +26,8 @@ struct V {
     static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
     static F div(F a, F b) { return _mm256_div_ps(a, b); }
     static F max(F a, F b) { return _mm256_max_ps(a, b); }
+    // Bit i set where a[i] > b[i] (false for NaN).
+    static unsigned gt_mask(F a, F b) { return static_cast<unsigned>(_mm256_movemask_ps(_mm256_cmp_ps(a, b, _CMP_GT_OQ))); }
     // dst[c * ldd + r] = src[r * lds + c] for an 8 x 8 tile: pairs of rows
     // interleaved, then 4 x 4 blocks within 128-bit lanes, then the lanes.
     static void transpose(const float *src, int64_t lds, float *dst, int64_t ldd) {

@@ -27,6 +27,8 @@ struct V {
     static F div(F a, F b) { return _mm512_div_ps(a, b); }
     static float hsum(F a) { return _mm512_reduce_add_ps(a); }
     static F max(F a, F b) { return _mm512_max_ps(a, b); }
+    // Bit i set where a[i] > b[i] (false for NaN).
+    static unsigned gt_mask(F a, F b) { return _mm512_cmp_ps_mask(a, b, _CMP_GT_OQ); }
     // dst[c * ldd + r] = src[r * lds + c] for a 16 x 16 tile: pairs of rows
     // interleaved, 4 x 4 blocks within 128-bit lanes, then a 4 x 4 transpose
     // of the lanes.

@@ -25,6 +25,7 @@ struct V {
     static F mul(F a, F b) { return a * b; }
     static F div(F a, F b) { return a / b; }
     static F max(F a, F b) { return a > b ? a : b; }
+    static unsigned gt_mask(F a, F b) { return a > b ? 1u : 0u; }
     static float hsum(F a) { return a; }
     static float hmax(F a) { return a; }
     // dst[c * ldd + r] = src[r * lds + c] for a W x W tile.

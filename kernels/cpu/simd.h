@@ -44,6 +44,13 @@ struct KernelTable {
     // exp(s_ij - m_ih) / l_ih, for keys j in [j0, j1). m, l: [n_q][n_head].
     void (*attn_colsum)(const AttentionArgs &a, float scale, int g, int64_t j0, int64_t j1,
                         const float *m, const float *l, float *scratch);
+    // Top-k dot products (topk_dot.cpp): a key tile widened to f32 and
+    // transposed to kt[c * T + t] (keys past n are zero; tmp: T * d floats),
+    // and the update of `rows` per-row top-k lists from one such tile.
+    void (*keys_transposed)(const void *keys, bool f16, int64_t ld, int64_t n, int d, float *kt, int64_t T,
+                            float *tmp);
+    void (*topk_tile)(const float *q, int64_t ldq, int rows, const float *kt, int64_t T, int64_t n_valid, int d,
+                      int64_t idx0, int k, bool tile_max, float *best_score, int64_t *best_index);
 };
 
 // Keys per block in the attention kernels; scratch needed per call.

@@ -466,8 +466,138 @@ void attn_colsum(const AttentionArgs &a, float scale, int g, int64_t j0, int64_t
     }
 }
 
+// ---- per-row top-k of dot products (ReAttention's selection) ---------------------
+
+// kt[c * T + t] = element c of key t as f32 for t < n (<= T), 0 for n <= t < T.
+// keys: n rows of d elements (f16 when f16, else f32), ld elements apart.
+// tmp: T * d floats of scratch.
+void keys_transposed(const void *keys, bool f16, int64_t ld, int64_t n, int d, float *kt, int64_t T, float *tmp) {
+    if (d % W == 0 && T % W == 0) {
+        for (int64_t t = 0; t < T; ++t) {
+            float *row = tmp + t * d;
+            if (t >= n) {
+                for (int c = 0; c < d; c += W) V::store(row + c, V::zero());
+            } else if (f16) {
+                const uint16_t *src = static_cast<const uint16_t *>(keys) + t * ld;
+                for (int c = 0; c < d; c += W) V::store(row + c, V::f16(src + c));
+            } else {
+                std::memcpy(row, static_cast<const float *>(keys) + t * ld, static_cast<size_t>(d) * sizeof(float));
+            }
+        }
+        for (int64_t t = 0; t < T; t += W)
+            for (int c = 0; c < d; c += W) V::transpose(tmp + t * d + c, d, kt + c * T + t, T);
+        return;
+    }
+    for (int64_t t = 0; t < T; ++t)
+        for (int c = 0; c < d; ++c) {
+            float x = 0.0f;
+            if (t < n) {
+                x = f16 ? V::h2f(static_cast<const uint16_t *>(keys)[t * ld + c]) : static_cast<const float *>(keys)[t * ld + c];
+            }
+            kt[c * T + t] = x;
+        }
+}
+
+// Inserts (s, idx) into the descending list bs/bi of k entries; the caller
+// checked s > bs[k - 1]. Equal scores keep the earlier (lower) index first.
+inline void topk_insert(float *bs, int64_t *bi, int k, float s, int64_t idx) {
+    int p = k - 1;
+    while (p > 0 && bs[p - 1] < s) {
+        bs[p] = bs[p - 1];
+        bi[p] = bi[p - 1];
+        --p;
+    }
+    bs[p] = s;
+    bi[p] = idx;
+}
+
+// Lanes of a strip starting at key t that hold one of the n_valid keys.
+inline unsigned valid_lanes(int64_t t, int64_t n_valid) {
+    const int64_t left = n_valid - t;
+    if (left >= W) return W >= 32 ? ~0u : (1u << W) - 1u;
+    return left <= 0 ? 0u : (1u << left) - 1u;
+}
+
+// RB query rows against one transposed key tile, 2W keys per register strip.
+template <int RB>
+inline void topk_rows(const float *q, int64_t ldq, const float *kt, int64_t T, int64_t n_valid, int d, int64_t idx0,
+                      int k, bool tile_max, float *bs, int64_t *bi, float *sbuf) {
+    float best_tile[RB];
+    int64_t arg_tile[RB];
+    for (int r = 0; r < RB; ++r) {
+        best_tile[r] = -INFINITY;
+        arg_tile[r] = -1;
+    }
+    for (int64_t t = 0; t < n_valid; t += 2 * W) {
+        F c[RB][2];
+#pragma GCC unroll 8
+        for (int r = 0; r < RB; ++r) c[r][0] = c[r][1] = V::zero();
+        for (int e = 0; e < d; ++e) {
+            const F b0 = V::load(kt + e * T + t), b1 = V::load(kt + e * T + t + W);
+#pragma GCC unroll 8
+            for (int r = 0; r < RB; ++r) {
+                const F a = V::set1(q[r * ldq + e]);
+                c[r][0] = V::fmadd(b0, a, c[r][0]);
+                c[r][1] = V::fmadd(b1, a, c[r][1]);
+            }
+        }
+        for (int r = 0; r < RB; ++r) {
+            float *rs = bs + r * k;
+            int64_t *ri = bi + r * k;
+            for (int v = 0; v < 2; ++v) {
+                const int64_t t0 = t + v * W;
+                const unsigned lanes = valid_lanes(t0, n_valid);
+                if (!lanes) continue;
+                if (tile_max) {
+                    V::store(sbuf, c[r][v]);
+                    for (int j = 0; j < W; ++j)
+                        if ((lanes >> j & 1u) && sbuf[j] > best_tile[r]) {
+                            best_tile[r] = sbuf[j];
+                            arg_tile[r] = t0 + j;
+                        }
+                    continue;
+                }
+                unsigned m = V::gt_mask(c[r][v], V::set1(rs[k - 1])) & lanes;
+                if (!m) continue;
+                V::store(sbuf, c[r][v]);
+                for (int j = 0; m; ++j, m >>= 1)
+                    if ((m & 1u) && sbuf[j] > rs[k - 1]) topk_insert(rs, ri, k, sbuf[j], idx0 + t0 + j);
+            }
+        }
+    }
+    if (tile_max)
+        for (int r = 0; r < RB; ++r)
+            if (arg_tile[r] >= 0 && best_tile[r] > bs[r * k + k - 1])
+                topk_insert(bs + r * k, bi + r * k, k, best_tile[r], idx0 + arg_tile[r]);
+}
+
+// Updates the top-k lists of `rows` query rows (row r: q + r * ldq, list
+// bs/bi + r * k) with the keys of one transposed tile (n_valid <= T keys,
+// T a multiple of 2W, key t has index idx0 + t). tile_max: the tile adds at
+// most its best key per row (the reference kernel's approximation).
+void topk_tile(const float *q, int64_t ldq, int rows, const float *kt, int64_t T, int64_t n_valid, int d,
+               int64_t idx0, int k, bool tile_max, float *bs, int64_t *bi) {
+    alignas(64) float sbuf[W];
+    constexpr int RB = 6;
+    int r = 0;
+    for (; r + RB <= rows; r += RB)
+        topk_rows<RB>(q + r * ldq, ldq, kt, T, n_valid, d, idx0, k, tile_max, bs + r * k, bi + r * k, sbuf);
+    const float *qr = q + r * ldq;
+    float *br = bs + r * k;
+    int64_t *ir = bi + r * k;
+    switch (rows - r) {
+    case 5: topk_rows<5>(qr, ldq, kt, T, n_valid, d, idx0, k, tile_max, br, ir, sbuf); break;
+    case 4: topk_rows<4>(qr, ldq, kt, T, n_valid, d, idx0, k, tile_max, br, ir, sbuf); break;
+    case 3: topk_rows<3>(qr, ldq, kt, T, n_valid, d, idx0, k, tile_max, br, ir, sbuf); break;
+    case 2: topk_rows<2>(qr, ldq, kt, T, n_valid, d, idx0, k, tile_max, br, ir, sbuf); break;
+    case 1: topk_rows<1>(qr, ldq, kt, T, n_valid, d, idx0, k, tile_max, br, ir, sbuf); break;
+    default: break;
+    }
+}
+
 const lctx::cpu::KernelTable kTable = {
     V::name, MR, NR, dequant_row, gemv, dot, gemm, rms_norm, swiglu, attn_partial, attn_colsum,
+    keys_transposed, topk_tile,
 };
 
 } // namespace

@@ -106,6 +106,22 @@ LCTX_API void lctx_ilre_default_params(lctx_ilre_params *out) {
     out->profile_path = nullptr;
 }
 
+LCTX_API void lctx_reattention_default_params(lctx_reattention_params *out) {
+    if (!out) return;
+    *out = lctx_reattention_params{};
+    out->struct_size = sizeof(lctx_reattention_params);
+    out->n_global = -1;            // -1: derived from the model (see lctx.h)
+    out->n_local = -1;
+    out->span = -1;
+    out->top_k = -1;
+    out->n_spans = -1;
+    out->chunk = -1;
+    out->reuse_steps = 1;
+    out->tile_max = false;
+    out->store_max_ram = 0;        // RAM only
+    out->store_dir = nullptr;
+}
+
 LCTX_API lctx_status lctx_session_create(const lctx_model *model, const lctx_session_params *params,
                                          lctx_session **out) {
     if (out) *out = nullptr;

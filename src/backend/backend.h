@@ -81,6 +81,31 @@ struct AttentionArgs {
     int64_t obs_begin = 0;
 };
 
+// Per-row top-k of dot products (ReAttention's selection): for each of the
+// n_rows f32 query rows, the k keys with the largest q . key, merged into the
+// lists best_score/best_index ([n_rows][k], descending, equal scores by
+// ascending index, empty entries index -1 / score -inf). The keys come in
+// segments (blocks of a store): segment s holds n rows (ld_keys elements
+// apart) with indices index_base .. index_base + n - 1. tile_max: each
+// aligned tile of 128 indices adds at most its best key per row (a tile must
+// not span two segments). Keys, queries and lists are host memory.
+struct TopkKeySegment {
+    const void *keys = nullptr;
+    int64_t n = 0, index_base = 0;
+};
+struct TopkDotArgs {
+    const float *q = nullptr;
+    int64_t ldq = 0, n_rows = 0;
+    const TopkKeySegment *segments = nullptr;
+    int64_t n_segments = 0;
+    KvType key_type = KvType::F32;
+    int64_t ld_keys = 0;
+    int32_t dim = 0, k = 0;
+    bool tile_max = false;
+    float *best_score = nullptr;
+    int64_t *best_index = nullptr;
+};
+
 class Backend {
 public:
     virtual ~Backend() = default;
@@ -139,6 +164,8 @@ public:
     // --- selection
     // Indices of the k largest of x[0..n) (ties: the lower index), ascending.
     virtual std::vector<int64_t> top_k(const float *x, int64_t n, int64_t k) = 0;
+    // See TopkDotArgs.
+    virtual void topk_dot(const TopkDotArgs &a) = 0;
 };
 
 // Scratch of at least `floats` floats (one at least) in backend memory: `b`

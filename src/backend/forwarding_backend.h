@@ -53,6 +53,7 @@ public:
         in_->load_rows(t, d, ldd, s, lds, n, row);
     }
     std::vector<int64_t> top_k(const float *x, int64_t n, int64_t k) override { return in_->top_k(x, n, k); }
+    void topk_dot(const TopkDotArgs &a) override { in_->topk_dot(a); }
 
 protected:
     Backend *inner() const { return in_; }

@@ -55,7 +55,7 @@ template <> struct ParamsFields<lctx_session_params> {
         LCTX_FIELD(lctx_session_params, progress_user_data), LCTX_FIELD(lctx_session_params, reform),
         LCTX_FIELD(lctx_session_params, kv),          LCTX_FIELD(lctx_session_params, infllm),
         LCTX_FIELD(lctx_session_params, kv_type),     LCTX_FIELD(lctx_session_params, ilre),
-        LCTX_FIELD(lctx_session_params, max_memory)};
+        LCTX_FIELD(lctx_session_params, max_memory),  LCTX_FIELD(lctx_session_params, reattention)};
 };
 template <> struct ParamsFields<lctx_reform_params> {
     static constexpr FieldSpan list[] = {
@@ -87,6 +87,15 @@ template <> struct ParamsFields<lctx_ilre_params> {
         LCTX_FIELD(lctx_ilre_params, query_tokens), LCTX_FIELD(lctx_ilre_params, dca),
         LCTX_FIELD(lctx_ilre_params, max_kernels), LCTX_FIELD(lctx_ilre_params, avg_kernels),
         LCTX_FIELD(lctx_ilre_params, profile_path)};
+};
+template <> struct ParamsFields<lctx_reattention_params> {
+    static constexpr FieldSpan list[] = {
+        LCTX_FIELD(lctx_reattention_params, struct_size), LCTX_FIELD(lctx_reattention_params, n_global),
+        LCTX_FIELD(lctx_reattention_params, n_local),     LCTX_FIELD(lctx_reattention_params, span),
+        LCTX_FIELD(lctx_reattention_params, top_k),       LCTX_FIELD(lctx_reattention_params, n_spans),
+        LCTX_FIELD(lctx_reattention_params, chunk),       LCTX_FIELD(lctx_reattention_params, reuse_steps),
+        LCTX_FIELD(lctx_reattention_params, tile_max),    LCTX_FIELD(lctx_reattention_params, store_max_ram),
+        LCTX_FIELD(lctx_reattention_params, store_dir)};
 };
 template <> struct ParamsFields<lctx_sampling_params> {
     static constexpr FieldSpan list[] = {

@@ -119,7 +119,17 @@ AttentionArgs KvStore::attention_args(int32_t layer, int64_t n_kv) const {
 
 AttentionArgs KvStore::attention_args(int32_t layer, const std::vector<std::pair<int64_t, int64_t>> &ranges,
                                       GatherScratch &scratch) const {
-    if (ranges.size() == 1 && ranges[0].first == 0) return attention_args(layer, ranges[0].second);
+    if (ranges.size() == 1) {   // one range: read in place from its first slot
+        const auto [b, e] = ranges[0];
+        if (b < 0 || e > size_ || b > e) fail(LCTX_ERR_INTERNAL, "attention range outside the store");
+        AttentionArgs a = attention_args(layer, e);
+        if (b == 0) return a;
+        a.k = head_k(layer, 0) + b * row_bytes();
+        a.v = head_v(layer, 0) + b * row_bytes();
+        a.n_kv = e - b;
+        a.kv_pos = positions(layer, 0) + b;
+        return a;
+    }
     int64_t n = 0;
     for (const auto &[b, e] : ranges) {
         if (b < 0 || e > size_ || b > e) fail(LCTX_ERR_INTERNAL, "attention ranges outside the store");
@@ -170,9 +180,11 @@ void KvStore::unrotated_keys(int32_t layer, int32_t head, int64_t slot0, int64_t
     else fail(LCTX_ERR_UNSUPPORTED, "unrotated_keys: backend '%s' keeps KV off the host", be_.name());
 }
 
-void KvStore::write_rows(int32_t layer, int32_t head, int64_t slot0, int64_t n, const float *k, const float *v) {
-    be_.store_rows(type_, head_k(layer, head) + slot0 * row_bytes(), head_dim_, k, head_dim_, n, head_dim_);
-    be_.store_rows(type_, head_v(layer, head) + slot0 * row_bytes(), head_dim_, v, head_dim_, n, head_dim_);
+void KvStore::write_rows(int32_t layer, int32_t head, int64_t slot0, int64_t n, const float *k, const float *v,
+                         int64_t ld) {
+    if (ld <= 0) ld = head_dim_;
+    be_.store_rows(type_, head_k(layer, head) + slot0 * row_bytes(), head_dim_, k, ld, n, head_dim_);
+    be_.store_rows(type_, head_v(layer, head) + slot0 * row_bytes(), head_dim_, v, ld, n, head_dim_);
 }
 
 void KvStore::write_unrotated(int32_t layer, int32_t head, int64_t slot0, int64_t n, const float *k,

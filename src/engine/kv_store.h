@@ -67,7 +67,7 @@ public:
     AttentionArgs attention_args(int32_t layer, int64_t n_kv) const;
 
     // Attention arguments over the listed slot ranges of `layer` (ascending,
-    // disjoint): a single range starting at 0 is read in place; otherwise
+    // disjoint): a single range is read in place; otherwise
     // the slots are gathered into `scratch` (kept by the caller while the
     // arguments are used), positions included.
     struct GatherScratch {
@@ -83,9 +83,10 @@ public:
     void read_values(int32_t layer, int32_t head, int64_t slot0, int64_t n, float *out) const;
     // Keys rotated back to position 0 (the pre-RoPE projections, up to rounding).
     void unrotated_keys(int32_t layer, int32_t head, int64_t slot0, int64_t n, float *out) const;
-    // Writes host rows of (layer, head): keys must already be rotated to the
-    // slots' positions (or use write_unrotated).
-    void write_rows(int32_t layer, int32_t head, int64_t slot0, int64_t n, const float *k, const float *v);
+    // Writes host rows of (layer, head), ld floats apart (0: head_dim): keys
+    // must already be rotated to the slots' positions (or use write_unrotated).
+    void write_rows(int32_t layer, int32_t head, int64_t slot0, int64_t n, const float *k, const float *v,
+                    int64_t ld = 0);
     // Writes pre-RoPE keys (rotated here to pos[]) and values into slots
     // [slot0, slot0 + n) of (layer, head) and sets their positions.
     void write_unrotated(int32_t layer, int32_t head, int64_t slot0, int64_t n, const float *k, const float *v,

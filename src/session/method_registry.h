@@ -25,6 +25,7 @@
 #include "session/method_baselines.h"
 #include "session/method_full.h"
 #include "session/method_ilre.h"
+#include "session/method_reattention.h"
 #include "session/method_reform.h"
 #include "session/session_params.h"
 
@@ -65,6 +66,10 @@ inline std::unique_ptr<Method> make_ilre(const MethodArgs &a) {
     return std::make_unique<IlreMethod>(a.model, a.backend, a.params);
 }
 
+inline std::unique_ptr<Method> make_reattention(const MethodArgs &a) {
+    return std::make_unique<ReattentionMethod>(a.model, a.backend, a.params);
+}
+
 // TRUNCATE, STREAMING, H2O, TOVA, SNAPKV, INFINIPOT, INFLLM (by params.method).
 inline std::unique_ptr<Method> make_baseline(const MethodArgs &a) {
     return make_baseline_method(a.model, a.backend, a.params);
@@ -77,7 +82,7 @@ inline constexpr MethodInfo kMethods[] = {
     {LCTX_METHOD_ILRE, "ilre", "ILRe: intermediate-layer retrieval with multi-kernel pooling, recompute",
      make_ilre},
     {LCTX_METHOD_REATTENTION, "reattention", "ReAttention: top-k attention over the pre-RoPE cache, positions "
-     "re-assigned", nullptr},
+     "re-assigned", make_reattention},
     {LCTX_METHOD_REFRESHKV, "refreshkv", "RefreshKV: decoding over a partial cache refreshed by full attention",
      nullptr},
     {LCTX_METHOD_TRUNCATE, "truncate", "truncation: the first and last tokens of the budget, full attention",

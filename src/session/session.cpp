@@ -56,6 +56,9 @@ Session::Session(const Model &model, const lctx_session_params &params, const st
     own(ilre_.avg_kernels, ilre_avg_kernels_);
     own(ilre_.profile_path, ilre_profile_path_);
     params_.ilre = &ilre_;
+    reattention_ = read_reattention_params(params_.reattention);
+    own(reattention_.store_dir, reattention_store_dir_);
+    params_.reattention = &reattention_;
     params_.reform = &reform_;
     params_.kv = &kv_;
     params_.infllm = &infllm_;

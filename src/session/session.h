@@ -67,7 +67,9 @@ private:
     lctx_kv_params kv_;
     lctx_infllm_params infllm_;
     lctx_ilre_params ilre_;
+    lctx_reattention_params reattention_;
     std::string heads_path_, catalyst_, ilre_max_kernels_, ilre_avg_kernels_, ilre_profile_path_;
+    std::string reattention_store_dir_;
     uint64_t id_;
     MemoryBudget budget_;                // lctx_session_params.max_memory; outlives what is charged to it
     std::unique_ptr<Backend> backend_;   // declared before method_: destroyed after it

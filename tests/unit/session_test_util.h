@@ -13,12 +13,13 @@ namespace session_test {
 
 // lctx_session_params that owns its method structs (reform_p, kv_p,
 // infllm_p; defaults from the lctx_*_default_params functions): the reform,
-// kv, infllm and ilre pointers of a copy point at the copy's own structs.
+// kv, infllm, ilre and reattention pointers of a copy point at the copy's own structs.
 struct SessionParams : lctx_session_params {
     lctx_reform_params reform_p;
     lctx_kv_params kv_p;
     lctx_infllm_params infllm_p;
     lctx_ilre_params ilre_p;
+    lctx_reattention_params reattention_p;
 
     SessionParams() {
         lctx_session_default_params(this);
@@ -26,10 +27,12 @@ struct SessionParams : lctx_session_params {
         lctx_kv_default_params(&kv_p);
         lctx_infllm_default_params(&infllm_p);
         lctx_ilre_default_params(&ilre_p);
+        lctx_reattention_default_params(&reattention_p);
         link();
     }
     SessionParams(const SessionParams &o)
-        : lctx_session_params(o), reform_p(o.reform_p), kv_p(o.kv_p), infllm_p(o.infllm_p), ilre_p(o.ilre_p) {
+        : lctx_session_params(o), reform_p(o.reform_p), kv_p(o.kv_p), infllm_p(o.infllm_p), ilre_p(o.ilre_p),
+          reattention_p(o.reattention_p) {
         link();
     }
     SessionParams &operator=(const SessionParams &o) {
@@ -38,6 +41,7 @@ struct SessionParams : lctx_session_params {
         kv_p = o.kv_p;
         infllm_p = o.infllm_p;
         ilre_p = o.ilre_p;
+        reattention_p = o.reattention_p;
         link();
         return *this;
     }
@@ -46,6 +50,7 @@ struct SessionParams : lctx_session_params {
         kv = &kv_p;
         infllm = &infllm_p;
         ilre = &ilre_p;
+        reattention = &reattention_p;
     }
 };
 

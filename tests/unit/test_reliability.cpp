@@ -69,6 +69,12 @@ session_test::SessionParams small_params(lctx_method m) {
     p.ilre_p.window = 16;
     p.ilre_p.budget = 48;
     p.ilre_p.retrieval_layer = 1;
+    p.reattention_p.n_global = 4;   // a middle from token 37 on, then 8-token steps
+    p.reattention_p.n_local = 32;
+    p.reattention_p.span = 4;
+    p.reattention_p.top_k = 2;
+    p.reattention_p.n_spans = 3;
+    p.reattention_p.chunk = 8;
     p.kv_p.budget = m == LCTX_METHOD_INFLLM ? 64 : 48;
     p.kv_p.chunk = 32;
     p.kv_p.sink = 4;
@@ -337,6 +343,9 @@ TEST(Reliability, NegativeKnobsAreRefused) {
         {LCTX_METHOD_ILRE, "chunk", [](auto &p) { p.ilre_p.chunk = -5; }},
         {LCTX_METHOD_ILRE, "budget", [](auto &p) { p.ilre_p.budget = -1; }},
         {LCTX_METHOD_ILRE, "window", [](auto &p) { p.ilre_p.window = -1; }},
+        {LCTX_METHOD_REATTENTION, "n_local", [](auto &p) { p.reattention_p.n_local = -3; }},
+        {LCTX_METHOD_REATTENTION, "chunk", [](auto &p) { p.reattention_p.chunk = -2; }},
+        {LCTX_METHOD_REATTENTION, "n_spans", [](auto &p) { p.reattention_p.n_spans = -7; }},
         {LCTX_METHOD_H2O, "lctx_kv_params.budget", [](auto &p) { p.kv_p.budget = -1; }},
         {LCTX_METHOD_STREAMING, "lctx_kv_params.chunk", [](auto &p) { p.kv_p.chunk = -3; }},
         {LCTX_METHOD_TRUNCATE, "lctx_kv_params.budget", [](auto &p) { p.kv_p.budget = -100; }},
@@ -618,7 +627,8 @@ TEST(Reliability, StructSizesInsideAFieldAreRefused) {
         const lctx_status st = lctx_session_create(m, reinterpret_cast<const P *>(b.get()), &s);
         const bool bad = inside(size, {{offsetof(P, progress), 8}, {offsetof(P, progress_user_data), 8},
                                        {offsetof(P, reform), 8}, {offsetof(P, kv), 8}, {offsetof(P, infllm), 8},
-                                       {offsetof(P, ilre), 8}, {offsetof(P, max_memory), 8}, {offsetof(P, method), 4}, {offsetof(P, n_ctx), 4},
+                                       {offsetof(P, ilre), 8}, {offsetof(P, max_memory), 8}, {offsetof(P, reattention), 8},
+                                       {offsetof(P, method), 4}, {offsetof(P, n_ctx), 4},
                                        {offsetof(P, n_threads), 4}, {offsetof(P, n_batch), 4},
                                        {offsetof(P, kv_type), 4}});
         if (bad) {

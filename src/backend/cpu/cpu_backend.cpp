@@ -177,6 +177,25 @@ public:
 
     std::vector<int64_t> top_k(const float *x, int64_t n, int64_t k) override { return top_k_indices(x, n, k); }
 
+    void topk_dot(const TopkDotArgs &a) override {
+        cpu::TopkDotArgs c;
+        c.q = a.q;
+        c.ldq = a.ldq;
+        c.n_rows = a.n_rows;
+        std::vector<cpu::TopkDotArgs::Segment> segs(static_cast<size_t>(std::max<int64_t>(a.n_segments, 0)));
+        for (size_t i = 0; i < segs.size(); ++i) segs[i] = {a.segments[i].keys, a.segments[i].n, a.segments[i].index_base};
+        c.segments = segs.data();
+        c.n_segments = a.n_segments;
+        c.keys_f16 = a.key_type == KvType::F16;
+        c.ld_keys = a.ld_keys;
+        c.dim = a.dim;
+        c.k = a.k;
+        c.tile_max = a.tile_max;
+        c.best_score = a.best_score;
+        c.best_index = a.best_index;
+        cpu::topk_dot(pool_, c);
+    }
+
 private:
     cpu::ThreadPool pool_;
 
