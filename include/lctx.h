@@ -34,7 +34,8 @@
  * Parameter structs (the ABI rule):
  *   Every params struct (lctx_model_params, lctx_session_params,
  *   lctx_sampling_params and the method structs lctx_reform_params,
- *   lctx_kv_params, lctx_infllm_params) starts with uint32_t struct_size and
+ *   lctx_kv_params, lctx_infllm_params, lctx_ilre_params,
+ *   lctx_refreshkv_params) starts with uint32_t struct_size and
  *   has a lctx_*_default_params() function that fills the defaults and sets
  *   struct_size to the sizeof of the struct in the header you compiled
  *   against. Fields are only ever appended. The library reads exactly
@@ -412,6 +413,39 @@ typedef struct lctx_reattention_params {
 
 LCTX_API void lctx_reattention_default_params(lctx_reattention_params *out);
 
+/* RefreshKV's knobs (LCTX_METHOD_REFRESHKV, and the RefreshKV decoding of
+ * REFORM and ILRe; docs/methods/refreshkv.md). The prompt is prefilled with
+ * full attention; then each layer decodes over a small partial cache of
+ * `partial` slots per KV head, and a layer whose mean query drifts from the
+ * one of its last full step (cosine <= threshold, checked every `stride`
+ * steps) runs one step of full attention and rebuilds its partial cache from
+ * that step's probabilities (max over each GQA group, max-pooled by
+ * `pool_kernel`, top `partial` - 1 + the current token). 0 = default. */
+typedef enum lctx_refreshkv_schedule {
+    LCTX_REFRESHKV_DYNAMIC = 0,   /* query-drift check every `stride` steps, per layer (the method) */
+    LCTX_REFRESHKV_FIXED   = 1    /* every layer refreshes every `stride` steps (the paper's ablation) */
+} lctx_refreshkv_schedule;
+
+typedef struct lctx_refreshkv_params {
+    uint32_t struct_size;      /* sizeof(lctx_refreshkv_params): set by lctx_refreshkv_default_params */
+    int32_t  partial;          /* K: partial-cache slots per layer and KV head; 0: round(L / 8), L the prompt
+                                  (the cache after the question, before the answer), at least 1 */
+    int32_t  stride;           /* S: steps between query checks (dynamic) or refreshes (fixed); 0: 10 */
+    float    threshold;        /* s: a layer refreshes when the cosine of its mean pre-RoPE query with the one of
+                                  its last full step is <= s; 0: the model's calibrated value (SmolLM2-135M:
+                                  0.9; other models: 0.85, the paper's Llama-3.1 value); < -1: never refresh
+                                  (SnapKV), >= 1: refresh at every check */
+    lctx_refreshkv_schedule schedule;  /* LCTX_REFRESHKV_DYNAMIC (default) or LCTX_REFRESHKV_FIXED */
+    int32_t  pool_kernel;      /* max-pool width over the scores (odd); 0: 7 */
+    int32_t  max_partial_run;  /* > 0: a layer also refreshes after this many steps without one; 0: never
+                                  (the paper) */
+    bool     gathered;         /* REFORM and ILRe: decode their recomputed cache with RefreshKV (lctx run
+                                  --decode refreshkv); false (default): dense decoding. LCTX_METHOD_REFRESHKV
+                                  ignores it */
+} lctx_refreshkv_params;
+
+LCTX_API void lctx_refreshkv_default_params(lctx_refreshkv_params *out);
+
 /* The common fields of a session, and each method family's knobs behind a
  * pointer (NULL: that struct's defaults; the library copies what it points
  * to). Knobs of a family the method does not use are ignored. */
@@ -423,7 +457,7 @@ typedef enum lctx_kv_type {
 
 typedef struct lctx_session_params {
     uint32_t    struct_size;   /* sizeof(lctx_session_params): set by default_params */
-    lctx_method method;        /* LCTX_METHOD_*; REFRESHKV: LCTX_ERR_UNSUPPORTED */
+    lctx_method method;        /* LCTX_METHOD_* */
     int32_t     n_ctx;         /* FULL: KV cache capacity in tokens (document + question +
                                   answer); other methods: their decode cache (see their structs).
                                   <= 0: n_ctx_train of the model. */
@@ -443,6 +477,8 @@ typedef struct lctx_session_params {
                                   with LCTX_ERR_OUT_OF_MEMORY naming the sizes (the session stays valid).
                                   0: no limit (allocations beyond the machine's RAM are still refused) */
     const lctx_reattention_params *reattention; /* REATTENTION; NULL: lctx_reattention_default_params */
+    const lctx_refreshkv_params *refreshkv; /* REFRESHKV, and REFORM/ILRe with refreshkv->gathered; NULL:
+                                  lctx_refreshkv_default_params */
 } lctx_session_params;
 
 LCTX_API void lctx_session_default_params(lctx_session_params *out);
@@ -496,6 +532,38 @@ LCTX_API LCTX_NODISCARD lctx_status lctx_decode(lctx_session *session, const lct
 /* Logits (n_vocab floats) that the next lctx_decode samples from; NULL before
  * recompute. Valid until the next call on this session. */
 LCTX_API const float *lctx_session_logits(const lctx_session *session);
+/* Stage 5 with the caller's token instead of a sampled one (teacher forcing,
+ * e.g. the perplexity of a known continuation): *out_logprob (may be NULL) is
+ * the natural log of the probability of `token` under the logits the next
+ * lctx_decode would sample from; the token then enters the decode cache as a
+ * sampled one would. */
+LCTX_API LCTX_NODISCARD lctx_status lctx_decode_token(lctx_session *session, lctx_token token,
+                                                      float *out_logprob);
+
+/* RefreshKV decoding statistics since the last lctx_recompute (sessions of
+ * LCTX_METHOD_REFRESHKV, or REFORM/ILRe with refreshkv->gathered). A layer
+ * step is one layer of one decoded token; the prompt is not counted. */
+typedef struct lctx_refreshkv_stats {
+    uint32_t struct_size;        /* set by the caller to sizeof(lctx_refreshkv_stats); the library writes
+                                    no byte past it */
+    int32_t  n_layer;            /* layers */
+    int64_t  partial;            /* K in use (partial-cache slots per layer and KV head) */
+    int64_t  n_steps;            /* decoded tokens */
+    int64_t  n_full;             /* layer steps with full attention (and a refresh), all layers */
+    int64_t  n_partial;          /* layer steps over the partial cache, all layers */
+    double   effective_stride;   /* mean over layers of n_steps / (full steps of the layer, at least 1) */
+    double   full_attention_s;   /* wall time in full-attention steps' attention, refresh included */
+    double   partial_attention_s;/* wall time in partial steps' attention (row copy included) */
+    double   refresh_s;          /* of full_attention_s: rebuilding the partial caches (pool, top-k, gather) */
+} lctx_refreshkv_stats;
+
+/* Fills *stats and, per layer, the full and partial step counts into
+ * layer_full / layer_partial (each may be NULL; min(capacity, n_layer)
+ * entries). LCTX_ERR_UNSUPPORTED for a session that does not decode with
+ * RefreshKV. */
+LCTX_API LCTX_NODISCARD lctx_status lctx_session_refreshkv_stats(const lctx_session *session,
+                                                                 lctx_refreshkv_stats *stats, int64_t *layer_full,
+                                                                 int64_t *layer_partial, size_t capacity);
 
 /* Index persistence (REFORM and ILRe): a document is encoded once (feed +
  * build_index) and questioned many times, also by other processes. A REFORM

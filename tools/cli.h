@@ -73,6 +73,7 @@ int cmd_run(int argc, char **argv);
 int cmd_heads(int argc, char **argv);
 int cmd_heads_ilre(int argc, char **argv);   // lctx heads --ilre
 int cmd_bench(int argc, char **argv);
+int cmd_bench_refreshkv(int argc, char **argv);   // lctx bench-refreshkv
 int cmd_eval(int argc, char **argv);
 
 } // namespace lctx::cli

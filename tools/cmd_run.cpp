@@ -64,6 +64,12 @@ int cmd_run(int argc, char **argv) {
         "  --kv-type T          element type of KV caches and stores: f32 (default) or f16\n"
         "  --save-index FILE    save the REFORM or ILRe index after encoding\n"
         "  --index FILE         load a saved REFORM or ILRe index instead of reading --file\n"
+        "  --decode D           REFORM, ILRe: dense (default) or refreshkv (RefreshKV over the recomputed cache)\n"
+        "  --rkv-k N            RefreshKV: partial-cache slots K (default: prompt tokens / 8)\n"
+        "  --rkv-stride N       RefreshKV: query-check (or refresh) stride S (default 10)\n"
+        "  --rkv-threshold X    RefreshKV: cosine threshold s (default: the model's calibrated value)\n"
+        "  --rkv-fixed          RefreshKV: fixed schedule (every layer refreshes every S steps)\n"
+        "  --rkv-max-run N      RefreshKV: also refresh a layer after N steps without one (default: never)\n"
         "  -n, --n-predict N    answer tokens (default 64)\n"
         "  -c, --ctx N          decode context (default n_ctx_train; FULL: whole input)\n"
         "  -t, --threads N      threads (default: all cores)\n"
@@ -75,8 +81,9 @@ int cmd_run(int argc, char **argv) {
                         {"--model", "--file", "--question", "--question-file", "--method", "--budget", "--chunk",
                          "--working", "--heads", "--save-index", "--index", "--n-predict", "--ctx", "--threads", "--layer",
                          "--window", "--ilre-profile", "--query-tokens", "--global", "--local", "--span", "--top-k",
-                         "--spans", "--reuse", "--store-ram", "--store-dir", "--kv-type"},
-                        {"--json", "--progress", "--no-chat", "--no-dca", "--tile-max"},
+                         "--spans", "--reuse", "--store-ram", "--store-dir", "--kv-type", "--decode", "--rkv-k",
+                         "--rkv-stride", "--rkv-threshold", "--rkv-max-run"},
+                        {"--json", "--progress", "--no-chat", "--no-dca", "--tile-max", "--rkv-fixed"},
                         {{"-m", "--model"}, {"-n", "--n-predict"}, {"-c", "--ctx"}, {"-t", "--threads"}}, usage);
     lctx_method method_id = LCTX_METHOD_REFORM;
     if (!parse_method(a.get("--method", "reform"), method_id))
@@ -115,7 +122,8 @@ int cmd_run(int argc, char **argv) {
     sp.method = method_id;
     sp.n_threads = static_cast<int32_t>(a.get_int("--threads", 0));
     const int64_t full_ctx = int64_t(doc.size() + query.size()) + n_predict + 1;
-    sp.n_ctx = static_cast<int32_t>(a.get_int("--ctx", method_id == LCTX_METHOD_FULL ? full_ctx : 0));
+    const bool whole = method_id == LCTX_METHOD_FULL || method_id == LCTX_METHOD_REFRESHKV;
+    sp.n_ctx = static_cast<int32_t>(a.get_int("--ctx", whole ? full_ctx : 0));
     lctx_reform_params rp;
     lctx_reform_default_params(&rp);
     lctx_kv_params kv;
@@ -164,6 +172,19 @@ int cmd_run(int argc, char **argv) {
     sp.kv = &kv;
     sp.ilre = &ip;
     sp.reattention = &ap;
+    lctx_refreshkv_params rkp;
+    lctx_refreshkv_default_params(&rkp);
+    const std::string decode_mode = a.get("--decode", "dense");
+    if (decode_mode != "dense" && decode_mode != "refreshkv") die("--decode must be dense or refreshkv");
+    if (decode_mode == "refreshkv" && method_id != LCTX_METHOD_REFORM && method_id != LCTX_METHOD_ILRE)
+        die("--decode refreshkv works with --method reform or ilre (--method refreshkv decodes with it already)");
+    rkp.gathered = decode_mode == "refreshkv";
+    rkp.partial = static_cast<int32_t>(a.get_int("--rkv-k", 0));
+    rkp.stride = static_cast<int32_t>(a.get_int("--rkv-stride", 0));
+    rkp.threshold = static_cast<float>(a.get_float("--rkv-threshold", 0.0));
+    rkp.schedule = a.on("--rkv-fixed") ? LCTX_REFRESHKV_FIXED : LCTX_REFRESHKV_DYNAMIC;
+    rkp.max_partial_run = static_cast<int32_t>(a.get_int("--rkv-max-run", 0));
+    sp.refreshkv = &rkp;
 
     lctx_session *s = nullptr;
     double t_encode = 0, t_index = 0;
@@ -236,6 +257,27 @@ int cmd_run(int argc, char **argv) {
         else spans.emplace_back(p, p + 1);
     }
     const double tok_s = t_encode > 0 ? n_input / t_encode : 0.0;
+    // RefreshKV statistics of the answer (when the session decodes with it).
+    std::string rkv_json = "null";
+    lctx_refreshkv_stats rst{};
+    rst.struct_size = sizeof rst;
+    std::vector<int64_t> layer_full(static_cast<size_t>(lctx_model_n_layer(m))), layer_partial(layer_full.size());
+    const bool has_rkv = lctx_session_refreshkv_stats(s, &rst, layer_full.data(), layer_partial.data(),
+                                                      layer_full.size()) == LCTX_OK;
+    if (has_rkv) {
+        auto list = [](const std::vector<int64_t> &v) {
+            std::string o = "[";
+            for (size_t i = 0; i < v.size(); ++i) o += (i ? "," : "") + std::to_string(v[i]);
+            return o + "]";
+        };
+        char buf[512];
+        std::snprintf(buf, sizeof buf, "{\"partial\": %lld, \"n_steps\": %lld, \"n_full\": %lld, \"n_partial\": %lld, "
+                      "\"effective_stride\": %.3f, \"full_attention_s\": %.4f, \"partial_attention_s\": %.4f, "
+                      "\"refresh_s\": %.4f, ", (long long)rst.partial, (long long)rst.n_steps, (long long)rst.n_full,
+                      (long long)rst.n_partial, rst.effective_stride, rst.full_attention_s, rst.partial_attention_s,
+                      rst.refresh_s);
+        rkv_json = buf + ("\"layer_full\": " + list(layer_full) + ", \"layer_partial\": " + list(layer_partial) + "}");
+    }
     if (json) {
         std::string sp_json = "[";
         for (size_t i = 0; i < spans.size(); ++i)
@@ -245,15 +287,20 @@ int cmd_run(int argc, char **argv) {
                     "\"n_selected\": %zu, \"selected_spans\": %s, \"timings_s\": {\"load\": %.3f, \"tokenize\": %.3f, "
                     "\"encode\": %.3f, \"index_io\": %.3f, \"select\": %.3f, \"recompute\": %.3f, \"decode\": %.3f}, "
                     "\"encode_tokens_per_s\": %.1f, \"n_generated\": %lld, \"decode_tokens_per_s\": %.2f, "
-                    "\"peak_rss_mib\": %.1f}\n",
+                    "\"peak_rss_mib\": %.1f, \"refreshkv\": %s}\n",
                     json::quote(answer).c_str(), json::quote(method).c_str(), (long long)n_input, query.size(), pos.size(),
                     sp_json.c_str(), t_load, t_tok, t_encode, t_index, t_select, t_recompute, t_decode, tok_s,
-                    (long long)n_gen, t_decode > 0 ? n_gen / t_decode : 0.0, peak_rss_mib());
+                    (long long)n_gen, t_decode > 0 ? n_gen / t_decode : 0.0, peak_rss_mib(), rkv_json.c_str());
     } else {
         std::fprintf(stderr, "%s: %lld input tokens, encode %.2f s (%.0f tok/s), select %.3f s, recompute %zu+%zu "
                      "tokens %.2f s, decode %lld tokens %.2f s, peak RSS %.0f MiB\n", method.c_str(),
                      (long long)n_input, t_encode, tok_s, t_select, pos.size(), query.size(), t_recompute,
                      (long long)n_gen, t_decode, peak_rss_mib());
+        if (has_rkv)
+            std::fprintf(stderr, "refreshkv: K %lld, %lld steps, effective stride %.2f, full/partial layer steps "
+                         "%lld/%lld, attention full %.3f s (refresh %.3f s), partial %.3f s\n", (long long)rst.partial,
+                         (long long)rst.n_steps, rst.effective_stride, (long long)rst.n_full, (long long)rst.n_partial,
+                         rst.full_attention_s, rst.refresh_s, rst.partial_attention_s);
     }
     lctx_session_free(s);
     lctx_model_free(m);

@@ -12,6 +12,7 @@ static const char *kUsage =
     "  tokenize -m MODEL TEXT         print token ids on one line\n"
     "  generate -m MODEL -p TEXT      continue a prompt (answer on stdout, timings on stderr)\n"
     "  bench -m MODEL                 prefill/decode throughput as JSON (--profile: per-op times)\n"
+    "  bench-refreshkv -m MODEL       RefreshKV vs dense decode speed over one prompt cache (JSON)\n"
     "  run -m MODEL --file DOC --question TEXT   answer a question about a long document (REFORM)\n"
     "  heads -m MODEL                 measure a REFORM head profile (JSON)\n"
     "  eval -m MODEL --methods M,...  RULER-style tasks over methods and lengths (docs/eval.md)\n"
@@ -29,6 +30,7 @@ int main(int argc, char **argv) {
     if (!std::strcmp(cmd, "tokenize")) return lctx::cli::cmd_tokenize(argc - 2, argv + 2);
     if (!std::strcmp(cmd, "generate")) return lctx::cli::cmd_generate(argc - 2, argv + 2);
     if (!std::strcmp(cmd, "bench")) return lctx::cli::cmd_bench(argc - 2, argv + 2);
+    if (!std::strcmp(cmd, "bench-refreshkv")) return lctx::cli::cmd_bench_refreshkv(argc - 2, argv + 2);
     if (!std::strcmp(cmd, "eval")) return lctx::cli::cmd_eval(argc - 2, argv + 2);
     if (!std::strcmp(cmd, "run")) return lctx::cli::cmd_run(argc - 2, argv + 2);
     if (!std::strcmp(cmd, "heads")) return lctx::cli::cmd_heads(argc - 2, argv + 2);

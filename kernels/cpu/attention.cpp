@@ -207,7 +207,10 @@ void attention_ref(const AttentionArgs &a) {
                 const int64_t at = g * a.kv_head_stride + j * a.ld_kv;
                 for (int d = 0; d < hd; ++d)
                     acc[d] += p[j] / sum * (a.v16 ? fp16_to_fp32(a.v16[at + d]) : a.v[at + d]);
-                if (a.col_sums && i >= a.obs_begin) a.col_sums[g * a.n_kv + j] += static_cast<float>(p[j] / sum);
+                if (a.col_sums && i >= a.obs_begin) {
+                    float &c = a.col_sums[g * a.n_kv + j];
+                    c = a.col_max ? std::max(c, static_cast<float>(p[j] / sum)) : c + static_cast<float>(p[j] / sum);
+                }
             }
             float *out = a.out + i * a.ldo + static_cast<int64_t>(h) * hd;
             for (int d = 0; d < hd; ++d) out[d] = static_cast<float>(acc[d]);

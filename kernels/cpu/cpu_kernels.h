@@ -80,6 +80,7 @@ struct AttentionArgs {
     float scale = 0.0f;           // 0: 1/sqrt(head_dim)
     float *col_sums = nullptr;    // optional
     int64_t obs_begin = 0;
+    bool col_max = false;         // col_sums takes the max instead of the sum (caller zeroes it)
 };
 void attention(ThreadPool &pool, const AttentionArgs &a);
 void attention_ref(const AttentionArgs &a);   // naive, materialises scores

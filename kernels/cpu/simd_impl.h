@@ -11,6 +11,7 @@
 // Q6_K {u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d}: 256 elements each.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -458,11 +459,19 @@ void attn_colsum(const AttentionArgs &a, float scale, int g, int64_t j0, int64_t
                 exp_sum(s, nb, m[i * a.n_head + h]);
                 const F inv = V::set1(1.0f / L);
                 int64_t j = 0;
+                if (a.col_max) {
+                    for (; j + W <= nb; j += W) V::store(cs + j, V::max(V::mul(V::load(s + j), inv), V::load(cs + j)));
+                    for (; j < nb; ++j) cs[j] = std::max(cs[j], s[j] * (1.0f / L));
+                    continue;
+                }
                 for (; j + W <= nb; j += W) V::store(cs + j, V::fmadd(V::load(s + j), inv, V::load(cs + j)));
                 for (; j < nb; ++j) cs[j] += s[j] * (1.0f / L);
             }
         }
-        for (int64_t j = 0; j < nb; ++j) col[jb + j] += cs[j];
+        if (a.col_max)
+            for (int64_t j = 0; j < nb; ++j) col[jb + j] = std::max(col[jb + j], cs[j]);
+        else
+            for (int64_t j = 0; j < nb; ++j) col[jb + j] += cs[j];
     }
 }
 

@@ -4,6 +4,7 @@
 
 #include "api/handles.h"
 #include "session/method_registry.h"
+#include "session/refreshkv.h"
 #include "session/session_params.h"
 
 using lctx::api::guarded;
@@ -122,6 +123,15 @@ LCTX_API void lctx_reattention_default_params(lctx_reattention_params *out) {
     out->store_dir = nullptr;
 }
 
+LCTX_API void lctx_refreshkv_default_params(lctx_refreshkv_params *out) {
+    if (!out) return;
+    *out = lctx_refreshkv_params{};   // 0: K = L/8, S = 10, the model's threshold, pool kernel 7
+    out->struct_size = sizeof(lctx_refreshkv_params);
+    out->schedule = LCTX_REFRESHKV_DYNAMIC;
+    out->max_partial_run = 0;
+    out->gathered = false;
+}
+
 LCTX_API lctx_status lctx_session_create(const lctx_model *model, const lctx_session_params *params,
                                          lctx_session **out) {
     if (out) *out = nullptr;
@@ -196,6 +206,47 @@ LCTX_API lctx_status lctx_decode(lctx_session *s, const lctx_sampling_params *sa
     return on_session(s, "lctx_decode", [&] {
         require(out_token, "lctx_decode", "out_token");
         *out_token = s->session->decode(lctx::read_sampling_params(sampling));
+    });
+}
+
+LCTX_API lctx_status lctx_decode_token(lctx_session *s, lctx_token token, float *out_logprob) {
+    return on_session(s, "lctx_decode_token", [&] {
+        const float lp = s->session->decode_token(token);
+        if (out_logprob) *out_logprob = lp;
+    });
+}
+
+LCTX_API lctx_status lctx_session_refreshkv_stats(const lctx_session *cs, lctx_refreshkv_stats *stats,
+                                                  int64_t *layer_full, int64_t *layer_partial, size_t capacity) {
+    auto *s = const_cast<lctx_session *>(cs);
+    return on_session(s, "lctx_session_refreshkv_stats", [&] {
+        const lctx::RefreshKvPolicy *p = s->session->method().refreshkv();
+        if (!p)
+            lctx::fail(LCTX_ERR_UNSUPPORTED, "lctx_session_refreshkv_stats: this session does not decode with RefreshKV "
+                       "(method '%s'; REFORM and ILRe need refreshkv->gathered)", lctx::method_name(s->session->method_id()));
+        const lctx::RefreshKvStats &st = p->stats();
+        if (stats) {
+            uint32_t size = 0;
+            std::memcpy(&size, stats, sizeof size);
+            if (size < sizeof(uint32_t))
+                lctx::fail(LCTX_ERR_INVALID_ARG, "lctx_session_refreshkv_stats: stats->struct_size is %u: set it to "
+                           "sizeof(lctx_refreshkv_stats)", size);
+            lctx_refreshkv_stats out{};
+            out.struct_size = static_cast<uint32_t>(std::min<size_t>(size, sizeof out));
+            out.n_layer = static_cast<int32_t>(st.layer_full.size());
+            out.partial = st.partial;
+            out.n_steps = st.n_steps;
+            for (int64_t f : st.layer_full) out.n_full += f;
+            for (int64_t f : st.layer_partial) out.n_partial += f;
+            out.effective_stride = st.effective_stride();
+            out.full_attention_s = st.full_s;
+            out.partial_attention_s = st.partial_s;
+            out.refresh_s = st.refresh_s;
+            std::memcpy(static_cast<void *>(stats), &out, out.struct_size);
+        }
+        const size_t n = std::min(capacity, st.layer_full.size());
+        if (layer_full) std::copy_n(st.layer_full.begin(), n, layer_full);
+        if (layer_partial) std::copy_n(st.layer_partial.begin(), n, layer_partial);
     });
 }
 

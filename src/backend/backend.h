@@ -60,7 +60,9 @@ constexpr int kMaxMatmulJobs = 8;
 //   out: [n_q][n_head * head_dim], row stride ldo
 // col_sums (optional, [n_head_kv][n_kv]): adds the softmax probability every
 // slot receives, summed over the query heads of its group and the queries
-// i >= obs_begin (the H2O/TOVA/SnapKV eviction scores).
+// i >= obs_begin (the H2O/TOVA/SnapKV eviction scores). With col_max the
+// kernel takes the max instead of the sum (over those query heads and
+// queries; RefreshKV's group-max scores); the caller zeroes col_sums.
 struct AttentionArgs {
     const float *q = nullptr;
     int64_t ldq = 0;
@@ -79,6 +81,7 @@ struct AttentionArgs {
     float scale = 0.0f;              // 0: 1/sqrt(head_dim)
     float *col_sums = nullptr;
     int64_t obs_begin = 0;
+    bool col_max = false;            // col_sums: max, not sum, of the probabilities
 };
 
 // Per-row top-k of dot products (ReAttention's selection): for each of the

@@ -55,7 +55,8 @@ template <> struct ParamsFields<lctx_session_params> {
         LCTX_FIELD(lctx_session_params, progress_user_data), LCTX_FIELD(lctx_session_params, reform),
         LCTX_FIELD(lctx_session_params, kv),          LCTX_FIELD(lctx_session_params, infllm),
         LCTX_FIELD(lctx_session_params, kv_type),     LCTX_FIELD(lctx_session_params, ilre),
-        LCTX_FIELD(lctx_session_params, max_memory),  LCTX_FIELD(lctx_session_params, reattention)};
+        LCTX_FIELD(lctx_session_params, max_memory),  LCTX_FIELD(lctx_session_params, reattention),
+        LCTX_FIELD(lctx_session_params, refreshkv)};
 };
 template <> struct ParamsFields<lctx_reform_params> {
     static constexpr FieldSpan list[] = {
@@ -96,6 +97,13 @@ template <> struct ParamsFields<lctx_reattention_params> {
         LCTX_FIELD(lctx_reattention_params, chunk),       LCTX_FIELD(lctx_reattention_params, reuse_steps),
         LCTX_FIELD(lctx_reattention_params, tile_max),    LCTX_FIELD(lctx_reattention_params, store_max_ram),
         LCTX_FIELD(lctx_reattention_params, store_dir)};
+};
+template <> struct ParamsFields<lctx_refreshkv_params> {
+    static constexpr FieldSpan list[] = {
+        LCTX_FIELD(lctx_refreshkv_params, struct_size), LCTX_FIELD(lctx_refreshkv_params, partial),
+        LCTX_FIELD(lctx_refreshkv_params, stride),      LCTX_FIELD(lctx_refreshkv_params, threshold),
+        LCTX_FIELD(lctx_refreshkv_params, schedule),    LCTX_FIELD(lctx_refreshkv_params, pool_kernel),
+        LCTX_FIELD(lctx_refreshkv_params, max_partial_run), LCTX_FIELD(lctx_refreshkv_params, gathered)};
 };
 template <> struct ParamsFields<lctx_sampling_params> {
     static constexpr FieldSpan list[] = {

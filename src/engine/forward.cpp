@@ -136,8 +136,10 @@ void Forward::run(const int32_t *tokens, const int32_t *pos, int64_t n, KvStore 
                 cache.store(l, base + b0, k, v, nb, KV);
                 laps.lap(ForwardProfile::KV_STORE);
 
-                const SlotRanges ranges = policy.ranges(l, n_kv, nb);
-                AttentionArgs a = cache.attention_args(l, ranges, gather_);
+                const AttentionPlan plan = policy.plan(l, cache, n_kv, nb);
+                const SlotRanges ranges = plan.store ? SlotRanges{} : policy.ranges(l, n_kv, nb);
+                AttentionArgs a = plan.store ? plan.store->attention_args(l, plan.n_kv)
+                                             : cache.attention_args(l, ranges, gather_);
                 a.q = q;
                 a.ldq = Q;
                 a.out = attn;
@@ -149,7 +151,15 @@ void Forward::run(const int32_t *tokens, const int32_t *pos, int64_t n, KvStore 
                 // kernel writes [H_kv][attended slots]; add them into
                 // [H_kv][base + n] at the slots' indices.
                 const bool want_cols = col_sums && hooks->obs_begin < b0 + nb;
-                if (want_cols) {
+                if (plan.col_max) {
+                    if (want_cols || plan.store)
+                        fail(LCTX_ERR_INTERNAL, "an attention plan's col_max with column-sum hooks or another store");
+                    std::fill(plan.col_max, plan.col_max + H_kv * a.n_kv, 0.0f);
+                    a.col_sums = plan.col_max;
+                    a.col_max = true;
+                    a.obs_begin = plan.obs_begin;
+                } else if (want_cols) {
+                    if (plan.store) fail(LCTX_ERR_INTERNAL, "column-sum hooks with a policy's own store");
                     cols.assign(static_cast<size_t>(H_kv * a.n_kv), 0.0f);
                     a.col_sums = cols.data();
                     a.obs_begin = std::max<int64_t>(0, hooks->obs_begin - b0);
@@ -166,6 +176,7 @@ void Forward::run(const int32_t *tokens, const int32_t *pos, int64_t n, KvStore 
                         }
                     }
                 }
+                policy.after_attention(l, cache, n_kv, nb);
                 laps.lap(ForwardProfile::ATTENTION);
                 be_.matmul(L.wo, attn, Q, nb, xn);
                 laps.lap(ForwardProfile::ATTN_OUT);

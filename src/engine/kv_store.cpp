@@ -89,6 +89,23 @@ void KvStore::set_positions(int64_t slot0, const int32_t *pos, int64_t n) {
         for (int32_t h = 0; h < n_head_kv_; ++h) std::memcpy(pos_of(l, h) + slot0, pos, n * sizeof(int32_t));
 }
 
+void KvStore::copy_head_rows(int32_t layer, int32_t head, int64_t slot0, const KvStore &src,
+                             const int64_t *src_slots, int64_t n) {
+    if (n <= 0) return;
+    if (&src == this || src.type_ != type_ || src.head_dim_ != head_dim_ || src.n_head_kv_ != n_head_kv_ ||
+        layer < 0 || layer >= n_layers_ || layer >= src.n_layers_ || head < 0 || head >= n_head_kv_ || slot0 < 0 ||
+        slot0 + n > capacity_)
+        fail(LCTX_ERR_INTERNAL, "copy_head_rows: stores or slots do not match");
+    for (int64_t i = 0; i < n; ++i)
+        if (src_slots[i] < 0 || src_slots[i] >= src.capacity_)
+            fail(LCTX_ERR_INTERNAL, "copy_head_rows: source slot %lld outside the store", (long long)src_slots[i]);
+    be_.gather_rows(type_, head_k(layer, head) + slot0 * row_bytes(), src.head_k(layer, head), src_slots, n, head_dim_);
+    be_.gather_rows(type_, head_v(layer, head) + slot0 * row_bytes(), src.head_v(layer, head), src_slots, n, head_dim_);
+    const int32_t *sp = src.positions(layer, head);
+    int32_t *dp = pos_of(layer, head) + slot0;
+    for (int64_t i = 0; i < n; ++i) dp[i] = sp[src_slots[i]];
+}
+
 void KvStore::set_head_positions(int32_t layer, int32_t head, int64_t slot0, const int32_t *pos, int64_t n) {
     if (n <= 0) return;
     std::memcpy(pos_of(layer, head) + slot0, pos, n * sizeof(int32_t));

@@ -9,7 +9,7 @@ namespace lctx {
 
 void forward_in_batches(Forward &forward, KvStore &cache, int64_t limit, const int32_t *tokens, size_t n,
                         int32_t n_batch, Progress *progress, std::vector<float> &logits,
-                        std::vector<int32_t> &cached_tokens, const char *who) {
+                        std::vector<int32_t> &cached_tokens, const char *who, AttentionPolicy *policy) {
     limit = std::min(limit, cache.capacity());
     if (static_cast<int64_t>(n) > limit - cache.size())
         fail(LCTX_ERR_CONTEXT_FULL, "%s: the decode cache holds %lld of %lld tokens and cannot take %zu more: "
@@ -25,6 +25,7 @@ void forward_in_batches(Forward &forward, KvStore &cache, int64_t limit, const i
         std::iota(pos.begin(), pos.end(), static_cast<int32_t>(cache.size()));
         ForwardOptions opt;
         opt.logits = done + b == n ? LogitsMode::LAST : LogitsMode::NONE;
+        opt.policy = policy;
         if (progress) opt.keep_going = [progress, frac] { return progress->keep_going(frac); };
         forward.run(tokens + done, pos.data(), static_cast<int64_t>(b), cache, opt, logits);
         cached_tokens.insert(cached_tokens.end(), tokens + done, tokens + done + b);

@@ -16,9 +16,10 @@ namespace lctx {
 // logits of the last token into `logits`; appends each batch's tokens to
 // `cached_tokens` once it is in the cache. Throws LCTX_ERR_CONTEXT_FULL
 // (naming `who`) when more than `limit` slots would be used, and
-// LCTX_ERR_CANCELLED; batches that completed stay in the cache.
+// LCTX_ERR_CANCELLED; batches that completed stay in the cache. policy:
+// the forward passes' attention policy (null: dense).
 void forward_in_batches(Forward &forward, KvStore &cache, int64_t limit, const int32_t *tokens, size_t n,
                         int32_t n_batch, Progress *progress, std::vector<float> &logits,
-                        std::vector<int32_t> &cached_tokens, const char *who);
+                        std::vector<int32_t> &cached_tokens, const char *who, AttentionPolicy *policy = nullptr);
 
 } // namespace lctx

@@ -6,12 +6,16 @@
 namespace lctx {
 
 GatheredDecoder::GatheredDecoder(const Model &model, Backend &backend, int64_t n_ctx, int32_t n_batch, KvType kv_type,
-                                 const char *who)
+                                 const char *who, const RefreshKvConfig *refreshkv)
     : model_(model), backend_(backend), forward_(model, backend), n_ctx_(n_ctx), n_batch_(n_batch),
-      kv_type_(kv_type), who_(who) {}
+      kv_type_(kv_type), who_(who) {
+    if (refreshkv) refreshkv_ = std::make_unique<RefreshKvPolicy>(backend, model.hparams(), kv_type, *refreshkv);
+}
 
-void GatheredDecoder::forward(const int32_t *tokens, size_t n, Progress *progress, std::vector<float> &logits) {
-    forward_in_batches(forward_, *cache_, cache_->capacity(), tokens, n, n_batch_, progress, logits, tokens_, who_);
+void GatheredDecoder::forward(const int32_t *tokens, size_t n, Progress *progress, std::vector<float> &logits,
+                              AttentionPolicy *policy) {
+    forward_in_batches(forward_, *cache_, cache_->capacity(), tokens, n, n_batch_, progress, logits, tokens_, who_,
+                       policy);
 }
 
 void GatheredDecoder::recompute(const std::vector<int32_t> &doc_ids, const Selection &selection, Progress &progress,
@@ -36,7 +40,8 @@ void GatheredDecoder::recompute(const std::vector<int32_t> &doc_ids, const Selec
     cache_->clear();
     tokens_.clear();
     try {
-        forward(ids.data(), ids.size(), &progress, logits);
+        if (refreshkv_) refreshkv_->begin_prompt(static_cast<int64_t>(ids.size()));
+        forward(ids.data(), ids.size(), &progress, logits, refreshkv_.get());
     } catch (...) {
         cache_->clear();
         tokens_.clear();
@@ -60,7 +65,14 @@ Selection GatheredDecoder::make_selection(std::vector<int64_t> positions, const 
 
 void GatheredDecoder::append(int32_t token, std::vector<float> &logits) {
     if (!cache_) fail(LCTX_ERR_STATE, "%s: decode before recompute", who_);
-    forward(&token, 1, nullptr, logits);
+    if (!refreshkv_) return forward(&token, 1, nullptr, logits, nullptr);
+    refreshkv_->begin_step();
+    try {
+        forward(&token, 1, nullptr, logits, refreshkv_.get());
+    } catch (...) {
+        refreshkv_->cancel_step();
+        throw;
+    }
 }
 
 } // namespace lctx

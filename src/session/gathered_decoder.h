@@ -1,7 +1,9 @@
 // Recompute and decode of the retrieve-then-recompute methods (REFORM,
 // ILRe): the selected document tokens (by id, in document order) and the
 // question run through the full model as a fresh prompt at positions 0..n-1
-// into a decode cache of n_ctx slots; generated tokens are appended to it.
+// into a decode cache of n_ctx slots; generated tokens are appended to it,
+// densely or with RefreshKV (session/refreshkv.h: C_f is the recomputed cache
+// plus the generated tokens).
 #pragma once
 
 #include <cstdint>
@@ -11,14 +13,16 @@
 #include "engine/forward.h"
 #include "engine/kv_store.h"
 #include "session/method.h"
+#include "session/refreshkv.h"
 
 namespace lctx {
 
 class GatheredDecoder {
 public:
     // who: the method's name for messages ("REFORM").
+    // refreshkv: decode with RefreshKV (null: dense).
     GatheredDecoder(const Model &model, Backend &backend, int64_t n_ctx, int32_t n_batch, KvType kv_type,
-                    const char *who);
+                    const char *who, const RefreshKvConfig *refreshkv = nullptr);
 
     // Builds the decode cache from doc_ids[selection.positions] ++
     // selection.query and writes the last token's logits. Positions must be
@@ -38,9 +42,11 @@ public:
     const std::vector<int32_t> &tokens() const { return tokens_; }   // what the cache holds, in order
     int64_t n_ctx() const { return n_ctx_; }
     const KvStore *cache() const { return cache_.get(); }
+    const RefreshKvPolicy *refreshkv() const { return refreshkv_.get(); }
 
 private:
-    void forward(const int32_t *tokens, size_t n, Progress *progress, std::vector<float> &logits);
+    void forward(const int32_t *tokens, size_t n, Progress *progress, std::vector<float> &logits,
+                 AttentionPolicy *policy);
 
     const Model &model_;
     Backend &backend_;
@@ -49,6 +55,7 @@ private:
     int32_t n_batch_;
     KvType kv_type_;
     const char *who_;
+    std::unique_ptr<RefreshKvPolicy> refreshkv_;   // null: dense decoding
     std::unique_ptr<KvStore> cache_;   // made on the first recompute
     std::vector<int32_t> tokens_;
 };

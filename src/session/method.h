@@ -20,6 +20,8 @@ struct Selection {
     std::vector<int32_t> query;
 };
 
+class RefreshKvPolicy;
+
 class Method {
 public:
     virtual ~Method() = default;
@@ -45,6 +47,8 @@ public:
     // stand for). Equal digests mean equal document state: the cancel/retry
     // tests compare it with an uninterrupted run.
     virtual uint64_t state_digest() const = 0;
+    // The RefreshKV decoding of the method, if it decodes with RefreshKV.
+    virtual const RefreshKvPolicy *refreshkv() const { return nullptr; }
 };
 
 } // namespace lctx

@@ -28,7 +28,8 @@ IlreEncoderConfig encoder_config(const IlreParams &p) {
 
 IlreMethod::IlreMethod(const Model &model, Backend &backend, const lctx_session_params &sp)
     : model_(model), backend_(backend), params_(ilre_params_from(model, sp)),
-      decoder_(model, backend, params_.n_ctx, params_.n_batch, params_.kv_type, "ILRe") {
+      decoder_(model, backend, params_.n_ctx, params_.n_batch, params_.kv_type, "ILRe",
+               opt_ptr(gathered_refreshkv(model.hparams(), sp))) {
     encoder_ = std::make_unique<IlreEncoder>(model, backend, encoder_config(params_),
                                              std::vector<int32_t>{params_.retrieval_layer});
     feeder_.who = "ILRe";

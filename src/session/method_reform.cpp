@@ -16,7 +16,8 @@ namespace lctx {
 ReformMethod::ReformMethod(const Model &model, Backend &backend, const lctx_session_params &sp)
     : model_(model), backend_(backend), params_(reform_params_from(model.hparams(), sp)),
       profile_(choose_head_profile(model.hparams(), reform_heads_path(sp))),
-      decoder_(model, backend, params_.n_ctx, params_.n_batch, params_.kv_type, "REFORM") {
+      decoder_(model, backend, params_.n_ctx, params_.n_batch, params_.kv_type, "REFORM",
+               opt_ptr(gathered_refreshkv(model.hparams(), sp))) {
     EncoderConfig cfg;
     cfg.chunk = params_.chunk;
     cfg.budget = params_.budget;

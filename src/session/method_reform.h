@@ -34,6 +34,7 @@ public:
     void append(int32_t token, std::vector<float> &logits) override;
     const std::vector<int32_t> &context_tokens() const override { return decoder_.tokens(); }
     int64_t n_fed() const override { return static_cast<int64_t>(feeder_.ids.size()); }
+    const RefreshKvPolicy *refreshkv() const override { return decoder_.refreshkv(); }
     uint64_t state_digest() const override;
 
     // Index persistence (index_file.h); load requires a fresh method.

@@ -27,12 +27,13 @@
 #include "session/method_ilre.h"
 #include "session/method_reattention.h"
 #include "session/method_reform.h"
+#include "session/method_refreshkv.h"
 #include "session/session_params.h"
 
 namespace lctx {
 
 // What a factory gets to build a method. params is the session's normalized
-// copy (full-size struct; reform/kv/infllm point at full-size copies).
+// copy (full-size struct; reform/kv/infllm/ilre/refreshkv point at full-size copies).
 struct MethodArgs {
     const Model &model;
     const lctx_session_params &params;
@@ -70,6 +71,12 @@ inline std::unique_ptr<Method> make_reattention(const MethodArgs &a) {
     return std::make_unique<ReattentionMethod>(a.model, a.backend, a.params);
 }
 
+inline std::unique_ptr<Method> make_refreshkv(const MethodArgs &a) {
+    const lctx_refreshkv_params p = read_refreshkv_params(a.params.refreshkv);
+    return std::make_unique<RefreshKvMethod>(a.model, a.backend, a.n_ctx, a.n_batch, kv_type_of(a.params),
+                                             refreshkv_config_from(a.model.hparams(), p));
+}
+
 // TRUNCATE, STREAMING, H2O, TOVA, SNAPKV, INFINIPOT, INFLLM (by params.method).
 inline std::unique_ptr<Method> make_baseline(const MethodArgs &a) {
     return make_baseline_method(a.model, a.backend, a.params);
@@ -84,7 +91,7 @@ inline constexpr MethodInfo kMethods[] = {
     {LCTX_METHOD_REATTENTION, "reattention", "ReAttention: top-k attention over the pre-RoPE cache, positions "
      "re-assigned", make_reattention},
     {LCTX_METHOD_REFRESHKV, "refreshkv", "RefreshKV: decoding over a partial cache refreshed by full attention",
-     nullptr},
+     make_refreshkv},
     {LCTX_METHOD_TRUNCATE, "truncate", "truncation: the first and last tokens of the budget, full attention",
      make_baseline},
     {LCTX_METHOD_STREAMING, "streaming", "StreamingLLM: attention sinks + the most recent tokens", make_baseline},

@@ -1,6 +1,7 @@
 #include "session/session.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <thread>
 
@@ -59,6 +60,8 @@ Session::Session(const Model &model, const lctx_session_params &params, const st
     reattention_ = read_reattention_params(params_.reattention);
     own(reattention_.store_dir, reattention_store_dir_);
     params_.reattention = &reattention_;
+    refreshkv_ = read_refreshkv_params(params_.refreshkv);
+    params_.refreshkv = &refreshkv_;
     params_.reform = &reform_;
     params_.kv = &kv_;
     params_.infllm = &infllm_;
@@ -187,6 +190,26 @@ void Session::load_index(const std::string &path) {
     if (reform) reform->load_index(path, params_);
     else ilre->load_index(path);
     stage_ = LCTX_STAGE_INDEXED;
+}
+
+float Session::decode_token(int32_t token) {
+    expect_stage("lctx_decode_token", {LCTX_STAGE_DECODING});
+    check_tokens("lctx_decode_token", &token, 1);
+    if (cancel_.exchange(false)) fail(LCTX_ERR_CANCELLED, "lctx_decode_token: cancelled by lctx_session_cancel");
+    if (pending_ >= 0) {
+        has_logits_ = false;
+        method_->append(pending_, logits_);
+        pending_ = -1;
+        has_logits_ = true;
+    }
+    const int32_t n_vocab = model_.hparams().n_vocab;
+    double mx = -INFINITY;
+    for (int32_t i = 0; i < n_vocab; ++i) mx = std::max(mx, double(logits_[static_cast<size_t>(i)]));
+    double sum = 0.0;
+    for (int32_t i = 0; i < n_vocab; ++i) sum += std::exp(double(logits_[static_cast<size_t>(i)]) - mx);
+    const float logprob = static_cast<float>(double(logits_[static_cast<size_t>(token)]) - mx - std::log(sum));
+    pending_ = token;
+    return logprob;
 }
 
 int32_t Session::decode(const lctx_sampling_params &sampling) {

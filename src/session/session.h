@@ -32,6 +32,9 @@ public:
     std::unique_ptr<Selection> select(const int32_t *query, size_t n);
     void recompute(const Selection &selection);
     int32_t decode(const lctx_sampling_params &sampling);
+    // Teacher forcing: `token` is the next token; returns its log probability
+    // under the current logits.
+    float decode_token(int32_t token);
 
     lctx_stage stage() const { return stage_; }
     int64_t n_fed() const { return method_->n_fed(); }
@@ -47,6 +50,7 @@ public:
     void save_index(const std::string &path);
     void load_index(const std::string &path);
     Method &method() { return *method_; }
+    lctx_method method_id() const { return params_.method; }
     // The session's memory budget: what its caches and stores hold now and at most.
     const MemoryBudget &memory() const { return budget_; }
 
@@ -68,6 +72,7 @@ private:
     lctx_infllm_params infllm_;
     lctx_ilre_params ilre_;
     lctx_reattention_params reattention_;
+    lctx_refreshkv_params refreshkv_;
     std::string heads_path_, catalyst_, ilre_max_kernels_, ilre_avg_kernels_, ilre_profile_path_;
     std::string reattention_store_dir_;
     uint64_t id_;

@@ -41,6 +41,10 @@ inline lctx_reattention_params read_reattention_params(const lctx_reattention_pa
                        "lctx_reattention_default_params");
 }
 
+inline lctx_refreshkv_params read_refreshkv_params(const lctx_refreshkv_params *p) {
+    return read_params(p, lctx_refreshkv_default_params, "lctx_refreshkv_params", "lctx_refreshkv_default_params");
+}
+
 // The largest power of two <= x (1 for x < 2): sizes derived from n_ctx_train.
 inline int64_t pow2_floor(int64_t x) {
     int64_t p = 1;

@@ -24,6 +24,7 @@ int main(void) {
     OFF(lctx_session_params, kv);
     OFF(lctx_session_params, infllm);
     OFF(lctx_session_params, max_memory);
+    OFF(lctx_session_params, refreshkv);
     SIZE(lctx_reform_params);
     OFF(lctx_reform_params, chunk);
     OFF(lctx_reform_params, budget);
@@ -48,6 +49,17 @@ int main(void) {
     SIZE(lctx_infllm_params);
     OFF(lctx_infllm_params, block);
     OFF(lctx_infllm_params, repr);
+    SIZE(lctx_refreshkv_params);
+    OFF(lctx_refreshkv_params, partial);
+    OFF(lctx_refreshkv_params, stride);
+    OFF(lctx_refreshkv_params, threshold);
+    OFF(lctx_refreshkv_params, schedule);
+    OFF(lctx_refreshkv_params, pool_kernel);
+    OFF(lctx_refreshkv_params, max_partial_run);
+    OFF(lctx_refreshkv_params, gathered);
+    SIZE(lctx_refreshkv_stats);
+    OFF(lctx_refreshkv_stats, n_steps);
+    OFF(lctx_refreshkv_stats, refresh_s);
     SIZE(lctx_sampling_params);
     OFF(lctx_sampling_params, temperature);
     OFF(lctx_sampling_params, top_k);

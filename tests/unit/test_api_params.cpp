@@ -123,6 +123,14 @@ TEST(ParamsDefaults, SetStructSizeAndAcceptNull) {
     EXPECT_EQ(s.reform, nullptr);
     EXPECT_EQ(s.kv, nullptr);
     EXPECT_EQ(s.infllm, nullptr);
+    EXPECT_EQ(s.refreshkv, nullptr);
+    lctx_refreshkv_params rk;
+    lctx_refreshkv_default_params(&rk);
+    EXPECT_EQ(rk.struct_size, sizeof rk);
+    EXPECT_EQ(rk.partial, 0);
+    EXPECT_EQ(rk.threshold, 0.0f);
+    EXPECT_FALSE(rk.gathered);
+    lctx_refreshkv_default_params(nullptr);
     lctx_reform_default_params(nullptr);
     lctx_kv_default_params(nullptr);
     lctx_infllm_default_params(nullptr);
@@ -219,10 +227,10 @@ TEST_F(ParamsAbi, SessionParamsOfAnOlderHeaderCreateSessions) {
     EXPECT_EQ(reform.params().chunk, 1024);
     EXPECT_EQ(reform.params().recompute, 2048);
     EXPECT_EQ(reform.params().n_ctx, 4096);
-    // Only struct_size and the method; an unimplemented method is still seen.
+    // Only struct_size and the method; a method value outside the enum is still seen.
     Cut<lctx_session_params> m(offsetof(lctx_session_params, n_ctx), lctx_session_default_params);
-    m->method = LCTX_METHOD_REFRESHKV;
-    EXPECT_EQ(create(m.p), LCTX_ERR_UNSUPPORTED);
+    m->method = static_cast<lctx_method>(77);
+    EXPECT_EQ(create(m.p), LCTX_ERR_INVALID_ARG);
     m->method = LCTX_METHOD_FULL;
     EXPECT_EQ(create(m.p), LCTX_OK) << lctx_last_error();
     // The head of the struct is read: n_ctx = 16 holds 16 tokens, not 17.
@@ -411,6 +419,13 @@ TEST_F(ParamsAbi, BadStructSizesAreRefused) {
         EXPECT_EQ(create(&sp), LCTX_ERR_INVALID_ARG) << n;
         EXPECT_THAT(lctx_last_error(), HasSubstr("lctx_reform_params.struct_size is " + std::to_string(n)));
     }
+    sp = session_defaults(LCTX_METHOD_REFRESHKV);
+    for (uint32_t n : bad_sizes(sizeof(lctx_refreshkv_params))) {
+        auto b = raw<lctx_refreshkv_params>(n);
+        sp.refreshkv = reinterpret_cast<lctx_refreshkv_params *>(b.data());
+        EXPECT_EQ(create(&sp), LCTX_ERR_INVALID_ARG) << n;
+        EXPECT_THAT(lctx_last_error(), HasSubstr("lctx_refreshkv_params.struct_size is " + std::to_string(n)));
+    }
     sp = session_defaults(LCTX_METHOD_SNAPKV);
     for (uint32_t n : bad_sizes(sizeof(lctx_kv_params))) {
         auto b = raw<lctx_kv_params>(n);
@@ -490,10 +505,10 @@ TEST(MethodRegistry, ListsExactlyTheHeaderEnum) {
         ASSERT_EQ(lctx_method_from_name(suffix.c_str(), &back), LCTX_OK) << suffix;   // any case
         EXPECT_EQ(back, m);
     }
-    // The one of the next issues is listed, not implemented.
+    // Every method of the registry is implemented.
     EXPECT_TRUE(lctx_method_is_implemented(LCTX_METHOD_ILRE));
     EXPECT_TRUE(lctx_method_is_implemented(LCTX_METHOD_REATTENTION));
-    EXPECT_FALSE(lctx_method_is_implemented(LCTX_METHOD_REFRESHKV));
+    EXPECT_TRUE(lctx_method_is_implemented(LCTX_METHOD_REFRESHKV));
     EXPECT_TRUE(lctx_method_is_implemented(LCTX_METHOD_FULL));
     EXPECT_TRUE(lctx_method_is_implemented(LCTX_METHOD_REFORM));
     EXPECT_TRUE(lctx_method_is_implemented(LCTX_METHOD_INFLLM));

@@ -628,7 +628,7 @@ TEST(Reliability, StructSizesInsideAFieldAreRefused) {
         const bool bad = inside(size, {{offsetof(P, progress), 8}, {offsetof(P, progress_user_data), 8},
                                        {offsetof(P, reform), 8}, {offsetof(P, kv), 8}, {offsetof(P, infllm), 8},
                                        {offsetof(P, ilre), 8}, {offsetof(P, max_memory), 8}, {offsetof(P, reattention), 8},
-                                       {offsetof(P, method), 4}, {offsetof(P, n_ctx), 4},
+                                       {offsetof(P, refreshkv), 8}, {offsetof(P, method), 4}, {offsetof(P, n_ctx), 4},
                                        {offsetof(P, n_threads), 4}, {offsetof(P, n_batch), 4},
                                        {offsetof(P, kv_type), 4}});
         if (bad) {

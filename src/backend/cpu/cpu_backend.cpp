@@ -57,6 +57,7 @@ cpu::AttentionArgs to_cpu(const AttentionArgs &a, const float *k, const float *v
     c.scale = a.scale;
     c.col_sums = a.col_sums;
     c.obs_begin = a.obs_begin;
+    c.col_max = a.col_max;
     return c;
 }
 
