@@ -30,6 +30,7 @@ import needle_data  # noqa: E402
 
 CHARS_PER_TOKEN = 4.1   # haystack text, SmolLM2 tokenizer (measured)
 RETRIEVERS = ("reform", "ilre")   # methods with an encode stage and a selection
+ENCODERS = RETRIEVERS + ("reattention",)   # methods whose encode stage reads the whole input
 
 
 def run(lctx, model, doc_path, q, method, extra, n_predict):
@@ -77,8 +78,9 @@ def write_table(path, rows, a, argv):
              "tokens (`lctx run --method truncate`, budget = REFORM's recompute budget 4096). FULL only where noted "
              "(SmolLM2 is trained on 8K).", "",
              "| length | method | " + " | ".join(f"d={d}" for d in depths) +
-             " | correct | gather recall | encode tok/s | select s | recompute s | wall s / run | peak RSS MiB | load avg |",
-             "|---|---|" + "---|" * len(depths) + "---|---|---|---|---|---|---|---|"]
+             " | correct | gather recall | encode tok/s | select s | recompute s | decode tok/s | wall s / run | peak RSS MiB"
+             " | load avg |",
+             "|---|---|" + "---|" * len(depths) + "---|---|---|---|---|---|---|---|---|"]
     for L in a.lengths:
         for m in a.methods:
             rs = [r for r in rows if r["length"] == L and r["method"] == m]
@@ -98,11 +100,13 @@ def write_table(path, rows, a, argv):
             rec_s = f"{sum(rec) / len(rec):.2f}" if rec else "-"
             lines.append(f"| {L} | {m} | " + " | ".join(cells) +
                          f" | {sum(r['ok'] for r in rs)}/{len(rs)} | {rec_s} | "
-                         f"{mean('encode_tokens_per_s') if m in RETRIEVERS else 0:.0f} | "
+                         f"{mean('encode_tokens_per_s') if m in ENCODERS else 0:.0f} | "
                          f"{mean('timings_s', 'select'):.2f} | {mean('timings_s', 'recompute'):.1f} | "
+                         f"{mean('decode_tokens_per_s'):.1f} | "
                          f"{mean('wall_s'):.0f} | {max((r.get('peak_rss_mib', 0) for r in rs), default=0):.0f} | "
                          f"{mean('load_avg'):.1f} |")
-    lines += ["", "encode tok/s is REFORM's or ILRe's encoding of the whole input (FULL/truncate prefill is inside 'recompute'). "
+    lines += ["", "encode tok/s is REFORM's, ILRe's or ReAttention's reading of the whole input (FULL/truncate prefill is "
+              "inside 'recompute'); decode tok/s counts the answer tokens (0 where lctx run did not report it). "
               "Per-cell JSON (selected spans dropped):", "", "```"]
     for r in rows:
         lines.append(json.dumps({k: v for k, v in r.items() if k != "selected_spans"}))

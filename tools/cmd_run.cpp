@@ -42,6 +42,8 @@ int cmd_run(int argc, char **argv) {
         "usage: lctx run -m MODEL --file DOC --question TEXT [options]\n"
         "  --file FILE          the document (UTF-8 text)\n"
         "  --question TEXT      the question (or --question-file FILE)\n"
+        "  --questions FILE     several questions about the document, one per line: the document is read\n"
+        "                       once, each question answered from it (one JSON line each with --json)\n"
         "  --method M           the method (default reform):\n") + method_usage("                         ") +
         "  --budget N           REFORM: recompute budget (default n_ctx_train/2); ILRe: gathered tokens\n"
         "                       (min(4096, n_ctx_train/2)); baselines: kv_budget\n"
@@ -78,7 +80,8 @@ int cmd_run(int argc, char **argv) {
         "  --no-chat            no chat template: feed the document, then the question as is\n";
     const char *usage = usage_text.c_str();
     Args a = parse_args(argc, argv,
-                        {"--model", "--file", "--question", "--question-file", "--method", "--budget", "--chunk",
+                        {"--model", "--file", "--question", "--question-file", "--questions", "--method", "--budget",
+                         "--chunk",
                          "--working", "--heads", "--save-index", "--index", "--n-predict", "--ctx", "--threads", "--layer",
                          "--window", "--ilre-profile", "--query-tokens", "--global", "--local", "--span", "--top-k",
                          "--spans", "--reuse", "--store-ram", "--store-dir", "--kv-type", "--decode", "--rkv-k",
@@ -89,11 +92,29 @@ int cmd_run(int argc, char **argv) {
     if (!parse_method(a.get("--method", "reform"), method_id))
         die("--method must be one of: %s", method_cli_names().c_str());
     const std::string method = method_cli_name(method_id);
-    if (!a.has("--question") && !a.has("--question-file")) die("run needs --question TEXT\n\n%s", usage);
+    if (!a.has("--question") && !a.has("--question-file") && !a.has("--questions"))
+        die("run needs --question TEXT\n\n%s", usage);
     if (!a.has("--file") && !a.has("--index")) die("run needs --file DOC or --index FILE\n\n%s", usage);
     if (a.has("--index") && method_id != LCTX_METHOD_REFORM && method_id != LCTX_METHOD_ILRE)
         die("--index works with --method reform or ilre (the file's method is used)");
-    const std::string question = a.has("--question-file") ? read_file(a.get("--question-file")) : a.get("--question");
+    // --questions FILE: one question per line, all about the same document,
+    // which is read once; one answer (one JSON line with --json) each.
+    std::vector<std::string> questions;
+    if (a.has("--questions")) {
+        std::string text = read_file(a.get("--questions"));
+        for (size_t at = 0; at < text.size();) {
+            size_t end = text.find('\n', at);
+            if (end == std::string::npos) end = text.size();
+            std::string line = text.substr(at, end - at);
+            if (!line.empty() && line.back() == '\r') line.pop_back();
+            if (!line.empty()) questions.push_back(line);
+            at = end + 1;
+        }
+        if (questions.empty()) die("--questions %s holds no question", a.get("--questions").c_str());
+    } else {
+        questions.push_back(a.has("--question-file") ? read_file(a.get("--question-file")) : a.get("--question"));
+    }
+    const std::string question = questions[0];
     const int64_t n_predict = a.get_int("--n-predict", 64);
     const bool json = a.on("--json");
 
@@ -114,6 +135,13 @@ int cmd_run(int argc, char **argv) {
         doc.insert(doc.end(), body.begin(), body.end());
     }
     std::vector<lctx_token> query = tokenize(m, after, false, true);
+    size_t max_query = query.size();   // FULL's cache holds the longest question
+    for (size_t qi = 1; qi < questions.size(); ++qi) {
+        std::string b2, a2;
+        if (a.on("--no-chat")) a2 = "\n\n" + questions[qi] + "\n";
+        else chat_parts(m, questions[qi], b2, a2);
+        max_query = std::max(max_query, tokenize(m, a2, false, true).size());
+    }
     const double t_tok = now_s() - t;
 
     const int64_t budget = a.get_int("--budget", 0);
@@ -121,7 +149,7 @@ int cmd_run(int argc, char **argv) {
     lctx_session_default_params(&sp);
     sp.method = method_id;
     sp.n_threads = static_cast<int32_t>(a.get_int("--threads", 0));
-    const int64_t full_ctx = int64_t(doc.size() + query.size()) + n_predict + 1;
+    const int64_t full_ctx = int64_t(doc.size() + max_query) + n_predict + 1;
     const bool whole = method_id == LCTX_METHOD_FULL || method_id == LCTX_METHOD_REFRESHKV;
     sp.n_ctx = static_cast<int32_t>(a.get_int("--ctx", whole ? full_ctx : 0));
     lctx_reform_params rp;
@@ -215,6 +243,14 @@ int cmd_run(int argc, char **argv) {
         }
     }
 
+    for (size_t qi = 0; qi < questions.size(); ++qi) {
+    if (qi > 0) {   // the next question's tokens (the document part of the template is the same)
+        std::string b2;
+        after.clear();
+        if (a.on("--no-chat")) after = "\n\n" + questions[qi] + "\n";
+        else chat_parts(m, questions[qi], b2, after);
+        query = tokenize(m, after, false, true);
+    }
     t = now_s();
     lctx_selection *sel = nullptr;
     check(lctx_select(s, query.data(), query.size(), &sel), "select");
@@ -287,10 +323,11 @@ int cmd_run(int argc, char **argv) {
                     "\"n_selected\": %zu, \"selected_spans\": %s, \"timings_s\": {\"load\": %.3f, \"tokenize\": %.3f, "
                     "\"encode\": %.3f, \"index_io\": %.3f, \"select\": %.3f, \"recompute\": %.3f, \"decode\": %.3f}, "
                     "\"encode_tokens_per_s\": %.1f, \"n_generated\": %lld, \"decode_tokens_per_s\": %.2f, "
-                    "\"peak_rss_mib\": %.1f, \"refreshkv\": %s}\n",
+                    "\"peak_rss_mib\": %.1f, \"refreshkv\": %s, \"question_index\": %zu}\n",
                     json::quote(answer).c_str(), json::quote(method).c_str(), (long long)n_input, query.size(), pos.size(),
                     sp_json.c_str(), t_load, t_tok, t_encode, t_index, t_select, t_recompute, t_decode, tok_s,
-                    (long long)n_gen, t_decode > 0 ? n_gen / t_decode : 0.0, peak_rss_mib(), rkv_json.c_str());
+                    (long long)n_gen, t_decode > 0 ? n_gen / t_decode : 0.0, peak_rss_mib(), rkv_json.c_str(), qi);
+        std::fflush(stdout);
     } else {
         std::fprintf(stderr, "%s: %lld input tokens, encode %.2f s (%.0f tok/s), select %.3f s, recompute %zu+%zu "
                      "tokens %.2f s, decode %lld tokens %.2f s, peak RSS %.0f MiB\n", method.c_str(),
@@ -302,6 +339,7 @@ int cmd_run(int argc, char **argv) {
                          (long long)rst.n_steps, rst.effective_stride, (long long)rst.n_full, (long long)rst.n_partial,
                          rst.full_attention_s, rst.refresh_s, rst.partial_attention_s);
     }
+    }   // questions
     lctx_session_free(s);
     lctx_model_free(m);
     return 0;
