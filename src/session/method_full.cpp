@@ -7,12 +7,13 @@
 
 namespace lctx {
 
-FullMethod::FullMethod(const Model &model, Backend &backend, int64_t n_ctx, int32_t n_batch, KvType kv_type)
+FullMethod::FullMethod(const Model &model, Backend &backend, int64_t n_ctx, int32_t n_batch, KvType kv_type,
+                       std::unique_ptr<RefreshKvPolicy> refreshkv)
     : model_(model), forward_(model, backend), cache_(backend, model.hparams(), n_ctx, -1, kv_type),
-      n_batch_(n_batch) {}
+      n_batch_(n_batch), refreshkv_(std::move(refreshkv)) {}
 
 void FullMethod::prefill(const int32_t *tokens, size_t n, Progress *progress, double done0, double done1,
-                         LogitsMode mode, std::vector<float> &logits) {
+                         LogitsMode mode, std::vector<float> &logits, AttentionPolicy *policy) {
     if (static_cast<int64_t>(n) > cache_.capacity() - cache_.size())
         fail(LCTX_ERR_CONTEXT_FULL, "the KV cache holds %lld of %lld tokens and cannot take %zu more: create the "
              "session with a larger n_ctx", static_cast<long long>(cache_.size()),
@@ -26,6 +27,7 @@ void FullMethod::prefill(const int32_t *tokens, size_t n, Progress *progress, do
         std::iota(pos.begin(), pos.end(), static_cast<int32_t>(cache_.size()));
         ForwardOptions opt;
         opt.logits = done + b == n ? mode : LogitsMode::NONE;
+        opt.policy = policy;
         forward_.run(tokens + done, pos.data(), static_cast<int64_t>(b), cache_, opt, logits);
         tokens_.insert(tokens_.end(), tokens + done, tokens + done + b);
         done += b;
@@ -66,11 +68,35 @@ void FullMethod::recompute(const Selection &selection, Progress &progress, std::
     // FULL keeps the document's cache: drop the previous question and answer.
     cache_.truncate(n_doc_);
     tokens_.resize(static_cast<size_t>(n_doc_));
-    prefill(selection.query.data(), selection.query.size(), &progress, 0.0, 1.0, LogitsMode::LAST, logits);
+    if (!refreshkv_) {
+        prefill(selection.query.data(), selection.query.size(), &progress, 0.0, 1.0, LogitsMode::LAST, logits);
+        return;
+    }
+    // The question ends the prompt; its last token builds the partial caches.
+    if (selection.query.empty()) fail(LCTX_ERR_INVALID_ARG, "RefreshKV: the question is empty");
+    refreshkv_->begin_prompt(n_doc_ + static_cast<int64_t>(selection.query.size()));
+    try {
+        prefill(selection.query.data(), selection.query.size(), &progress, 0.0, 1.0, LogitsMode::LAST, logits,
+                refreshkv_.get());
+    } catch (...) {
+        cache_.truncate(n_doc_);
+        tokens_.resize(static_cast<size_t>(n_doc_));
+        throw;
+    }
 }
 
 void FullMethod::append(int32_t token, std::vector<float> &logits) {
-    prefill(&token, 1, nullptr, 0.0, 1.0, LogitsMode::LAST, logits);
+    if (!refreshkv_) {
+        prefill(&token, 1, nullptr, 0.0, 1.0, LogitsMode::LAST, logits);
+        return;
+    }
+    refreshkv_->begin_step();
+    try {
+        prefill(&token, 1, nullptr, 0.0, 1.0, LogitsMode::LAST, logits, refreshkv_.get());
+    } catch (...) {
+        refreshkv_->cancel_step();
+        throw;
+    }
 }
 
 } // namespace lctx

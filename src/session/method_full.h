@@ -1,6 +1,10 @@
 // FULL: the whole document in one KV cache, as plain inference does.
 // feed = prefill; select = every position; recompute = roll the cache back
 // to the document and prefill the question; decode appends to that cache.
+// With a RefreshKV policy (LCTX_METHOD_REFRESHKV, docs/methods/refreshkv.md)
+// the question and the answer go through it: the question's last token
+// builds the partial caches, each decoded token attends over them or, on
+// query drift, over the whole cache.
 #pragma once
 
 #include <memory>
@@ -8,12 +12,15 @@
 #include "engine/forward.h"
 #include "engine/kv_store.h"
 #include "session/method.h"
+#include "session/refreshkv.h"
 
 namespace lctx {
 
 class FullMethod : public Method {
 public:
-    FullMethod(const Model &model, Backend &backend, int64_t n_ctx, int32_t n_batch, KvType kv_type = KvType::F32);
+    // refreshkv: decode with RefreshKV (LCTX_METHOD_REFRESHKV); null: dense.
+    FullMethod(const Model &model, Backend &backend, int64_t n_ctx, int32_t n_batch, KvType kv_type = KvType::F32,
+               std::unique_ptr<RefreshKvPolicy> refreshkv = nullptr);
 
     void feed(const int32_t *tokens, size_t n, Progress &progress) override;
     void finish(Progress &progress) override;
@@ -23,11 +30,13 @@ public:
     const std::vector<int32_t> &context_tokens() const override { return tokens_; }
     int64_t n_fed() const override { return n_doc_; }
     uint64_t state_digest() const override;
+    const RefreshKvPolicy *refreshkv() const override { return refreshkv_.get(); }
 
 private:
-    // Forwards tokens at the next positions in batches of n_batch_.
+    // Forwards tokens at the next positions in batches of n_batch_, through
+    // `policy` (null: dense).
     void prefill(const int32_t *tokens, size_t n, Progress *progress, double done0, double done1, LogitsMode mode,
-                 std::vector<float> &logits);
+                 std::vector<float> &logits, AttentionPolicy *policy = nullptr);
 
     const Model &model_;
     Forward forward_;
@@ -36,6 +45,7 @@ private:
     int64_t n_doc_ = 0;
     std::vector<int32_t> tokens_;   // everything in the cache, in order
     std::vector<float> scratch_logits_;
+    std::unique_ptr<RefreshKvPolicy> refreshkv_;
 };
 
 } // namespace lctx

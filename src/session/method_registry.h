@@ -27,7 +27,6 @@
 #include "session/method_ilre.h"
 #include "session/method_reattention.h"
 #include "session/method_reform.h"
-#include "session/method_refreshkv.h"
 #include "session/session_params.h"
 
 namespace lctx {
@@ -73,8 +72,10 @@ inline std::unique_ptr<Method> make_reattention(const MethodArgs &a) {
 
 inline std::unique_ptr<Method> make_refreshkv(const MethodArgs &a) {
     const lctx_refreshkv_params p = read_refreshkv_params(a.params.refreshkv);
-    return std::make_unique<RefreshKvMethod>(a.model, a.backend, a.n_ctx, a.n_batch, kv_type_of(a.params),
-                                             refreshkv_config_from(a.model.hparams(), p));
+    const KvType kv = kv_type_of(a.params);
+    auto policy = std::make_unique<RefreshKvPolicy>(a.backend, a.model.hparams(), kv,
+                                                    refreshkv_config_from(a.model.hparams(), p));
+    return std::make_unique<FullMethod>(a.model, a.backend, a.n_ctx, a.n_batch, kv, std::move(policy));
 }
 
 // TRUNCATE, STREAMING, H2O, TOVA, SNAPKV, INFINIPOT, INFLLM (by params.method).

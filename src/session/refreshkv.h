@@ -7,7 +7,8 @@
 // attention and the refresh happen inside the layer's attention, through the
 // AttentionPolicy seam (plan / after_attention): no extra pass.
 //
-// RefreshKvPolicy is the policy; RefreshKvMethod (method_refreshkv.h) and
+// RefreshKvPolicy is the policy; FullMethod (method_full.h, as
+// LCTX_METHOD_REFRESHKV) and
 // GatheredDecoder (REFORM, ILRe with --decode refreshkv) drive it:
 //   begin_prompt(end) before forwarding a prompt whose last token lands in
 //   slot end - 1 (all layers attend in full; C_p is built from that token),
