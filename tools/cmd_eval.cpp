@@ -43,7 +43,10 @@ namespace {
 // "niah_single, ..., ppl".
 std::string task_list() {
     std::string s;
-    for (const auto &t : eval::task_names()) s += (s.empty() ? "" : ", ") + t;
+    for (const auto &t : eval::task_names()) {
+        if (!s.empty()) s += ", ";
+        s += t;
+    }
     return s;
 }
 
@@ -160,7 +163,10 @@ std::string refreshkv_json(const lctx_model *m, const lctx_session *s) {
     if (lctx_session_refreshkv_stats(s, &st, full.data(), part.data(), full.size()) != LCTX_OK) return "";
     auto list = [](const std::vector<int64_t> &v) {
         std::string o = "[";
-        for (size_t i = 0; i < v.size(); ++i) o += (i ? "," : "") + std::to_string(v[i]);
+        for (size_t i = 0; i < v.size(); ++i) {
+            if (i) o += ',';
+            o += std::to_string(v[i]);
+        }
         return o + "]";
     };
     return "{\"partial\": " + std::to_string(st.partial) + ", \"n_steps\": " + std::to_string(st.n_steps) +
