@@ -3,7 +3,8 @@
 Usage: python3 bench/plot_eval.py RESULTS.jsonl OUT.png
 
 One line per method: the mean score over tasks (each task's mean over its
-samples, errors left out) at each length, log2 length axis. A point that
+samples, errors left out) at each length, log2 length axis. Perplexity tasks
+(ppl) are left out: their score is a perplexity, not an accuracy. A point that
 averages fewer tasks than the length has results for (an evaluation still
 running, or a method not run on every task) is drawn hollow and labelled
 "n/N tasks", so a partial average is never mistaken for a complete one.
@@ -35,6 +36,8 @@ def averages(rows):
     {method: {length: tasks averaged}}, {length: tasks with any result})."""
     per_task = defaultdict(list)
     for r in rows:
+        if r.get("scoring") == "perplexity" or r.get("task") == "ppl":
+            continue   # a perplexity, not an accuracy: in the report's own table, not in the plot
         if not r.get("error") and isinstance(r.get("score"), (int, float)):
             per_task[(r["method"], r["length"], r["task"])].append(r["score"])
     by_ml = defaultdict(list)

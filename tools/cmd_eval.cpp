@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -39,6 +40,16 @@ namespace lctx::cli {
 
 namespace {
 
+// "niah_single, ..., ppl".
+std::string task_list() {
+    std::string s;
+    for (const auto &t : eval::task_names()) {
+        if (!s.empty()) s += ", ";
+        s += t;
+    }
+    return s;
+}
+
 // The method list comes from the library's registry.
 const char *usage_text() {
     static const std::string text = std::string(
@@ -47,8 +58,9 @@ const char *usage_text() {
         "Runs every method on the same synthetic RULER-style tasks (docs/eval.md).\n"
         "  --methods LIST     comma-separated methods or 'all' (default full,reform):\n") +
         method_usage("                       ") +
-        "  --tasks LIST       comma-separated tasks or 'all' (default all): niah_single, niah_multikey,\n"
-        "                     niah_multivalue, niah_multiquery, vt, cwe, fwe, qa\n"
+        "                     and the eval-only variants reform+refreshkv, ilre+refreshkv (REFORM/ILRe\n"
+        "                     decoding their recomputed cache with RefreshKV: lctx run --decode refreshkv)\n"
+        "  --tasks LIST       comma-separated tasks or 'all' (default all): " + task_list() + "\n"
         "  --lengths LIST     prompt lengths in model tokens, e.g. 4k,8k,32k,128k (default 4k)\n"
         "  --samples N        samples per task and length (default 5)\n"
         "  --seed S           run seed (default 42)\n"
@@ -73,6 +85,7 @@ struct Options {
 struct Combo {
     std::string method_name, task;
     lctx_method method;
+    bool refreshkv_decode;   // REFORM/ILRe + RefreshKV decoding (method name "reform+refreshkv")
     int64_t length;
     int sample;
 };
@@ -141,6 +154,29 @@ bool chat_supported(const lctx_model *m) {
     return st == LCTX_OK || st == LCTX_ERR_BUFFER_TOO_SMALL;
 }
 
+// RefreshKV statistics of the answer as a JSON object; "" when the session
+// does not decode with RefreshKV.
+std::string refreshkv_json(const lctx_model *m, const lctx_session *s) {
+    lctx_refreshkv_stats st{};
+    st.struct_size = sizeof st;
+    std::vector<int64_t> full(size_t(std::max(0, lctx_model_n_layer(m)))), part(full.size());
+    if (lctx_session_refreshkv_stats(s, &st, full.data(), part.data(), full.size()) != LCTX_OK) return "";
+    auto list = [](const std::vector<int64_t> &v) {
+        std::string o = "[";
+        for (size_t i = 0; i < v.size(); ++i) {
+            if (i) o += ',';
+            o += std::to_string(v[i]);
+        }
+        return o + "]";
+    };
+    return "{\"partial\": " + std::to_string(st.partial) + ", \"n_steps\": " + std::to_string(st.n_steps) +
+           ", \"n_full\": " + std::to_string(st.n_full) + ", \"n_partial\": " + std::to_string(st.n_partial) +
+           ", \"effective_stride\": " + fmt_num("%.3f", st.effective_stride) + ", \"full_attention_s\": " +
+           fmt_num("%.4f", st.full_attention_s) + ", \"partial_attention_s\": " +
+           fmt_num("%.4f", st.partial_attention_s) + ", \"refresh_s\": " + fmt_num("%.4f", st.refresh_s) +
+           ", \"layer_full\": " + list(full) + ", \"layer_partial\": " + list(part) + "}";
+}
+
 // The JSON row of one combination (without wall_s and peak_rss_mib, which
 // the parent adds). Failures of lctx calls become an error row.
 std::string run_combo(const Options &o, const Combo &c) {
@@ -154,6 +190,9 @@ std::string run_combo(const Options &o, const Combo &c) {
 
     double t_load = 0, t_gen = 0, t_tok = 0, t_feed = 0, t_index = 0, t_select = 0, t_recompute = 0, t_decode = 0;
     int64_t n_doc = 0, n_query = 0, n_gen = 0;
+    double nll_mean = 0;
+    bool context_full = false;
+    std::string rkv_json;
     std::string answer, prompt = "chat";
     eval::Sample sample;
     bool have_sample = false;
@@ -171,23 +210,32 @@ std::string run_combo(const Options &o, const Combo &c) {
         t_load = now_s() - t;
 
         // The prompt: [before][document] | [after = "\n\n" question tail].
+        // Perplexity tasks are plain text (language modelling), and the
+        // held-out continuation is part of the length: the prompt is fitted
+        // to length - answer_tokens.
         t = now_s();
-        const bool plain = o.no_chat || !chat_supported(m);
+        const bool ppl = eval::is_perplexity_task(c.task);
+        const bool plain = ppl || o.no_chat || !chat_supported(m);
         if (plain) prompt = "plain";
         std::string before, after0;
-        if (plain) after0 = "\n\n\n";
+        if (ppl) after0 = "\n\n";   // the continuation starts with its own "\n\n"
+        else if (plain) after0 = "\n\n\n";
         else chat_parts(m, "", before, after0);
         const std::string tail = after0.substr(std::min<size_t>(2, after0.size()));
         const int64_t n_fixed =
             int64_t(tokenize(m, before, plain, true).size() + tokenize(m, tail, false, true).size());
         auto count = [&](const std::string &text) { return n_fixed + int64_t(tokenize(m, text, false, false).size()); };
-        sample = eval::generate({c.task, sseed, c.length, c.sample, o.samples}, count);
+        const int64_t target = ppl ? c.length - eval::answer_tokens(c.task) : c.length;
+        if (target <= 0)
+            throw RunError("length " + std::to_string(c.length) + " leaves no room for the prompt of task " + c.task);
+        sample = eval::generate({c.task, sseed, target, c.sample, o.samples}, count);
         have_sample = true;
         t_gen = now_s() - t;
 
         t = now_s();
         std::string after;
-        if (plain) after = "\n\n" + sample.question + "\n";
+        if (ppl) after = "\n\n" + sample.question;
+        else if (plain) after = "\n\n" + sample.question + "\n";
         else chat_parts(m, sample.question, before, after);
         std::vector<lctx_token> doc = tokenize(m, before, plain, true);
         const std::vector<lctx_token> body = tokenize(m, sample.document, false, false);
@@ -197,12 +245,25 @@ std::string run_combo(const Options &o, const Combo &c) {
         n_query = int64_t(query.size());
         t_tok = now_s() - t;
 
+        // Perplexity: the first answer_tokens tokens of the continuation.
+        std::vector<lctx_token> cont;
+        if (ppl) {
+            cont = tokenize(m, sample.answers.at(0), false, false);
+            if (int64_t(cont.size()) > sample.answer_tokens) cont.resize(size_t(sample.answer_tokens));
+            if (cont.empty()) throw RunError("the held-out continuation is empty");
+        }
+
         lctx_session_params sp;
         lctx_session_default_params(&sp);
         sp.method = c.method;
         sp.n_threads = o.threads;
-        if (c.method == LCTX_METHOD_FULL)
+        // FULL and RefreshKV keep the whole input: room for it and the answer.
+        if (c.method == LCTX_METHOD_FULL || c.method == LCTX_METHOD_REFRESHKV)
             sp.n_ctx = int32_t(std::min<int64_t>(INT32_MAX, n_doc + n_query + sample.answer_tokens + 16));
+        lctx_refreshkv_params rkp;
+        lctx_refreshkv_default_params(&rkp);
+        rkp.gathered = c.refreshkv_decode;
+        sp.refreshkv = &rkp;
         ok(lctx_session_create(m, &sp, &s), "creating the session");
 
         t = now_s();
@@ -220,21 +281,42 @@ std::string run_combo(const Options &o, const Combo &c) {
         ok(lctx_recompute(s, sel), "recompute");
         t_recompute = now_s() - t;
 
-        lctx_sampling_params greedy;
-        lctx_sampling_default_params(&greedy);
-        std::vector<lctx_token> out;
         t = now_s();
-        for (; n_gen < sample.answer_tokens; ++n_gen) {
-            lctx_token tok = -1;
-            const lctx_status st = lctx_decode(s, &greedy, &tok);
-            if (st == LCTX_ERR_CONTEXT_FULL) break;
-            ok(st, "decode");
-            if (lctx_token_is_eog(m, tok)) break;
-            out.push_back(tok);
+        if (ppl) {
+            // Teacher forcing through the method's decode path: each token's
+            // log-probability under the logits the next lctx_decode would
+            // sample from, then the token enters the cache as a sampled one.
+            double nll = 0;
+            for (const lctx_token tok : cont) {
+                float lp = 0;
+                ok(lctx_decode_token(s, tok, &lp), "decode_token");
+                nll -= double(lp);
+                ++n_gen;
+            }
+            t_decode = now_s() - t;
+            nll_mean = nll / double(n_gen);
+            score = std::exp(nll_mean);
+            answer = detokenize(m, cont);
+        } else {
+            lctx_sampling_params greedy;
+            lctx_sampling_default_params(&greedy);
+            std::vector<lctx_token> out;
+            for (; n_gen < sample.answer_tokens; ++n_gen) {
+                lctx_token tok = -1;
+                const lctx_status st = lctx_decode(s, &greedy, &tok);
+                if (st == LCTX_ERR_CONTEXT_FULL) {
+                    context_full = true;
+                    break;
+                }
+                ok(st, "decode");
+                if (lctx_token_is_eog(m, tok)) break;
+                out.push_back(tok);
+            }
+            t_decode = now_s() - t;
+            answer = detokenize(m, out);
+            score = eval::score(sample.mode, answer, sample.answers);
         }
-        t_decode = now_s() - t;
-        answer = detokenize(m, out);
-        score = eval::score(sample.mode, answer, sample.answers);
+        rkv_json = refreshkv_json(m, s);
     } catch (const std::exception &e) {   // RunError and lctx::Error from the generator
         error = e.what();
     }
@@ -249,11 +331,16 @@ std::string run_combo(const Options &o, const Combo &c) {
         j += ", \"expected\": [";
         for (size_t i = 0; i < sample.answers.size(); ++i) j += (i ? ", " : "") + json::quote(sample.answers[i]);
         j += "]";
+        if (sample.mode == eval::ScoreMode::kPerplexity && error.empty())
+            j += ", \"nll\": " + fmt_num("%.5f", nll_mean) + ", \"n_scored\": " + std::to_string(n_gen);
     }
+    if (context_full) j += ", \"context_full\": true";
+    if (!rkv_json.empty()) j += ", \"refreshkv\": " + rkv_json;
     j += ", \"n_input_tokens\": " + std::to_string(n_doc + n_query) + ", \"n_doc_tokens\": " + std::to_string(n_doc) +
          ", \"n_query_tokens\": " + std::to_string(n_query);
     j += ", \"score\": " + (error.empty() ? fmt_num("%.4f", score) : std::string("null"));
     j += ", \"answer\": " + json::quote(answer) + ", \"n_generated\": " + std::to_string(n_gen);
+    if (t_decode > 0 && n_gen > 0) j += ", \"decode_tokens_per_s\": " + fmt_num("%.2f", double(n_gen) / t_decode);
     j += ", \"timings_s\": {\"load\": " + fmt_num("%.3f", t_load) + ", \"generate\": " + fmt_num("%.3f", t_gen) +
          ", \"tokenize\": " + fmt_num("%.3f", t_tok) + ", \"feed\": " + fmt_num("%.3f", t_feed) +
          ", \"build_index\": " + fmt_num("%.3f", t_index) + ", \"select\": " + fmt_num("%.3f", t_select) +
@@ -484,22 +571,35 @@ int cmd_eval(int argc, char **argv) {
     o.command = "lctx eval";
     for (int i = 0; i < argc; ++i) o.command += " " + shell_quote(argv[i]);
 
-    std::vector<std::pair<std::string, lctx_method>> methods;
+    struct MethodSpec {
+        std::string name;
+        lctx_method method;
+        bool refreshkv_decode;
+    };
+    std::vector<MethodSpec> methods;
     for (const auto &name : split_list(a.get("--methods", "full,reform"))) {
         if (name == "all") {
-            for (lctx_method m : all_methods(false)) methods.emplace_back(method_cli_name(m), m);
+            for (lctx_method m : all_methods(false)) methods.push_back({method_cli_name(m), m, false});
             continue;
         }
+        // Eval-only variants: REFORM/ILRe with RefreshKV decoding.
+        const std::string suffix = "+refreshkv";
+        const bool rkv = name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+        const std::string base = rkv ? name.substr(0, name.size() - suffix.size()) : name;
         lctx_method m;
-        if (!parse_method(name, m)) die("unknown method '%s' (methods: %s, or all)", name.c_str(), method_cli_names().c_str());
-        methods.emplace_back(method_cli_name(m), m);
+        if (!parse_method(base, m))
+            die("unknown method '%s' (methods: %s, reform+refreshkv, ilre+refreshkv, or all)", name.c_str(),
+                method_cli_names().c_str());
+        if (rkv && m != LCTX_METHOD_REFORM && m != LCTX_METHOD_ILRE)
+            die("'%s': +refreshkv (RefreshKV decoding of the recomputed cache) works with reform and ilre only; "
+                "use the method refreshkv for RefreshKV over a full prefill", name.c_str());
+        methods.push_back({std::string(method_cli_name(m)) + (rkv ? suffix : ""), m, rkv});
     }
     std::vector<std::string> tasks;
     for (const auto &t : split_list(a.get("--tasks", "all"))) {
         if (t == "all") tasks.insert(tasks.end(), eval::task_names().begin(), eval::task_names().end());
         else if (eval::is_task(t)) tasks.push_back(t);
-        else die("unknown task '%s' (tasks: niah_single, niah_multikey, niah_multivalue, niah_multiquery, vt, cwe, "
-                 "fwe, qa, or all)", t.c_str());
+        else die("unknown task '%s' (tasks: %s, or all)", t.c_str(), task_list().c_str());
     }
     std::vector<int64_t> lengths;
     for (const auto &l : split_list(a.get("--lengths", "4k"))) {
@@ -519,9 +619,9 @@ int cmd_eval(int argc, char **argv) {
     for (int64_t L : lengths)
         for (const auto &t : tasks)
             for (int i = 0; i < o.samples; ++i)
-                for (const auto &[name, m] : methods) {
-                    if (have.count(eval::combo_key(name, t, L, i, o.seed))) ++skipped;
-                    else todo.push_back({name, t, m, L, i});
+                for (const auto &ms : methods) {
+                    if (have.count(eval::combo_key(ms.name, t, L, i, o.seed))) ++skipped;
+                    else todo.push_back({ms.name, t, ms.method, ms.refreshkv_decode, L, i});
                 }
     if (skipped) std::fprintf(stderr, "lctx eval: %d combination(s) already in %s, skipped\n", skipped, o.out.c_str());
 

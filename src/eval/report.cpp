@@ -1,6 +1,7 @@
 #include "eval/report.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <set>
@@ -35,10 +36,11 @@ std::string header(const std::vector<int64_t> &lengths) {
     return h + "\n" + sep + "\n";
 }
 
-std::string score_cell(const Cell &c) {
+// Perplexity cells hold the sum of log(ppl): their value is the geometric mean.
+std::string score_cell(const Cell &c, bool perplexity) {
     if (c.n == 0 && c.errors == 0) return "-";
     if (c.n == 0) return "err";
-    std::string s = fmt("%.1f", 100.0 * c.mean());
+    std::string s = perplexity ? fmt("%.3f", std::exp(c.mean())) : fmt("%.1f", 100.0 * c.mean());
     if (c.errors) s += " (" + fmt("%.0f", c.errors) + " err)";
     return s;
 }
@@ -69,7 +71,7 @@ std::string markdown_report(const std::vector<Row> &rows, const std::vector<std:
         cpus[{r.method, r.length}].insert(cpu);
         ++rows_per_cpu[cpu];
         Cell &c = cells[{r.task, r.method, r.length}];
-        if (r.ok()) c.sum += r.score, ++c.n;
+        if (r.ok()) c.sum += is_perplexity_task(r.task) ? std::log(std::max(r.score, 1e-30)) : r.score, ++c.n;
         else ++c.errors;
         Cell &t = time[{r.method, r.length}];
         t.sum += r.wall_s, ++t.n;
@@ -78,7 +80,12 @@ std::string markdown_report(const std::vector<Row> &rows, const std::vector<std:
     }
 
     std::string md = "# lctx eval results\n\n";
-    md += "Mean score in % over samples (RULER scoring: string_match_all; qa: string_match_part). "
+    std::vector<std::string> scored;   // the tasks of the average: accuracies, not perplexities
+    for (const auto &t : tasks)
+        if (!is_perplexity_task(t)) scored.push_back(t);
+    md += "Mean score in % over samples (RULER scoring: string_match_all; qa: string_match_part; kv_list: "
+          "pairs_in_order, the F1 of exact KEY: VALUE pairs in order). Perplexity tasks (ppl): the geometric mean "
+          "over samples of the held-out continuation's perplexity, lower is better, not in the average. "
           "\"err\": every sample failed; \"(k err)\": k samples failed and are left out of the mean.\n\n";
     md += "## Average over tasks\n\n" + header(lengths);
     for (const auto &m : methods) {
@@ -86,24 +93,25 @@ std::string markdown_report(const std::vector<Row> &rows, const std::vector<std:
         for (int64_t L : lengths) {
             double sum = 0;
             int n = 0;
-            for (const auto &t : tasks) {
+            for (const auto &t : scored) {
                 auto it = cells.find({t, m, L});
                 if (it != cells.end() && it->second.n) sum += it->second.mean(), ++n;
             }
             std::string cell = n ? fmt("%.1f", 100.0 * sum / n) : "-";
-            if (n && n < int(tasks.size())) cell += " (" + fmt("%.0f", n) + "/" + fmt("%.0f", double(tasks.size())) + " tasks)";
+            if (n && n < int(scored.size())) cell += " (" + fmt("%.0f", n) + "/" + fmt("%.0f", double(scored.size())) + " tasks)";
             md += " " + cell + " |";
         }
         md += "\n";
     }
     for (const auto &t : tasks) {
-        md += "\n## " + t + "\n\n" + header(lengths);
+        const bool ppl = is_perplexity_task(t);
+        md += "\n## " + t + (ppl ? " (perplexity, lower is better)" : "") + "\n\n" + header(lengths);
         for (const auto &m : methods) {
             md += "| " + m + " |";
             for (int64_t L : lengths) {
                 auto it = cells.find({t, m, L});
                 md += ' ';
-                md += it == cells.end() ? std::string("-") : score_cell(it->second);
+                md += it == cells.end() ? std::string("-") : score_cell(it->second, ppl);
                 md += " |";
             }
             md += "\n";

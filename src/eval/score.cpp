@@ -1,5 +1,9 @@
 #include "eval/score.h"
 
+#include <algorithm>
+
+#include "common/error.h"
+
 namespace lctx::eval {
 
 namespace {
@@ -31,8 +35,79 @@ double string_match_part(const std::string &answer, const std::vector<std::strin
     return 0.0;
 }
 
+std::vector<std::string> extract_pairs(const std::string &text) {
+    const std::string t = lower(text);
+    auto letter = [&](size_t i) { return i < t.size() && t[i] >= 'a' && t[i] <= 'z'; };
+    auto digit = [&](size_t i) { return i < t.size() && t[i] >= '0' && t[i] <= '9'; };
+    auto space = [&](size_t i) { return i < t.size() && (t[i] == ' ' || t[i] == '\t'); };
+    std::vector<std::string> out;
+    size_t i = 0;
+    while (i < t.size()) {
+        // A key starts at a letter that does not continue a word or a key.
+        if (!letter(i) || (i > 0 && (letter(i - 1) || t[i - 1] == '-'))) {
+            ++i;
+            continue;
+        }
+        size_t j = i;
+        int words = 0;
+        for (;;) {
+            const size_t w = j;
+            while (letter(j)) ++j;
+            if (j == w) break;
+            ++words;
+            if (t[j] == '-' && letter(j + 1)) ++j;   // guaranteed j < size by letter(j + 1)
+            else break;
+        }
+        const size_t key_end = j;
+        if (words < 2) {
+            i = j;
+            continue;
+        }
+        while (space(j)) ++j;
+        if (j < t.size() && (t[j] == ':' || t[j] == '=')) {
+            ++j;
+            while (space(j)) ++j;
+            const size_t v = j;
+            while (digit(j)) ++j;
+            if (j > v && !letter(j)) {
+                out.push_back(t.substr(i, key_end - i) + ": " + t.substr(v, j - v));
+                i = j;
+                continue;
+            }
+        }
+        i = key_end;
+    }
+    return out;
+}
+
+double pairs_in_order(const std::string &answer, const std::vector<std::string> &expected) {
+    std::vector<std::string> e;
+    for (const auto &x : expected)
+        for (auto &p : extract_pairs(x)) e.push_back(std::move(p));
+    if (e.empty()) return 0.0;
+    const std::vector<std::string> p = extract_pairs(answer);
+    if (p.empty()) return 0.0;
+    // LCS by dynamic programming over one row.
+    std::vector<size_t> row(e.size() + 1, 0);
+    for (const auto &a : p) {
+        size_t diag = 0;
+        for (size_t j = 1; j <= e.size(); ++j) {
+            const size_t up = row[j];
+            row[j] = a == e[j - 1] ? diag + 1 : std::max(row[j], row[j - 1]);
+            diag = up;
+        }
+    }
+    return 2.0 * double(row[e.size()]) / double(p.size() + e.size());
+}
+
 double score(ScoreMode mode, const std::string &answer, const std::vector<std::string> &expected) {
-    return mode == ScoreMode::kMatchPart ? string_match_part(answer, expected) : string_match_all(answer, expected);
+    switch (mode) {
+    case ScoreMode::kMatchPart: return string_match_part(answer, expected);
+    case ScoreMode::kPairsInOrder: return pairs_in_order(answer, expected);
+    case ScoreMode::kPerplexity:
+        fail(LCTX_ERR_INVALID_ARG, "a perplexity task is scored by teacher forcing, not from an answer text");
+    default: return string_match_all(answer, expected);
+    }
 }
 
 } // namespace lctx::eval

@@ -24,6 +24,8 @@ const TaskDef kTasks[] = {
     {"cwe", detail::build_cwe, 10, 120},
     {"fwe", detail::build_fwe, 80, 50},
     {"qa", detail::build_qa, 1, 32},
+    {"kv_list", detail::build_kv_list, 1, detail::kKvAnswerTokens},
+    {"ppl", detail::build_ppl, 1, detail::kPplTokens, true},
 };
 
 const TaskDef *find(const std::string &name) {
@@ -35,7 +37,12 @@ const TaskDef *find(const std::string &name) {
 } // namespace
 
 const char *score_mode_name(ScoreMode m) {
-    return m == ScoreMode::kMatchPart ? "string_match_part" : "string_match_all";
+    switch (m) {
+    case ScoreMode::kMatchPart: return "string_match_part";
+    case ScoreMode::kPairsInOrder: return "pairs_in_order";
+    case ScoreMode::kPerplexity: return "perplexity";
+    default: return "string_match_all";
+    }
 }
 
 std::string prompt_text(const Sample &s) { return s.document + "\n\n" + s.question; }
@@ -54,6 +61,11 @@ bool is_task(const std::string &name) { return find(name) != nullptr; }
 int answer_tokens(const std::string &task) {
     const TaskDef *t = find(task);
     return t ? t->answer_tokens : 32;
+}
+
+bool is_perplexity_task(const std::string &task) {
+    const TaskDef *t = find(task);
+    return t && t->perplexity;
 }
 
 uint64_t sample_seed(uint64_t run_seed, const std::string &task, int64_t length, int sample_index) {

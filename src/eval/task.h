@@ -14,8 +14,11 @@ namespace lctx::eval {
 enum class ScoreMode {
     kMatchAll,   // string_match_all: fraction of the expected strings found
     kMatchPart,  // string_match_part: 1 if any expected string is found
+    kPairsInOrder,  // pairs_in_order: "KEY: VALUE" pairs of the answer against the expected ones, in order (score.h)
+    kPerplexity,    // perplexity: answers[0] is a held-out continuation, teacher-forced; the score is its
+                    // perplexity (lower is better), not a fraction
 };
-const char *score_mode_name(ScoreMode m);   // "string_match_all", "string_match_part"
+const char *score_mode_name(ScoreMode m);   // "string_match_all", "string_match_part", "pairs_in_order", "perplexity"
 
 struct Sample {
     std::string task;
@@ -46,6 +49,9 @@ struct SampleRequest {
 const std::vector<std::string> &task_names();
 bool is_task(const std::string &name);
 int answer_tokens(const std::string &task);
+// Tasks scored by perplexity (ScoreMode::kPerplexity): their rows' score is a
+// perplexity, reported apart from the accuracies.
+bool is_perplexity_task(const std::string &task);
 
 // Seed of one sample from the run's seed.
 uint64_t sample_seed(uint64_t run_seed, const std::string &task, int64_t length, int sample_index);

@@ -23,6 +23,7 @@ struct TaskDef {
     Builder build;
     int64_t min_units;
     int answer_tokens;
+    bool perplexity = false;   // scored by the perplexity of answers[0] (ScoreMode::kPerplexity)
 };
 
 Sample build_niah_single(const BuildInput &in, int64_t units);
@@ -33,5 +34,15 @@ Sample build_vt(const BuildInput &in, int64_t units);
 Sample build_cwe(const BuildInput &in, int64_t units);
 Sample build_fwe(const BuildInput &in, int64_t units);
 Sample build_qa(const BuildInput &in, int64_t units);
+Sample build_kv_list(const BuildInput &in, int64_t units);
+Sample build_ppl(const BuildInput &in, int64_t units);
+
+// kv_list: records per sample, and its answer budget: a "KEY: VALUE" line is
+// about 10 tokens for SmolLM2's tokenizer (digits one token each); 14 per
+// record leaves room for a restated header.
+constexpr int kKvPairs = 6;
+constexpr int kKvAnswerTokens = 14 * kKvPairs + 32;
+// ppl: tokens of the held-out continuation that are scored.
+constexpr int kPplTokens = 256;
 
 } // namespace lctx::eval::detail

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # End-to-end test of `lctx eval` on a tiny real model: rows and their fields,
 # resume without duplicates (a second run, and a run killed midway), the
-# markdown report, --report, error rows, and the plot notice without Python.
+# markdown report, --report, error rows, the plot notice without Python, and the
+# long-form tasks (kv_list, ppl) with reform+refreshkv.
 # usage: test_eval_cli.sh LCTX MODEL.gguf
 set -euo pipefail
 LCTX=$1
@@ -67,4 +68,22 @@ grep -q 'no plot drawn' "$T/log5" || fail "no notice about the missing Python: $
   fail "eval failed on an unsupported method: $(cat "$T/log6")"
 [ "$(rows "$T/e.jsonl")" = 1 ] || fail "no row for the failing method"
 grep -q '"score": null, ' "$T/e.jsonl" && { grep -q '"error": ' "$T/e.jsonl" || fail "null score without an error"; }
+# 7. Long-form tasks: kv_list (pairs_in_order) and ppl (teacher-forced perplexity, its own report table), with
+#    the eval-only variant reform+refreshkv (RefreshKV statistics in its rows); +refreshkv on other methods is refused.
+"$LCTX" eval -m "$MODEL" --methods full,reform+refreshkv --tasks kv_list,ppl --lengths 512 --samples 1 --threads 1 \
+  --out "$T/l.jsonl" --md "$T/l.md" 2> "$T/log7" || fail "long-form eval failed: $(cat "$T/log7")"
+[ "$(rows "$T/l.jsonl")" = 4 ] || fail "expected 4 long-form rows, got $(rows "$T/l.jsonl")"
+grep -q '"error"' "$T/l.jsonl" && fail "error row in the long-form run: $(grep '"error"' "$T/l.jsonl")"
+grep '"task": "kv_list"' "$T/l.jsonl" | grep -q '"scoring": "pairs_in_order"' || fail "kv_list row not pairs_in_order"
+grep '"task": "ppl"' "$T/l.jsonl" | grep -q '"scoring": "perplexity".*"nll": [0-9.]*, "n_scored": [0-9]*' ||
+  fail "ppl row without nll/n_scored: $(grep '"task": "ppl"' "$T/l.jsonl")"
+grep '"method": "reform+refreshkv"' "$T/l.jsonl" | grep -q '"refreshkv": {"partial": ' ||
+  fail "reform+refreshkv rows without RefreshKV statistics"
+grep '"method": "full"' "$T/l.jsonl" | grep -q '"refreshkv"' && fail "a dense row has RefreshKV statistics"
+grep -qF '## ppl (perplexity, lower is better)' "$T/l.md" || fail "report lacks the perplexity table"
+grep -qF '## kv_list' "$T/l.md" || fail "report lacks the kv_list table"
+if "$LCTX" eval -m "$MODEL" --methods snapkv+refreshkv --tasks ppl --lengths 512 --out "$T/x.jsonl" 2> "$T/log8"; then
+  fail "snapkv+refreshkv was accepted"
+fi
+grep -q 'works with reform and ilre only' "$T/log8" || fail "no message for snapkv+refreshkv: $(cat "$T/log8")"
 echo "PASS"

@@ -63,7 +63,8 @@ std::vector<std::string> sorted(std::vector<std::string> v) {
 
 TEST(EvalTasks, NamesAndBudgets) {
     const std::vector<std::string> want = {"niah_single", "niah_multikey", "niah_multivalue", "niah_multiquery",
-                                           "vt",          "cwe",           "fwe",             "qa"};
+                                           "vt",          "cwe",           "fwe",             "qa",
+                                           "kv_list",     "ppl"};
     EXPECT_EQ(task_names(), want);
     EXPECT_EQ(answer_tokens("niah_single"), 64);
     EXPECT_EQ(answer_tokens("niah_multikey"), 64);
@@ -73,6 +74,12 @@ TEST(EvalTasks, NamesAndBudgets) {
     EXPECT_EQ(answer_tokens("cwe"), 120);
     EXPECT_EQ(answer_tokens("fwe"), 50);
     EXPECT_EQ(answer_tokens("qa"), 32);
+    EXPECT_EQ(answer_tokens("kv_list"), 116);   // 6 records x 14 + 32
+    EXPECT_EQ(answer_tokens("ppl"), 256);       // scored continuation tokens
+    EXPECT_TRUE(is_perplexity_task("ppl"));
+    EXPECT_FALSE(is_perplexity_task("kv_list"));
+    EXPECT_FALSE(is_perplexity_task("qa"));
+    EXPECT_FALSE(is_perplexity_task("nope"));
     EXPECT_THROW(make("nope", 1), lctx::Error);
     EXPECT_THROW(make("cwe", 1, 20), lctx::Error);   // too short for the task
 }
@@ -236,6 +243,103 @@ TEST(EvalTasks, QaAnswerIsInTheGoldDocumentOnly) {
     }
 }
 
+// kv_list: every record once, in the order of the answers, each in its
+// sixth of the text; the gold list scores 1.
+TEST(EvalTasks, KvListRecordsInDocumentOrder) {
+    const std::regex record(R"(Record ([a-z]+-[a-z]+): ([0-9]{4})\.)");
+    for (uint64_t seed = 1; seed <= 10; ++seed)
+        for (int64_t target : {700, 6000}) {
+            SCOPED_TRACE(std::to_string(seed) + " " + std::to_string(target));
+            const Sample s = make("kv_list", seed, target);
+            EXPECT_EQ(s.mode, ScoreMode::kPairsInOrder);
+            EXPECT_EQ(s.answer_tokens, 116);
+            std::vector<std::string> found;
+            std::vector<size_t> at;
+            for (auto it = std::sregex_iterator(s.document.begin(), s.document.end(), record);
+                 it != std::sregex_iterator(); ++it) {
+                found.push_back((*it)[1].str() + ": " + (*it)[2].str());
+                at.push_back(size_t(it->position(0)));
+                EXPECT_EQ(count_of(s.document, (*it)[1].str()), 1u);   // a key occurs once
+            }
+            ASSERT_EQ(found.size(), 6u);
+            EXPECT_EQ(found, s.answers);
+            EXPECT_EQ(std::set<std::string>(found.begin(), found.end()).size(), 6u);
+            EXPECT_NE(s.question.find("List all 6 records"), std::string::npos);
+            if (target == 6000)   // record j lies in the j-th sixth of the text (+- a sentence or two)
+                for (size_t j = 0; j < 6; ++j) {
+                    const double rel = double(at[j]) / double(s.document.size());
+                    EXPECT_GE(rel, j / 6.0 - 0.03) << j;
+                    EXPECT_LE(rel, (j + 1) / 6.0 + 0.03) << j;
+                }
+            std::string gold;
+            for (const auto &a : s.answers) gold += a + "\n";
+            EXPECT_DOUBLE_EQ(score(s.mode, gold, s.answers), 1.0);
+        }
+}
+
+// ppl: the continuation is paragraphs K, K+1, ... of the document, verbatim,
+// K named in the question; the paragraphs are numbered 1.. in order.
+TEST(EvalTasks, PplContinuationRepeatsNumberedParagraphs) {
+    const std::regex asked(R"(^Paragraph ([0-9]+) and the paragraphs after it, repeated word for word:$)");
+    const std::regex header(R"(\n\nParagraph ([0-9]+)\. )");
+    for (int index = 0; index < 4; ++index) {
+        SCOPED_TRACE(index);
+        const Sample s = make("ppl", 5, 6000, index, 4);
+        EXPECT_EQ(s.mode, ScoreMode::kPerplexity);
+        ASSERT_EQ(s.answers.size(), 1u);
+        std::smatch q;
+        ASSERT_TRUE(std::regex_match(s.question, q, asked)) << s.question;
+        const int k = std::stoi(q[1].str());
+        const std::string &cont = s.answers[0];
+        // Paragraph numbers of the document: 1, 2, ..., P.
+        int paras = 0;
+        for (auto it = std::sregex_iterator(s.document.begin(), s.document.end(), header); it != std::sregex_iterator();
+             ++it)
+            EXPECT_EQ(std::stoi((*it)[1].str()), ++paras);
+        ASSERT_GT(paras, 20);   // ~6000 words: some 80 paragraphs of 5 sentences
+        // The continuation: paragraphs k .. k+7, verbatim, from "\n\nParagraph k. ".
+        std::vector<int> nums;
+        for (auto it = std::sregex_iterator(cont.begin(), cont.end(), header); it != std::sregex_iterator(); ++it)
+            nums.push_back(std::stoi((*it)[1].str()));
+        ASSERT_EQ(nums.size(), 8u);
+        for (int i = 0; i < 8; ++i) EXPECT_EQ(nums[size_t(i)], k + i);
+        EXPECT_EQ(cont.rfind("\n\nParagraph " + std::to_string(k) + ". ", 0), 0u);
+        const size_t at = s.document.find(cont);
+        ASSERT_NE(at, std::string::npos);
+        // It ends where paragraph k+8 starts (or the document ends).
+        const size_t end = at + cont.size();
+        EXPECT_TRUE(end == s.document.size() || s.document.compare(end, 12, "\n\nParagraph ") == 0);
+        // Sample i of 4 asks for the paragraph at depth (i + 0.5) / 4.
+        EXPECT_NEAR(double(k - 1) / paras, (index + 0.5) / 4, 0.02);
+        EXPECT_THROW(score(s.mode, cont, s.answers), lctx::Error);
+    }
+    // Too short a document for 8 paragraphs after the asked one: the first is asked and all are repeated.
+    const Sample small = make("ppl", 5, 120, 3, 4);
+    EXPECT_EQ(small.question.rfind("Paragraph 1 and", 0), 0u);
+    EXPECT_EQ(small.document.substr(small.document.find("\n\nParagraph 1. ")), small.answers[0]);
+}
+
+TEST(EvalScore, PairsInOrder) {
+    EXPECT_EQ(extract_pairs("Record quiet-river: 1234.\nBrave-Fox = 55\nfoo: 12\nwild-cat:  0042x a-b-c:7"),
+              (std::vector<std::string>{"quiet-river: 1234", "brave-fox: 55", "a-b-c: 7"}));
+    EXPECT_TRUE(extract_pairs("no pairs: here, 12 and x-y z").empty());
+    const std::vector<std::string> e = {"a-b: 1", "c-d: 2", "e-f: 3"};
+    EXPECT_DOUBLE_EQ(pairs_in_order("a-b: 1\nc-d: 2\ne-f: 3", e), 1.0);
+    EXPECT_DOUBLE_EQ(pairs_in_order("1. A-B: 1\n2. C-D: 2\n3. E-F: 3.", e), 1.0);
+    EXPECT_DOUBLE_EQ(pairs_in_order("a-b: 1\ne-f: 3", e), 0.8);                  // 2 of 3: 2*2/(2+3)
+    EXPECT_DOUBLE_EQ(pairs_in_order("c-d: 2\na-b: 1\ne-f: 3", e), 4.0 / 6.0);   // swapped: 2 in order
+    EXPECT_DOUBLE_EQ(pairs_in_order("a-b: 1\nc-d: 9\ne-f: 3", e), 4.0 / 6.0);   // a wrong value
+    EXPECT_DOUBLE_EQ(pairs_in_order("a-b: 1\na-b: 1\nc-d: 2\ne-f: 3", e), 6.0 / 7.0);   // a repeat
+    EXPECT_DOUBLE_EQ(pairs_in_order("e-f: 3\nc-d: 2\na-b: 1", e), 2.0 / 6.0);   // reversed: 1 in order
+    EXPECT_DOUBLE_EQ(pairs_in_order("a-b: 12", {"a-b: 1"}), 0.0);               // values are whole numbers
+    EXPECT_DOUBLE_EQ(pairs_in_order("", e), 0.0);
+    EXPECT_DOUBLE_EQ(pairs_in_order("a-b: 1", {}), 0.0);
+    EXPECT_DOUBLE_EQ(score(ScoreMode::kPairsInOrder, "a-b: 1", e), 0.5);        // 2*1/(1+3)
+    EXPECT_STREQ(score_mode_name(ScoreMode::kPairsInOrder), "pairs_in_order");
+    EXPECT_STREQ(score_mode_name(ScoreMode::kPerplexity), "perplexity");
+    EXPECT_THROW(score(ScoreMode::kPerplexity, "x", {"x"}), lctx::Error);
+}
+
 TEST(EvalScore, RulerMatching) {
     EXPECT_DOUBLE_EQ(string_match_all("The numbers are 123 and 456.", {"123", "456"}), 1.0);
     EXPECT_DOUBLE_EQ(string_match_all("only 123", {"123", "456", "789", "000"}), 0.25);
@@ -310,4 +414,24 @@ TEST(EvalResults, LoadDedupAndReport) {
     EXPECT_NE(md.find("lctx eval -m M"), std::string::npos);
     EXPECT_TRUE(load_results(path + ".missing").rows.empty());
     std::remove(path.c_str());
+}
+
+// Perplexity rows: their own table (geometric mean over samples), not in the
+// average of the accuracies.
+TEST(EvalResults, PerplexityReportedApart) {
+    std::vector<Row> rows(4);
+    rows[0].method = "full", rows[0].task = "vt", rows[0].length = 4096, rows[0].score = 0.5;
+    rows[1].method = "full", rows[1].task = "ppl", rows[1].length = 4096, rows[1].score = 2.0;
+    rows[2].method = "full", rows[2].task = "ppl", rows[2].length = 4096, rows[2].sample = 1, rows[2].score = 8.0;
+    rows[3].method = "snapkv", rows[3].task = "ppl", rows[3].length = 4096, rows[3].score = 3.0;
+    const std::string md = markdown_report(rows, {});
+    const size_t avg = md.find("## Average over tasks"), ppl = md.find("## ppl (perplexity, lower is better)");
+    ASSERT_NE(avg, std::string::npos);
+    ASSERT_NE(ppl, std::string::npos);
+    const std::string avg_table = md.substr(avg, md.find("\n## ", avg + 1) - avg);
+    EXPECT_NE(avg_table.find("| full | 50.0 |"), std::string::npos) << avg_table;   // vt only
+    EXPECT_NE(avg_table.find("| snapkv | - |"), std::string::npos) << avg_table;
+    const std::string ppl_table = md.substr(ppl, md.find("\n## ", ppl + 1) - ppl);
+    EXPECT_NE(ppl_table.find("| full | 4.000 |"), std::string::npos) << ppl_table;   // sqrt(2 * 8)
+    EXPECT_NE(ppl_table.find("| snapkv | 3.000 |"), std::string::npos) << ppl_table;
 }
