@@ -1,8 +1,8 @@
 // Random sequences of lctx calls with random arguments on the micro model:
 // up to 4 sessions of any method with fuzzed knobs (negative, zero, huge),
 // feeds of random (also out-of-range) ids, every stage call in any order,
-// cancels, sampling with fuzzed parameters, selections used across
-// sessions, index saves and loads. Every status is checked (fuzz::check):
+// cancels, sampling with fuzzed parameters, teacher-forced tokens,
+// selections used across sessions, index saves and loads, RefreshKV stats. Every status is checked (fuzz::check):
 // a known code, a message on failure, never LCTX_ERR_INTERNAL; and a few
 // invariants of the stage machine.
 #include <unistd.h>
@@ -37,8 +37,11 @@ struct Slot {
 };
 
 int cancel_sometimes(float, void *ud) {
+    // A fuzzed struct_size ending right after `progress` leaves
+    // progress_user_data at its default, NULL: the library then calls the
+    // callback with NULL, as the caller asked.
     auto *n = static_cast<int *>(ud);
-    return (*n)-- == 0;
+    return n && (*n)-- == 0;
 }
 
 } // namespace
@@ -105,12 +108,38 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             static const char *const kKernels[] = {nullptr, "2,4,8", "1-16", "3", "1-4,9", "x", "0", "8-1"};
             lp.max_kernels = kKernels[in.u8() % 8];
             lp.avg_kernels = kKernels[in.u8() % 8];
+            // ReAttention: -1 (derived), refused and small sizes; a spilling K/V store now and then.
+            lctx_reattention_params ap;
+            lctx_reattention_default_params(&ap);
+            ap.n_global = knob(in) % 16;
+            ap.n_local = knob(in) % 96;
+            ap.span = knob(in) % 16;
+            ap.top_k = knob(in) % 8;
+            ap.n_spans = knob(in) % 8;
+            ap.chunk = knob(in) % 48;
+            ap.reuse_steps = knob(in) % 4;
+            ap.tile_max = in.u8() & 1;
+            ap.store_max_ram = in.u8() % 4 == 0 ? uint64_t(in.u8()) * 64 : 0;
+            ap.store_dir = in.u8() % 8 == 0 ? "/nonexistent/lctx" : nullptr;
+            // RefreshKV (and REFORM/ILRe decoding with it when gathered).
+            lctx_refreshkv_params fp;
+            lctx_refreshkv_default_params(&fp);
+            fp.partial = knob(in) % 32;
+            fp.stride = knob(in) % 8;
+            fp.threshold = real(in);
+            const int32_t schedule = in.u8() % 3;   // 2 is not a schedule
+            std::memcpy(&fp.schedule, &schedule, sizeof schedule);
+            fp.pool_kernel = knob(in) % 10;
+            fp.max_partial_run = knob(in) % 6;
+            fp.gathered = in.u8() & 1;
             const int32_t kv_type = in.u8() % 3;
             std::memcpy(&sp.kv_type, &kv_type, sizeof kv_type);
             sp.reform = &rp;
             sp.kv = &kp;
             sp.infllm = &ip;
             sp.ilre = &lp;
+            sp.reattention = &ap;
+            sp.refreshkv = &fp;
             if (in.u8() % 8 == 0) sp.struct_size = in.u8();   // also too small / odd sizes
             if (fuzz::check(lctx_session_create(m, &sp, &sl.s), "lctx_session_create") != LCTX_OK && sl.s) std::abort();
             break;
@@ -163,6 +192,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             p.repeat_last_n = knob(in) % 100;
             p.seed = in.u8();
             lctx_token t = -1;
+            if (in.u8() % 4 == 0) {   // teacher forcing with a (mostly valid) given token
+                t = in.u8() == 255 ? in.i32() : in.u8();
+                float lp = 1.0f;
+                if (fuzz::check(lctx_decode_token(sl.s, t, &lp), "lctx_decode_token") == LCTX_OK && lp > 1e-3f)
+                    std::abort();   // a log-probability
+                break;
+            }
             if (fuzz::check(lctx_decode(sl.s, &p, &t), "lctx_decode") == LCTX_OK &&
                 (t < 0 || t >= lctx_model_n_vocab(m)))
                 std::abort();
@@ -197,6 +233,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             const float *l = lctx_session_logits(sl.s);
             if (l && lctx_session_stage(sl.s) != LCTX_STAGE_DECODING) std::abort();
             (void)lctx_session_last_error(sl.s);
+            lctx_refreshkv_stats st{};
+            st.struct_size = in.u8() % 8 == 0 ? in.u8() : sizeof st;   // also too small / odd sizes
+            int64_t full[4] = {-1, -1, -1, -1}, part[4] = {-1, -1, -1, -1};
+            const size_t cap = in.u8() % 5;
+            if (fuzz::check(lctx_session_refreshkv_stats(sl.s, &st, full, part, cap), "lctx_session_refreshkv_stats") ==
+                    LCTX_OK &&
+                st.struct_size == sizeof st) {
+                if (st.n_full + st.n_partial != st.n_steps * st.n_layer) std::abort();   // every layer step counted
+                for (size_t i = 0; i < cap && i < static_cast<size_t>(st.n_layer); ++i)
+                    if (full[i] + part[i] != st.n_steps) std::abort();
+            }
             break;
         }
         }

@@ -5,6 +5,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -68,8 +69,14 @@ func TestMethodsMatchRegistry(t *testing.T) {
 			t.Errorf("ParseMethod(%q) = %v, %v", want, back, err)
 		}
 	}
-	if !MethodReform.Implemented() || MethodReAttention.Implemented() || Method(n).Implemented() {
-		t.Error("Implemented disagrees with the registry")
+	// Every method of the registry is implemented; a value outside the enum is not.
+	for _, m := range Methods {
+		if !m.Implemented() {
+			t.Errorf("%s is not implemented", m)
+		}
+	}
+	if Method(n).Implemented() || Method(-1).Implemented() {
+		t.Error("a method value outside the enum reports implemented")
 	}
 	if s := Method(n).String(); !strings.HasPrefix(s, "Method(") {
 		t.Errorf("unknown method prints %q", s)
@@ -80,7 +87,8 @@ func TestMethodsMatchRegistry(t *testing.T) {
 }
 
 // The method structs reach the library: out-of-range knobs are refused
-// with their names, and every implemented method makes a session.
+// with their names, every method makes a session, and a method value
+// outside the enum is refused (ErrInvalidArg).
 func TestMethodParams(t *testing.T) {
 	m := tinyModel(t)
 	defer m.Close()
@@ -106,12 +114,6 @@ func TestMethodParams(t *testing.T) {
 		p := SessionParams{Method: method, Threads: 1, KV: &KVParams{Budget: 64, Chunk: 32, Sink: 4, Recent: 4,
 			InfiniPotCatalyst: "Remember."}, InfLLM: &InfLLMParams{Block: 16}}
 		s, err := NewSession(m, &p)
-		if !method.Implemented() {
-			if !errors.Is(err, ErrUnsupported) {
-				t.Errorf("%s: %v", method, err)
-			}
-			continue
-		}
 		if err != nil {
 			t.Errorf("%s: %v", method, err)
 			continue
@@ -120,6 +122,15 @@ func TestMethodParams(t *testing.T) {
 			t.Errorf("%s: %v", method, err)
 		}
 		s.Close()
+	}
+	for _, bad := range []Method{Method(MethodCount()), Method(MethodCount() + 7), -1} {
+		s, err := NewSession(m, &SessionParams{Method: bad, Threads: 1})
+		if err == nil {
+			s.Close()
+			t.Errorf("method %d accepted", int32(bad))
+		} else if !errors.Is(err, ErrInvalidArg) || !strings.Contains(err.Error(), "unknown method") {
+			t.Errorf("method %d: %v", int32(bad), err)
+		}
 	}
 }
 
@@ -252,5 +263,213 @@ func TestKVTypeAndBackend(t *testing.T) {
 	}
 	if !warned {
 		t.Error("no warning about the unknown backend: ModelParams.Backend did not reach the library")
+	}
+}
+
+const storyDoc = "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. "
+
+// ReAttention with small sizes: a document longer than NGlobal + NLocal has a
+// middle that every layer scores, so the answer differs from FULL's; Select
+// returns every document position; an odd span and other bad values are
+// refused with ErrInvalidArg and the field's name.
+func TestReAttentionParams(t *testing.T) {
+	m := tinyModel(t)
+	d := DefaultReAttentionParams()
+	if d != (ReAttentionParams{NGlobal: -1, NLocal: -1, Span: -1, TopK: -1, NSpans: -1, Chunk: -1, ReuseSteps: 1}) {
+		t.Errorf("DefaultReAttentionParams() = %+v", d)
+	}
+	params := func(edit func(*ReAttentionParams)) *SessionParams {
+		a := DefaultReAttentionParams()
+		a.NGlobal, a.NLocal, a.Span, a.TopK, a.NSpans, a.Chunk = 4, 64, 8, 2, 4, 16
+		if edit != nil {
+			edit(&a)
+		}
+		return &SessionParams{Method: MethodReAttention, NCtx: 512, Threads: 1, ReAttention: &a}
+	}
+	q, err := m.Tokenize(" Lily saw a", false, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(p *SessionParams, decode int) ([]float32, int64) {
+		s, err := NewSession(m, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		if err := s.FeedText(strings.Repeat(storyDoc, 8)); err != nil {
+			t.Fatal(err)
+		}
+		n := s.NFed()
+		if err := s.BuildIndex(); err != nil {
+			t.Fatal(err)
+		}
+		sel, err := s.Select(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sel.Close()
+		if p.Method == MethodReAttention {
+			pos := sel.Positions()
+			if int64(len(pos)) != n || pos[0] != 0 || pos[len(pos)-1] != n-1 {
+				t.Errorf("ReAttention selection of %d positions, want every one of %d", len(pos), n)
+			}
+		}
+		if err := s.Recompute(sel); err != nil {
+			t.Fatal(err)
+		}
+		logits := s.Logits()
+		for k := 0; k < decode; k++ {
+			tok, err := s.Decode(nil)
+			if err != nil || tok < 0 || int(tok) >= m.NVocab() {
+				t.Fatalf("decode %d: token %d, %v", k, tok, err)
+			}
+		}
+		if decode > 0 && s.Stage() != StageDecoding {
+			t.Errorf("stage %v", s.Stage())
+		}
+		return logits, n
+	}
+	ra, n := run(params(nil), 6)
+	if n <= 4+64+4*8 {
+		t.Fatalf("document of %d tokens: no middle beyond the spans", n)
+	}
+	full, _ := run(&SessionParams{Method: MethodFull, NCtx: 512, Threads: 1}, 0)
+	if len(ra) != m.NVocab() || len(full) != len(ra) {
+		t.Fatalf("logits of %d and %d, vocabulary %d", len(ra), len(full), m.NVocab())
+	}
+	var diff float64
+	for k := range ra {
+		if d := math.Abs(float64(ra[k] - full[k])); d > diff {
+			diff = d
+		}
+	}
+	if diff <= 1e-4 {
+		t.Errorf("ReAttention read the whole document (max logit difference %g)", diff)
+	}
+
+	bad := []struct {
+		edit func(*ReAttentionParams)
+		want string
+	}{
+		{func(a *ReAttentionParams) { a.Span = 7 }, "span"},
+		{func(a *ReAttentionParams) { a.TopK = 65 }, "top_k"},
+		{func(a *ReAttentionParams) { a.Chunk = 65 }, "chunk"},
+		{func(a *ReAttentionParams) { a.NLocal = 0 }, "n_local"},
+	}
+	for _, b := range bad {
+		s, err := NewSession(m, params(b.edit))
+		if err == nil {
+			s.Close()
+			t.Errorf("%s: accepted", b.want)
+		} else if !errors.Is(err, ErrInvalidArg) || !strings.Contains(err.Error(), b.want) {
+			t.Errorf("%s: %v", b.want, err)
+		}
+	}
+}
+
+// RefreshKV with small K and stride: the statistics count every decoded
+// token at every layer (full + partial = steps), DecodeToken teacher-forces,
+// and bad values are refused with ErrInvalidArg and the field's name.
+func TestRefreshKVParams(t *testing.T) {
+	m := tinyModel(t)
+	if d := DefaultRefreshKVParams(); d != (RefreshKVParams{}) {
+		t.Errorf("DefaultRefreshKVParams() = %+v, want the zero value", d)
+	}
+	params := func(edit func(*RefreshKVParams)) *SessionParams {
+		f := &RefreshKVParams{Partial: 16, Stride: 2, Threshold: 0.5, Schedule: RefreshKVDynamic, PoolKernel: 3,
+			MaxPartialRun: 3}
+		if edit != nil {
+			edit(f)
+		}
+		return &SessionParams{Method: MethodRefreshKV, NCtx: 512, Threads: 1, RefreshKV: f}
+	}
+	s, err := NewSession(m, params(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.FeedText(strings.Repeat(storyDoc, 4)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.BuildIndex(); err != nil {
+		t.Fatal(err)
+	}
+	q, err := m.Tokenize(" Lily saw a", false, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sel, err := s.Select(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Recompute(sel); err != nil {
+		t.Fatal(err)
+	}
+	sel.Close()
+	var first Token
+	for k := 0; k < 9; k++ {
+		tok, err := s.Decode(nil)
+		if err != nil || tok < 0 || int(tok) >= m.NVocab() {
+			t.Fatalf("decode %d: token %d, %v", k, tok, err)
+		}
+		if k == 0 {
+			first = tok
+		}
+	}
+	lp, err := s.DecodeToken(first)
+	if err != nil || lp > 0 {
+		t.Fatalf("DecodeToken: %g, %v", lp, err)
+	}
+	if _, err := s.DecodeToken(Token(m.NVocab() + 5)); !errors.Is(err, ErrInvalidArg) {
+		t.Errorf("DecodeToken of a token outside the vocabulary: %v", err)
+	}
+	st, err := s.RefreshKVStats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.NLayer != m.NLayer() || st.Partial != 16 || st.NSteps != 9 {
+		t.Errorf("stats %+v: want %d layers, K 16, 9 steps (10 decoded, the last not yet appended)", st, m.NLayer())
+	}
+	if st.NFull+st.NPartial != st.NSteps*int64(st.NLayer) || len(st.LayerFull) != st.NLayer ||
+		len(st.LayerPartial) != st.NLayer {
+		t.Errorf("stats %+v: full + partial != steps x layers", st)
+	}
+	var sumFull int64
+	for l := range st.LayerFull {
+		if st.LayerFull[l]+st.LayerPartial[l] != st.NSteps || st.LayerFull[l] < 3 {
+			t.Errorf("layer %d: %d full + %d partial (steps %d; max run 3: at least 3 full)", l, st.LayerFull[l],
+				st.LayerPartial[l], st.NSteps)
+		}
+		sumFull += st.LayerFull[l]
+	}
+	if sumFull != st.NFull || st.EffectiveStride < 1 {
+		t.Errorf("stats %+v", st)
+	}
+	f, err := NewSession(m, &SessionParams{NCtx: 256, Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.RefreshKVStats(); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("stats of a FULL session: %v", err)
+	}
+	f.Close()
+
+	bad := []struct {
+		edit func(*RefreshKVParams)
+		want string
+	}{
+		{func(f *RefreshKVParams) { f.PoolKernel = 4 }, "pool_kernel"},
+		{func(f *RefreshKVParams) { f.Stride = -1 }, "stride"},
+		{func(f *RefreshKVParams) { f.Partial = -2 }, "partial"},
+		{func(f *RefreshKVParams) { f.Schedule = 7 }, "schedule"},
+	}
+	for _, b := range bad {
+		s, err := NewSession(m, params(b.edit))
+		if err == nil {
+			s.Close()
+			t.Errorf("%s: accepted", b.want)
+		} else if !errors.Is(err, ErrInvalidArg) || !strings.Contains(err.Error(), b.want) {
+			t.Errorf("%s: %v", b.want, err)
+		}
 	}
 }

@@ -128,6 +128,63 @@ type IlreParams struct {
 	ProfilePath    string // JSON profile holding the retrieval layer (lctx heads --ilre); "": built-in
 }
 
+// ReAttentionParams are ReAttention's knobs (lctx_reattention_params). Every
+// value is passed as given, and 0 is a real value for some (NGlobal: no
+// global tokens, NSpans: no middle): start from DefaultReAttentionParams(),
+// whose -1 sizes are derived from the model's trained context (see lctx.h).
+// Out-of-range values are refused (ErrInvalidArg).
+type ReAttentionParams struct {
+	NGlobal     int32  // G: first tokens always attended; -1: derived
+	NLocal      int32  // L: last tokens always attended, the step's own included; -1: derived
+	Span        int32  // m: tokens around each winner (even); -1: derived
+	TopK        int32  // k: middle tokens each (query head, query token) votes for (1..64); -1: 4
+	NSpans      int32  // k': winners of the vote; 0: no middle; -1: derived
+	Chunk       int32  // tokens per prefill step after the first (at most 512 and NLocal); -1: derived
+	ReuseSteps  int32  // decode: a layer's selection is reused for this many tokens; 1 (default)
+	TileMax     bool   // the released kernel's approximation (one candidate per 128-key tile)
+	StoreMaxRAM uint64 // bytes of the K/V store kept in RAM, then a file in StoreDir; 0: RAM only
+	StoreDir    string // directory of that file; "": $TMPDIR, else /tmp
+}
+
+// DefaultReAttentionParams are lctx_reattention_default_params.
+func DefaultReAttentionParams() ReAttentionParams {
+	var c C.lctx_reattention_params
+	C.lctx_reattention_default_params(&c)
+	return ReAttentionParams{NGlobal: int32(c.n_global), NLocal: int32(c.n_local), Span: int32(c.span),
+		TopK: int32(c.top_k), NSpans: int32(c.n_spans), Chunk: int32(c.chunk), ReuseSteps: int32(c.reuse_steps),
+		TileMax: bool(c.tile_max), StoreMaxRAM: uint64(c.store_max_ram)}
+}
+
+// RefreshKVSchedule is when RefreshKV's layers refresh (lctx_refreshkv_schedule).
+type RefreshKVSchedule int32
+
+const (
+	RefreshKVDynamic RefreshKVSchedule = C.LCTX_REFRESHKV_DYNAMIC // query-drift check every Stride steps, per layer (default)
+	RefreshKVFixed   RefreshKVSchedule = C.LCTX_REFRESHKV_FIXED   // every layer refreshes every Stride steps
+)
+
+// RefreshKVParams are RefreshKV's knobs (lctx_refreshkv_params); zero fields
+// keep the library defaults (DefaultRefreshKVParams is the zero value; see
+// lctx.h). Negative sizes and an even PoolKernel are refused (ErrInvalidArg).
+type RefreshKVParams struct {
+	Partial       int32             // K: partial-cache slots per layer and KV head; 0: round(prompt / 8)
+	Stride        int32             // S: steps between query checks (dynamic) or refreshes (fixed); 0: 10
+	Threshold     float32           // refresh when the query cosine is <= it; 0: the model's value
+	Schedule      RefreshKVSchedule // RefreshKVDynamic (default) or RefreshKVFixed
+	PoolKernel    int32             // max-pool width over the scores (odd); 0: 7
+	MaxPartialRun int32             // > 0: also refresh after this many steps without one; 0: never
+	Gathered      bool              // REFORM and ILRe: decode their recomputed cache with RefreshKV
+}
+
+// DefaultRefreshKVParams are lctx_refreshkv_default_params.
+func DefaultRefreshKVParams() RefreshKVParams {
+	var c C.lctx_refreshkv_params
+	C.lctx_refreshkv_default_params(&c)
+	return RefreshKVParams{Partial: int32(c.partial), Stride: int32(c.stride), Threshold: float32(c.threshold),
+		Schedule: RefreshKVSchedule(c.schedule), PoolKernel: int32(c.pool_kernel),
+		MaxPartialRun: int32(c.max_partial_run), Gathered: bool(c.gathered)}
+}
+
 // KVType is the element type of a session's KV caches (lctx_kv_type).
 type KVType int32
 
@@ -148,6 +205,10 @@ type SessionParams struct {
 	KV     *KVParams
 	InfLLM *InfLLMParams
 	ILRe   *IlreParams
+	// ReAttention: nil is DefaultReAttentionParams(); RefreshKV (also REFORM
+	// and ILRe with Gathered): nil is DefaultRefreshKVParams().
+	ReAttention *ReAttentionParams
+	RefreshKV   *RefreshKVParams
 	// Shorthands for KV.Budget and KV.Chunk (applied when non-zero).
 	KVBudget int32
 	KVChunk  int32
@@ -261,6 +322,26 @@ func (p *SessionParams) native(mem *cParams) (C.lctx_session_params, unsafe.Poin
 			cl.avg_kernels = mem.str(l.AvgKernels)
 			cl.profile_path = mem.str(l.ProfilePath)
 			c.ilre = cl
+		}
+		if a := p.ReAttention; a != nil {
+			ca := (*C.lctx_reattention_params)(mem.alloc(C.sizeof_lctx_reattention_params))
+			C.lctx_reattention_default_params(ca)
+			ca.n_global, ca.n_local, ca.span = C.int32_t(a.NGlobal), C.int32_t(a.NLocal), C.int32_t(a.Span)
+			ca.top_k, ca.n_spans, ca.chunk = C.int32_t(a.TopK), C.int32_t(a.NSpans), C.int32_t(a.Chunk)
+			ca.reuse_steps = C.int32_t(a.ReuseSteps)
+			ca.tile_max = C.bool(a.TileMax)
+			ca.store_max_ram = C.uint64_t(a.StoreMaxRAM)
+			ca.store_dir = mem.str(a.StoreDir)
+			c.reattention = ca
+		}
+		if f := p.RefreshKV; f != nil {
+			cf := (*C.lctx_refreshkv_params)(mem.alloc(C.sizeof_lctx_refreshkv_params))
+			C.lctx_refreshkv_default_params(cf)
+			cf.partial, cf.stride, cf.threshold = C.int32_t(f.Partial), C.int32_t(f.Stride), C.float(f.Threshold)
+			cf.schedule = C.lctx_refreshkv_schedule(f.Schedule)
+			cf.pool_kernel, cf.max_partial_run = C.int32_t(f.PoolKernel), C.int32_t(f.MaxPartialRun)
+			cf.gathered = C.bool(f.Gathered)
+			c.refreshkv = cf
 		}
 		if p.Progress != nil {
 			box = newHandleBox(cgo.NewHandle(p.Progress))
@@ -441,6 +522,62 @@ func (s *Session) Decode(sp *Sampling) (Token, error) {
 		return -1, err
 	}
 	return Token(t), nil
+}
+
+// DecodeToken is stage 5 with the caller's token (teacher forcing): it
+// returns the natural log of the token's probability under the logits the
+// next Decode would sample from, then appends it as if it had been sampled.
+func (s *Session) DecodeToken(tok Token) (float32, error) {
+	var lp C.float
+	if err := call("lctx_decode_token", func() C.lctx_status {
+		return C.lctx_decode_token(s.h, C.lctx_token(tok), &lp)
+	}); err != nil {
+		return 0, err
+	}
+	return float32(lp), nil
+}
+
+// RefreshKVStats are RefreshKV's decoding statistics since the last Recompute
+// (lctx_refreshkv_stats plus the per-layer step counts). A layer step is one
+// layer of one decoded token: NFull + NPartial == NSteps * NLayer and
+// LayerFull[l] + LayerPartial[l] == NSteps.
+type RefreshKVStats struct {
+	NLayer            int
+	Partial           int64   // K in use (partial-cache slots per layer and KV head)
+	NSteps            int64   // decoded tokens
+	NFull             int64   // layer steps with full attention (and a refresh)
+	NPartial          int64   // layer steps over the partial cache
+	EffectiveStride   float64 // mean over layers of NSteps / full steps of the layer
+	FullAttentionS    float64 // seconds in full steps' attention, refresh included
+	PartialAttentionS float64 // seconds in partial steps' attention
+	RefreshS          float64 // of FullAttentionS: rebuilding the partial caches
+	LayerFull         []int64
+	LayerPartial      []int64
+}
+
+// RefreshKVStats reads the statistics of a session decoding with RefreshKV
+// (MethodRefreshKV, or REFORM/ILRe with RefreshKV.Gathered); ErrUnsupported
+// for other sessions.
+func (s *Session) RefreshKVStats() (*RefreshKVStats, error) {
+	n := s.model.NLayer()
+	full := make([]int64, n+1)
+	part := make([]int64, n+1)
+	var c C.lctx_refreshkv_stats
+	c.struct_size = C.uint32_t(C.sizeof_lctx_refreshkv_stats)
+	if err := call("lctx_session_refreshkv_stats", func() C.lctx_status {
+		return C.lctx_session_refreshkv_stats(s.h, &c, (*C.int64_t)(unsafe.Pointer(&full[0])),
+			(*C.int64_t)(unsafe.Pointer(&part[0])), C.size_t(n))
+	}); err != nil {
+		return nil, err
+	}
+	nl := int(c.n_layer)
+	if nl > n {
+		nl = n
+	}
+	return &RefreshKVStats{NLayer: int(c.n_layer), Partial: int64(c.partial), NSteps: int64(c.n_steps),
+		NFull: int64(c.n_full), NPartial: int64(c.n_partial), EffectiveStride: float64(c.effective_stride),
+		FullAttentionS: float64(c.full_attention_s), PartialAttentionS: float64(c.partial_attention_s),
+		RefreshS: float64(c.refresh_s), LayerFull: full[:nl], LayerPartial: part[:nl]}, nil
 }
 
 // Logits returns a copy of the logits the next Decode samples from (nil

@@ -28,7 +28,7 @@
 /* const char * fields of the params structs (paths) are set from a copy that
  * the wrapper never frees: a few bytes per assignment, accepted. The method
  * structs (lctx_reform_params, lctx_kv_params, lctx_infllm_params,
- * lctx_ilre_params) are
+ * lctx_ilre_params, lctx_reattention_params, lctx_refreshkv_params) are
  * pointed to from lctx_session_params: the caller keeps the proxy objects
  * alive until lctx_session_create returns (the library copies them). */
 #pragma SWIG nowarn=451
@@ -49,6 +49,7 @@
 %ignore lctx_selection_scores;
 %ignore lctx_session_logits;
 %ignore lctx_log_set;
+%ignore lctx_session_refreshkv_stats; /* per-layer counts: lctxsw_session_refreshkv_layer_steps */
 %ignore lctx_chat_message; /* lctx_chat_apply takes (role, content, ...) strings */
 %rename(lctx_tokenize) lctxsw_tokenize;
 %rename(lctx_token_to_piece) lctxsw_token_to_piece;
@@ -59,6 +60,7 @@
 %rename(lctx_selection_scores) lctxsw_selection_scores;
 %rename(lctx_session_logits) lctxsw_session_logits;
 %rename(lctx_log_set) lctxsw_log_set;
+%rename(lctx_session_refreshkv_stats) lctxsw_session_refreshkv_stats;
 
 #if defined(SWIGPYTHON)
 %include "lctx_python.i"
@@ -67,6 +69,8 @@
 #endif
 
 %apply int32_t *OUTPUT { lctx_token *out_token };
+/* lctx_decode_token: Python returns the log-probability, Java fills a float[1]. */
+%apply float *OUTPUT { float *out_logprob };
 /* lctx_method_from_name: Python returns the value, Java fills an int[1]. */
 %apply int *OUTPUT { lctx_method *out };
 

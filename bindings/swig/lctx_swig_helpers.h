@@ -145,4 +145,30 @@ static lctxsw_floats lctxsw_session_logits(const lctx_session *session, const lc
     return r;
 }
 
+/* lctx_session_refreshkv_stats without the per-layer arrays: sets
+ * stats->struct_size itself (the proxy's struct is this library's size). */
+static lctx_status lctxsw_session_refreshkv_stats(const lctx_session *session, lctx_refreshkv_stats *stats) {
+    if (stats) stats->struct_size = (uint32_t)sizeof(lctx_refreshkv_stats);
+    return lctx_session_refreshkv_stats(session, stats, NULL, NULL, 0);
+}
+
+/* Per-layer RefreshKV step counts (n_layer entries): full steps if `full`,
+ * else partial steps. The status of lctx_session_refreshkv_stats (e.g.
+ * LCTX_ERR_UNSUPPORTED for a session that does not decode with RefreshKV). */
+static lctxsw_positions lctxsw_session_refreshkv_layer_steps(const lctx_session *session, bool full) {
+    lctxsw_positions r = {LCTX_OK, NULL, 0};
+    lctx_refreshkv_stats st;
+    memset(&st, 0, sizeof st);
+    st.struct_size = (uint32_t)sizeof st;
+    r.status = lctx_session_refreshkv_stats(session, &st, NULL, NULL, 0);
+    if (r.status != LCTX_OK) return r;
+    size_t n = st.n_layer > 0 ? (size_t)st.n_layer : 0;
+    r.data = (int64_t *)malloc((n ? n : 1) * sizeof(int64_t));
+    if (!r.data) { r.status = LCTX_ERR_OUT_OF_MEMORY; return r; }
+    r.status = lctx_session_refreshkv_stats(session, &st, full ? r.data : NULL, full ? NULL : r.data, n);
+    if (r.status != LCTX_OK) { free(r.data); r.data = NULL; return r; }
+    r.n = n;
+    return r;
+}
+
 #endif /* LCTX_SWIG_HELPERS_H */

@@ -14,9 +14,9 @@ from ._capi import (  # exception classes are created by the extension module
     Error, InvalidArgumentError, IoError, FormatError, UnsupportedError, OutOfMemoryError, StateError,
     BufferTooSmallError, CancelledError, ContextFullError, InternalError,
 )
-from ._enums import LogLevel, Method, MethodInfo, Stage, Status, method_from_name, methods
+from ._enums import LogLevel, Method, MethodInfo, RefreshKVSchedule, Stage, Status, method_from_name, methods
 from ._model import Model
-from ._session import Sampling, Selection, Session
+from ._session import RefreshKVStats, Sampling, Selection, Session
 from ._log import set_log_handler
 
 __version__ = capi.lctx_version()
@@ -43,7 +43,7 @@ def last_error() -> str:
 
 __all__ = [
     "Model", "Session", "Selection", "Sampling", "Method", "MethodInfo", "methods", "method_from_name", "Stage",
-    "Status", "LogLevel",
+    "Status", "LogLevel", "RefreshKVSchedule", "RefreshKVStats",
     "set_log_handler", "version", "build_info", "status_string", "last_error", "capi",
     "Error", "InvalidArgumentError", "IoError", "FormatError", "UnsupportedError", "OutOfMemoryError",
     "StateError", "BufferTooSmallError", "CancelledError", "ContextFullError", "InternalError",

@@ -17,6 +17,7 @@ Method = _enum("Method", "LCTX_METHOD_")
 Stage = _enum("Stage", "LCTX_STAGE_")
 LogLevel = _enum("LogLevel", "LCTX_LOG_")
 Status = _enum("Status", "LCTX_ERR_")
+RefreshKVSchedule = _enum("RefreshKVSchedule", "LCTX_REFRESHKV_")  # refreshkv_schedule=
 
 
 class MethodInfo(NamedTuple):

@@ -4,7 +4,7 @@ from __future__ import annotations
 import codecs
 from array import array
 from dataclasses import dataclass
-from typing import Callable, Iterator, Optional, Union
+from typing import Callable, Iterator, List, Optional, Union
 
 from . import capi
 from ._enums import Method, Stage
@@ -63,6 +63,24 @@ class Selection:
         return capi.lctx_selection_scores(self._h)
 
 
+@dataclass
+class RefreshKVStats:
+    """lctx_refreshkv_stats plus the per-layer step counts. A layer step is one
+    layer of one decoded token: n_full + n_partial == n_steps * n_layer, and
+    layer_full[l] + layer_partial[l] == n_steps."""
+    n_layer: int
+    partial: int               # K in use (partial-cache slots per layer and KV head)
+    n_steps: int               # decoded tokens
+    n_full: int                # layer steps with full attention (and a refresh)
+    n_partial: int             # layer steps over the partial cache
+    effective_stride: float    # mean over layers of n_steps / full steps of the layer
+    full_attention_s: float
+    partial_attention_s: float
+    refresh_s: float
+    layer_full: List[int]
+    layer_partial: List[int]
+
+
 # Keyword arguments that set a field of a method's struct (lctx.h), by prefix:
 # (prefix, lctx_session_params field, struct, its default function, strip the prefix).
 _FAMILIES = (
@@ -72,8 +90,11 @@ _FAMILIES = (
     ("infinipot_", "kv", capi.lctx_kv_params, capi.lctx_kv_default_params, False),
     ("infllm_", "infllm", capi.lctx_infllm_params, capi.lctx_infllm_default_params, True),
     ("ilre_", "ilre", capi.lctx_ilre_params, capi.lctx_ilre_default_params, True),
+    ("reattention_", "reattention", capi.lctx_reattention_params, capi.lctx_reattention_default_params, True),
+    ("refreshkv_", "refreshkv", capi.lctx_refreshkv_params, capi.lctx_refreshkv_default_params, True),
 )
-_RESERVED = ("struct_size", "progress", "progress_user_data", "reform", "kv", "infllm", "ilre")
+_RESERVED = ("struct_size", "progress", "progress_user_data", "reform", "kv", "infllm", "ilre", "reattention",
+             "refreshkv")
 
 
 def _session_params(method: Optional[int], params: dict):
@@ -81,7 +102,8 @@ def _session_params(method: Optional[int], params: dict):
     (n_ctx, n_threads, n_batch, kv_type), a method's knobs by their prefixed
     name (reform_chunk -> reform.chunk, kv_budget -> kv.budget, snapkv_kernel ->
     kv.snapkv_kernel, infllm_block -> infllm.block, ilre_max_kernels ->
-    ilre.max_kernels). Returns the struct and
+    ilre.max_kernels, reattention_n_global -> reattention.n_global,
+    refreshkv_partial -> refreshkv.partial). Returns the struct and
     the method structs it points to (keep them alive while it is used)."""
     p = capi.lctx_session_params()
     capi.lctx_session_default_params(p)
@@ -117,7 +139,9 @@ class Session:
     """A session on a Model. Keyword arguments set lctx_session_params fields
     by name (method, n_ctx, n_threads, n_batch, kv_type) and the method
     structs' fields by prefixed name (reform_chunk, kv_budget, snapkv_kernel,
-    infinipot_catalyst, infllm_block, ilre_budget, ilre_max_kernels, ...). progress(done) is called during
+    infinipot_catalyst, infllm_block, ilre_budget, ilre_max_kernels,
+    reattention_n_local, reattention_span, refreshkv_partial, refreshkv_schedule,
+    ...; each struct starts from its lctx_*_default_params). progress(done) is called during
     long calls; returning True cancels (CancelledError). chat=True frames the
     document and each question as one user turn of the model's chat template
     (see Model.prompt_parts)."""
@@ -215,6 +239,25 @@ class Session:
 
     def decode(self, sampling: Optional[Sampling] = None) -> int:
         return capi.lctx_decode(self.handle, (sampling or Sampling())._native())
+
+    def decode_token(self, token: int) -> float:
+        """Stage 5 with a given token (teacher forcing): returns the natural
+        log of its probability under the logits the next decode would sample
+        from, then appends it as if it had been sampled."""
+        return capi.lctx_decode_token(self.handle, int(token))
+
+    def refreshkv_stats(self) -> "RefreshKVStats":
+        """RefreshKV decoding statistics since the last recompute (sessions of
+        Method.REFRESHKV, or REFORM/ILRe with refreshkv_gathered=True);
+        lctx.UnsupportedError for other sessions."""
+        st = capi.lctx_refreshkv_stats()
+        capi.lctx_session_refreshkv_stats(self.handle, st)
+        return RefreshKVStats(
+            n_layer=st.n_layer, partial=st.partial, n_steps=st.n_steps, n_full=st.n_full, n_partial=st.n_partial,
+            effective_stride=st.effective_stride, full_attention_s=st.full_attention_s,
+            partial_attention_s=st.partial_attention_s, refresh_s=st.refresh_s,
+            layer_full=list(capi.lctxsw_session_refreshkv_layer_steps(self.handle, True)),
+            layer_partial=list(capi.lctxsw_session_refreshkv_layer_steps(self.handle, False)))
 
     def save_index(self, path: str) -> None:
         import os

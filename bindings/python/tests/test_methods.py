@@ -25,9 +25,9 @@ def test_methods_helpers():
     rows = lctx.methods()
     assert [r.method for r in rows] == list(lctx.Method)
     assert all(r.description and r.name == r.method.name.lower() for r in rows)
-    implemented = {r.name for r in rows if r.implemented}
-    assert {"full", "reform", "h2o", "infllm"} <= implemented
-    assert "ilre" in implemented and "reattention" not in implemented
+    # Every method of the registry is implemented; a value outside the enum is not.
+    assert all(r.implemented for r in rows), [r.name for r in rows if not r.implemented]
+    assert not capi.lctx_method_is_implemented(capi.lctx_method_count())
     assert lctx.method_from_name("REFORM") is lctx.Method.REFORM
     with pytest.raises(lctx.InvalidArgumentError, match="reformer"):
         lctx.method_from_name("reformer")
@@ -35,12 +35,14 @@ def test_methods_helpers():
 
 def test_implemented_agrees_with_session_create(model):
     for r in lctx.methods():
-        if r.implemented:
-            with model.session(method=r.method, n_threads=1):
-                pass
-        else:
-            with pytest.raises(lctx.UnsupportedError, match=r.name):
-                model.session(method=r.method, n_threads=1)
+        assert r.implemented, r.name
+        with model.session(method=r.method, n_threads=1):
+            pass
+    # A method value outside the enum is refused as an invalid argument.
+    n = capi.lctx_method_count()
+    for bad in (n, n + 7, -1):
+        with pytest.raises(lctx.InvalidArgumentError, match="method"):
+            model.session(method=bad, n_threads=1)
 
 
 def test_method_knobs_go_to_their_structs(model):
@@ -92,3 +94,89 @@ def test_ilre_session_with_explicit_params(model):
             model.session(**{**params, **bad})
     with pytest.raises(TypeError):
         model.session(method=lctx.Method.ILRE, ilre_no_such_knob=1)
+
+
+DOC = "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. "
+
+
+def test_reattention_session_with_explicit_params(model):
+    # The reattention_* keyword arguments reach lctx_reattention_params: with
+    # small sizes a document longer than n_global + n_local has a middle, so
+    # every layer scores it and attends to the winners' spans; the five stages
+    # run, select returns every document position (the retrieval happens inside
+    # attention) and the answer differs from FULL's (the middle is not read
+    # whole). Bad values are refused by name.
+    assert capi.lctx_reattention_params  # the struct and its defaults (-1: derived)
+    d = capi.lctx_reattention_params()
+    capi.lctx_reattention_default_params(d)
+    assert (d.n_global, d.n_local, d.span, d.top_k, d.n_spans, d.chunk) == (-1,) * 6
+    assert (d.reuse_steps, d.tile_max, d.store_max_ram, d.store_dir) == (1, False, 0, None)
+    params = dict(method=lctx.Method.REATTENTION, n_ctx=512, n_threads=1, reattention_n_global=4,
+                  reattention_n_local=64, reattention_span=8, reattention_top_k=2, reattention_n_spans=4,
+                  reattention_chunk=16, reattention_reuse_steps=1, reattention_tile_max=False,
+                  reattention_store_max_ram=0, reattention_store_dir=None)
+    question = model.tokenize(" Lily saw a", add_special=False)
+    with model.session(**params) as s:
+        n = s.feed(DOC * 8)
+        assert n > 4 + 64 + 4 * 8  # a middle larger than the spans
+        s.build_index()
+        with s.select(question) as sel:
+            assert list(sel.positions) == list(range(n))
+            s.recompute(sel)
+        logits = s.logits
+        toks = [s.decode() for _ in range(6)]
+        assert s.stage == lctx.Stage.DECODING
+        assert all(0 <= t < model.n_vocab for t in toks)
+    with model.session(method=lctx.Method.FULL, n_ctx=512, n_threads=1) as f:
+        f.feed(DOC * 8)
+        f.build_index()
+        with f.select(question) as sel:
+            f.recompute(sel)
+        assert len(f.logits) == len(logits) == model.n_vocab
+        assert max(abs(a - b) for a, b in zip(f.logits, logits)) > 1e-4, "ReAttention read the whole document"
+    for bad, name in ((dict(reattention_span=7), "span"), (dict(reattention_top_k=65), "top_k"),
+                      (dict(reattention_chunk=65), "chunk"), (dict(reattention_n_local=0), "n_local")):
+        with pytest.raises(lctx.InvalidArgumentError, match=name):
+            model.session(**{**params, **bad})
+    with pytest.raises(TypeError):
+        model.session(method=lctx.Method.REATTENTION, reattention_no_such_knob=1)
+
+
+def test_refreshkv_session_with_explicit_params(model):
+    # The refreshkv_* keyword arguments reach lctx_refreshkv_params: K and the
+    # stride are the ones given, the statistics count every decoded token at
+    # every layer (full + partial = steps), and decode_token teacher-forces.
+    d = capi.lctx_refreshkv_params()
+    capi.lctx_refreshkv_default_params(d)
+    assert (d.partial, d.stride, d.threshold, d.schedule, d.pool_kernel, d.max_partial_run, d.gathered) == \
+        (0, 0, 0.0, lctx.RefreshKVSchedule.DYNAMIC, 0, 0, False)
+    params = dict(method=lctx.Method.REFRESHKV, n_ctx=512, n_threads=1, refreshkv_partial=16, refreshkv_stride=2,
+                  refreshkv_threshold=0.5, refreshkv_schedule=lctx.RefreshKVSchedule.DYNAMIC,
+                  refreshkv_pool_kernel=3, refreshkv_max_partial_run=3, refreshkv_gathered=False)
+    with model.session(**params) as s:
+        n = s.feed(DOC * 4)
+        assert n > 16
+        s.build_index()
+        with s.select(model.tokenize(" Lily saw a", add_special=False)) as sel:
+            s.recompute(sel)
+        toks = [s.decode() for _ in range(9)]
+        assert all(0 <= t < model.n_vocab for t in toks)
+        lp = s.decode_token(toks[0])
+        assert isinstance(lp, float) and lp <= 0.0
+        st = s.refreshkv_stats()
+        assert st.n_layer == model.n_layer and st.partial == 16
+        assert st.n_steps == 9  # 10 tokens decoded, the last one not yet appended
+        assert st.n_full + st.n_partial == st.n_steps * st.n_layer
+        assert len(st.layer_full) == len(st.layer_partial) == st.n_layer
+        assert [f + p for f, p in zip(st.layer_full, st.layer_partial)] == [st.n_steps] * st.n_layer
+        assert sum(st.layer_full) == st.n_full and min(st.layer_full) >= 3  # max_partial_run 3: at 3, 6, 9
+        assert st.effective_stride >= 1.0
+        with pytest.raises(lctx.InvalidArgumentError):
+            s.decode_token(model.n_vocab + 5)
+    with model.session(method=lctx.Method.FULL, n_ctx=256, n_threads=1) as f:
+        with pytest.raises(lctx.UnsupportedError):  # FULL does not decode with RefreshKV
+            f.refreshkv_stats()
+    for bad, name in ((dict(refreshkv_pool_kernel=4), "pool_kernel"), (dict(refreshkv_stride=-1), "stride"),
+                      (dict(refreshkv_partial=-2), "partial"), (dict(refreshkv_schedule=7), "schedule")):
+        with pytest.raises(lctx.InvalidArgumentError, match=name):
+            model.session(**{**params, **bad})

@@ -34,6 +34,18 @@ fn version_and_params_through_raw_ffi() {
         assert_eq!(l.struct_size as usize, std::mem::size_of::<lctx_ilre_params>());
         assert_eq!(l.retrieval_layer, -1);
         assert!(l.max_kernels.is_null() && l.avg_kernels.is_null() && l.profile_path.is_null());
+        assert!(p.reattention.is_null() && p.refreshkv.is_null());
+        let mut a: lctx_reattention_params = std::mem::zeroed();
+        lctx_reattention_default_params(&mut a);
+        assert_eq!(a.struct_size as usize, std::mem::size_of::<lctx_reattention_params>());
+        assert_eq!((a.n_global, a.n_local, a.span, a.top_k, a.n_spans, a.chunk), (-1, -1, -1, -1, -1, -1));
+        assert_eq!((a.reuse_steps, a.tile_max, a.store_max_ram), (1, false, 0));
+        assert!(a.store_dir.is_null());
+        let mut f: lctx_refreshkv_params = std::mem::zeroed();
+        lctx_refreshkv_default_params(&mut f);
+        assert_eq!(f.struct_size as usize, std::mem::size_of::<lctx_refreshkv_params>());
+        assert_eq!((f.partial, f.stride, f.threshold, f.schedule), (0, 0, 0.0, LCTX_REFRESHKV_DYNAMIC));
+        assert_eq!((f.pool_kernel, f.max_partial_run, f.gathered), (0, 0, false));
     }
 }
 

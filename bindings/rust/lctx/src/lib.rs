@@ -23,7 +23,9 @@ pub use error::{Error, Result, Status};
 pub use generate::{Pieces, Sampling, Tokens};
 pub use log::{set_logger, LogLevel};
 pub use model::{ChatMessage, Model, ModelParams};
-pub use session::{Canceller, KvType, Method, Selection, Session, SessionParams, Stage};
+pub use session::{
+    Canceller, KvType, Method, RefreshKvSchedule, RefreshKvStats, Selection, Session, SessionParams, Stage,
+};
 
 /// The raw FFI (bindgen output), for calls this crate does not wrap yet.
 pub use lctx_sys as sys;

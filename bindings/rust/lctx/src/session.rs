@@ -162,6 +162,61 @@ impl KvType {
     }
 }
 
+/// When RefreshKV's layers refresh (lctx_refreshkv_schedule).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefreshKvSchedule {
+    /// Query-drift check every `refreshkv_stride` steps, per layer (the method; the default).
+    Dynamic,
+    /// Every layer refreshes every `refreshkv_stride` steps (the paper's ablation).
+    Fixed,
+    /// Any other lctx_refreshkv_schedule value (the library refuses it).
+    Other(i32),
+}
+
+impl RefreshKvSchedule {
+    fn raw(self) -> sys::lctx_refreshkv_schedule {
+        match self {
+            RefreshKvSchedule::Dynamic => sys::LCTX_REFRESHKV_DYNAMIC,
+            RefreshKvSchedule::Fixed => sys::LCTX_REFRESHKV_FIXED,
+            RefreshKvSchedule::Other(v) => v as sys::lctx_refreshkv_schedule,
+        }
+    }
+    fn from_raw(v: sys::lctx_refreshkv_schedule) -> RefreshKvSchedule {
+        match v {
+            sys::LCTX_REFRESHKV_DYNAMIC => RefreshKvSchedule::Dynamic,
+            sys::LCTX_REFRESHKV_FIXED => RefreshKvSchedule::Fixed,
+            v => RefreshKvSchedule::Other(v as i32),
+        }
+    }
+}
+
+/// RefreshKV's decoding statistics since the last recompute
+/// (lctx_refreshkv_stats plus the per-layer step counts). A layer step is
+/// one layer of one decoded token: `n_full + n_partial == n_steps * n_layer`
+/// and `layer_full[l] + layer_partial[l] == n_steps`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RefreshKvStats {
+    pub n_layer: i32,
+    /// K in use (partial-cache slots per layer and KV head).
+    pub partial: i64,
+    /// Decoded tokens.
+    pub n_steps: i64,
+    /// Layer steps with full attention (and a refresh), all layers.
+    pub n_full: i64,
+    /// Layer steps over the partial cache, all layers.
+    pub n_partial: i64,
+    /// Mean over layers of n_steps / full steps of the layer.
+    pub effective_stride: f64,
+    /// Seconds in full steps' attention, refresh included.
+    pub full_attention_s: f64,
+    /// Seconds in partial steps' attention.
+    pub partial_attention_s: f64,
+    /// Of full_attention_s: rebuilding the partial caches.
+    pub refresh_s: f64,
+    pub layer_full: Vec<i64>,
+    pub layer_partial: Vec<i64>,
+}
+
 /// Progress of a long call, in [0, 1]; return true to cancel it.
 pub type ProgressFn = Arc<dyn Fn(f32) -> bool + Send + Sync>;
 
@@ -169,7 +224,8 @@ pub type ProgressFn = Arc<dyn Fn(f32) -> bool + Send + Sync>;
 /// for each field; 0 in a reform_* field derives it from the model). The
 /// reform_* fields go to lctx_reform_params, kv_*, snapkv_* and infinipot_*
 /// to lctx_kv_params, infllm_* to lctx_infllm_params, ilre_* to
-/// lctx_ilre_params.
+/// lctx_ilre_params, reattention_* to lctx_reattention_params (-1: derived
+/// from the model), refreshkv_* to lctx_refreshkv_params (0: default).
 #[derive(Clone)]
 pub struct SessionParams {
     pub method: Method,
@@ -218,6 +274,39 @@ pub struct SessionParams {
     pub ilre_avg_kernels: Option<String>,
     /// JSON profile holding the retrieval layer (`lctx heads --ilre`); None: the built-in one.
     pub ilre_profile_path: Option<String>,
+    /// ReAttention G: first tokens always attended; -1 (default): derived from the model.
+    pub reattention_n_global: i32,
+    /// ReAttention L: last tokens always attended, the step's own included; -1: derived.
+    pub reattention_n_local: i32,
+    /// ReAttention m: tokens around each winner (even); -1: derived.
+    pub reattention_span: i32,
+    /// ReAttention k: middle tokens each (query head, query token) votes for (1..64); -1: 4.
+    pub reattention_top_k: i32,
+    /// ReAttention k': winners of the vote; 0: no middle; -1: derived.
+    pub reattention_n_spans: i32,
+    /// ReAttention: tokens per prefill step after the first (at most 512 and n_local); -1: derived.
+    pub reattention_chunk: i32,
+    /// ReAttention decode: a layer's selection is reused for this many tokens; 1 (default).
+    pub reattention_reuse_steps: i32,
+    /// ReAttention: the released kernel's approximation (one candidate per 128-key tile).
+    pub reattention_tile_max: bool,
+    /// ReAttention: bytes of the K/V store kept in RAM, then a file; 0: RAM only.
+    pub reattention_store_max_ram: u64,
+    /// ReAttention: directory of that file; None: $TMPDIR, else /tmp.
+    pub reattention_store_dir: Option<String>,
+    /// RefreshKV K: partial-cache slots per layer and KV head; 0: round(prompt / 8).
+    pub refreshkv_partial: i32,
+    /// RefreshKV S: steps between query checks (dynamic) or refreshes (fixed); 0: 10.
+    pub refreshkv_stride: i32,
+    /// RefreshKV: refresh when the query cosine is <= it; 0: the model's value.
+    pub refreshkv_threshold: f32,
+    pub refreshkv_schedule: RefreshKvSchedule,
+    /// RefreshKV: max-pool width over the scores (odd); 0: 7.
+    pub refreshkv_pool_kernel: i32,
+    /// RefreshKV: > 0: also refresh after this many steps without one; 0: never.
+    pub refreshkv_max_partial_run: i32,
+    /// REFORM and ILRe: decode their recomputed cache with RefreshKV.
+    pub refreshkv_gathered: bool,
     /// Called on the calling thread during long calls. A panic in it cancels
     /// the call and is resumed after the call returns.
     pub progress: Option<ProgressFn>,
@@ -230,12 +319,16 @@ impl Default for SessionParams {
         let mut k = unsafe { std::mem::zeroed::<sys::lctx_kv_params>() };
         let mut i = unsafe { std::mem::zeroed::<sys::lctx_infllm_params>() };
         let mut l = unsafe { std::mem::zeroed::<sys::lctx_ilre_params>() };
+        let mut a = unsafe { std::mem::zeroed::<sys::lctx_reattention_params>() };
+        let mut f = unsafe { std::mem::zeroed::<sys::lctx_refreshkv_params>() };
         unsafe {
             sys::lctx_session_default_params(&mut p);
             sys::lctx_reform_default_params(&mut r);
             sys::lctx_kv_default_params(&mut k);
             sys::lctx_infllm_default_params(&mut i);
             sys::lctx_ilre_default_params(&mut l);
+            sys::lctx_reattention_default_params(&mut a);
+            sys::lctx_refreshkv_default_params(&mut f);
         }
         SessionParams {
             method: Method::from_raw(p.method),
@@ -274,6 +367,23 @@ impl Default for SessionParams {
             ilre_max_kernels: None,
             ilre_avg_kernels: None,
             ilre_profile_path: None,
+            reattention_n_global: a.n_global,
+            reattention_n_local: a.n_local,
+            reattention_span: a.span,
+            reattention_top_k: a.top_k,
+            reattention_n_spans: a.n_spans,
+            reattention_chunk: a.chunk,
+            reattention_reuse_steps: a.reuse_steps,
+            reattention_tile_max: a.tile_max,
+            reattention_store_max_ram: a.store_max_ram,
+            reattention_store_dir: None,
+            refreshkv_partial: f.partial,
+            refreshkv_stride: f.stride,
+            refreshkv_threshold: f.threshold,
+            refreshkv_schedule: RefreshKvSchedule::from_raw(f.schedule),
+            refreshkv_pool_kernel: f.pool_kernel,
+            refreshkv_max_partial_run: f.max_partial_run,
+            refreshkv_gathered: f.gathered,
             progress: None,
         }
     }
@@ -305,7 +415,9 @@ struct RawParams {
     _kv: Box<sys::lctx_kv_params>,
     _infllm: Box<sys::lctx_infllm_params>,
     _ilre: Box<sys::lctx_ilre_params>,
-    _strings: [Option<CString>; 5],
+    _reattention: Box<sys::lctx_reattention_params>,
+    _refreshkv: Box<sys::lctx_refreshkv_params>,
+    _strings: [Option<CString>; 6],
 }
 
 impl SessionParams {
@@ -316,12 +428,16 @@ impl SessionParams {
         let mut k = Box::new(unsafe { std::mem::zeroed::<sys::lctx_kv_params>() });
         let mut i = Box::new(unsafe { std::mem::zeroed::<sys::lctx_infllm_params>() });
         let mut l = Box::new(unsafe { std::mem::zeroed::<sys::lctx_ilre_params>() });
+        let mut a = Box::new(unsafe { std::mem::zeroed::<sys::lctx_reattention_params>() });
+        let mut f = Box::new(unsafe { std::mem::zeroed::<sys::lctx_refreshkv_params>() });
         unsafe {
             sys::lctx_session_default_params(&mut p);
             sys::lctx_reform_default_params(&mut *r);
             sys::lctx_kv_default_params(&mut *k);
             sys::lctx_infllm_default_params(&mut *i);
             sys::lctx_ilre_default_params(&mut *l);
+            sys::lctx_reattention_default_params(&mut *a);
+            sys::lctx_refreshkv_default_params(&mut *f);
         }
         p.method = self.method.raw();
         p.n_ctx = self.n_ctx;
@@ -370,10 +486,30 @@ impl SessionParams {
         l.max_kernels = ptr(&max_kernels);
         l.avg_kernels = ptr(&avg_kernels);
         l.profile_path = ptr(&profile);
+        a.n_global = self.reattention_n_global;
+        a.n_local = self.reattention_n_local;
+        a.span = self.reattention_span;
+        a.top_k = self.reattention_top_k;
+        a.n_spans = self.reattention_n_spans;
+        a.chunk = self.reattention_chunk;
+        a.reuse_steps = self.reattention_reuse_steps;
+        a.tile_max = self.reattention_tile_max;
+        a.store_max_ram = self.reattention_store_max_ram;
+        let store_dir = text(&self.reattention_store_dir, "reattention_store_dir")?;
+        a.store_dir = ptr(&store_dir);
+        f.partial = self.refreshkv_partial;
+        f.stride = self.refreshkv_stride;
+        f.threshold = self.refreshkv_threshold;
+        f.schedule = self.refreshkv_schedule.raw();
+        f.pool_kernel = self.refreshkv_pool_kernel;
+        f.max_partial_run = self.refreshkv_max_partial_run;
+        f.gathered = self.refreshkv_gathered;
         p.reform = &*r;
         p.kv = &*k;
         p.infllm = &*i;
         p.ilre = &*l;
+        p.reattention = &*a;
+        p.refreshkv = &*f;
         if let Some(b) = progress {
             p.progress = Some(progress_trampoline);
             p.progress_user_data = b as *const ProgressBox as *mut c_void;
@@ -384,7 +520,9 @@ impl SessionParams {
             _kv: k,
             _infllm: i,
             _ilre: l,
-            _strings: [heads, catalyst, max_kernels, avg_kernels, profile],
+            _reattention: a,
+            _refreshkv: f,
+            _strings: [heads, catalyst, max_kernels, avg_kernels, profile, store_dir],
         })
     }
 }
@@ -546,6 +684,42 @@ impl<'m> Session<'m> {
         let mut tok: Token = -1;
         self.call(|h| unsafe { sys::lctx_decode(h, &raw, &mut tok) })?;
         Ok(tok)
+    }
+    /// Stage 5 with the caller's token (teacher forcing): returns the natural
+    /// log of its probability under the logits the next decode would sample
+    /// from, then appends it as if it had been sampled.
+    pub fn decode_token(&mut self, token: Token) -> Result<f32> {
+        let mut logprob = 0f32;
+        self.call(|h| unsafe { sys::lctx_decode_token(h, token, &mut logprob) })?;
+        Ok(logprob)
+    }
+    /// RefreshKV's decoding statistics since the last recompute (sessions of
+    /// Method::RefreshKv, or REFORM/ILRe with refreshkv_gathered); an
+    /// Unsupported error for other sessions.
+    pub fn refreshkv_stats(&self) -> Result<RefreshKvStats> {
+        let n = self.model.n_layer().max(0) as usize;
+        let (mut full, mut part) = (vec![0i64; n], vec![0i64; n]);
+        let mut st = unsafe { std::mem::zeroed::<sys::lctx_refreshkv_stats>() };
+        st.struct_size = std::mem::size_of::<sys::lctx_refreshkv_stats>() as u32;
+        check(unsafe {
+            sys::lctx_session_refreshkv_stats(self.h.as_ptr(), &mut st, full.as_mut_ptr(), part.as_mut_ptr(), n)
+        })?;
+        let nl = (st.n_layer.max(0) as usize).min(n);
+        full.truncate(nl);
+        part.truncate(nl);
+        Ok(RefreshKvStats {
+            n_layer: st.n_layer,
+            partial: st.partial,
+            n_steps: st.n_steps,
+            n_full: st.n_full,
+            n_partial: st.n_partial,
+            effective_stride: st.effective_stride,
+            full_attention_s: st.full_attention_s,
+            partial_attention_s: st.partial_attention_s,
+            refresh_s: st.refresh_s,
+            layer_full: full,
+            layer_partial: part,
+        })
     }
     /// The logits the next decode samples from (None before recompute).
     pub fn logits(&self) -> Option<&[f32]> {

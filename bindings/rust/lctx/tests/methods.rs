@@ -1,10 +1,11 @@
 //! The crate's Method enum against the library's registry (lctx_method_*,
 //! through the C API): the same methods with the same values and names.
 //! Fails when a method is added to one and not the other. Also: the
-//! method structs' fields (ILRe's) and kv_type/backend reach the library.
+//! method structs' fields (ILRe's, ReAttention's, RefreshKV's) and
+//! kv_type/backend reach the library.
 mod common;
 
-use lctx::{KvType, Method, Model, ModelParams, Sampling, SessionParams, Stage, Status};
+use lctx::{KvType, Method, Model, ModelParams, RefreshKvSchedule, Sampling, SessionParams, Stage, Status};
 
 #[test]
 fn method_enum_matches_the_registry() {
@@ -24,7 +25,11 @@ fn method_enum_matches_the_registry() {
     assert_eq!(Method::from_value(n), Method::Other(n));
     assert_eq!(Method::Other(n).name(), None);
     assert!(!Method::Other(n).is_implemented());
-    assert!(Method::Reform.is_implemented() && Method::Ilre.is_implemented() && !Method::ReAttention.is_implemented());
+    // Every method of the registry is implemented; a value outside the enum is not.
+    for m in Method::ALL {
+        assert!(m.is_implemented(), "{m:?}");
+    }
+    assert!(!Method::Other(-1).is_implemented());
     let e = Method::from_name("reformer").unwrap_err();
     assert_eq!(e.status, Status::InvalidArg);
     assert!(e.message.contains("reformer"), "{}", e.message);
@@ -106,4 +111,175 @@ fn kv_type_and_backend() {
     let e = Model::load(&path, &ModelParams { backend: Some("c\0pu".into()), ..Default::default() }).err().unwrap();
     assert_eq!(e.status, Status::InvalidArg);
     assert!(e.message.contains("backend"), "{}", e.message);
+}
+
+/// Every method makes a session; a method value outside the enum is refused
+/// as an invalid argument.
+#[test]
+fn every_method_makes_a_session() {
+    let m = common::tiny_model();
+    for method in Method::ALL {
+        let p = SessionParams {
+            method,
+            n_threads: 1,
+            kv_budget: 64,
+            kv_chunk: 32,
+            kv_sink: 4,
+            kv_recent: 4,
+            infllm_block: 16,
+            ..Default::default()
+        };
+        let mut s = m.session(&p).unwrap_or_else(|e| panic!("{method:?}: {}", e.message));
+        s.feed_text("Once upon a time there was a little girl.").unwrap();
+        s.build_index().unwrap();
+    }
+    for bad in [Method::count(), Method::count() + 7, -1] {
+        let p = SessionParams { method: Method::Other(bad), n_threads: 1, ..Default::default() };
+        let e = m.session(&p).err().unwrap_or_else(|| panic!("method {bad} accepted"));
+        assert_eq!(e.status, Status::InvalidArg, "{}", e.message);
+        assert!(e.message.contains("unknown method"), "{}", e.message);
+    }
+}
+
+const STORY: &str = "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. ";
+
+/// ReAttention with small sizes (the reattention_* fields reach
+/// lctx_reattention_params): a document longer than n_global + n_local has a
+/// middle that every layer scores, so the answer differs from FULL's; select
+/// returns every document position; an odd span and other bad values are
+/// refused as invalid arguments naming the field.
+#[test]
+fn reattention_session_with_explicit_params() {
+    let m = common::tiny_model();
+    let d = SessionParams::default();
+    assert_eq!(
+        (d.reattention_n_global, d.reattention_n_local, d.reattention_span, d.reattention_top_k),
+        (-1, -1, -1, -1),
+        "lctx_reattention_default_params: derived from the model"
+    );
+    assert_eq!((d.reattention_n_spans, d.reattention_chunk, d.reattention_reuse_steps), (-1, -1, 1));
+    assert_eq!((d.reattention_tile_max, d.reattention_store_max_ram, d.reattention_store_dir), (false, 0, None));
+    let params = || SessionParams {
+        method: Method::ReAttention,
+        n_ctx: 512,
+        n_threads: 1,
+        reattention_n_global: 4,
+        reattention_n_local: 64,
+        reattention_span: 8,
+        reattention_top_k: 2,
+        reattention_n_spans: 4,
+        reattention_chunk: 16,
+        reattention_reuse_steps: 1,
+        reattention_tile_max: false,
+        reattention_store_max_ram: 0,
+        reattention_store_dir: None,
+        ..Default::default()
+    };
+    let doc = STORY.repeat(8);
+    let q = m.tokenize(" Lily saw a", false, true).unwrap();
+    let mut s = m.session(&params()).unwrap();
+    let n = s.feed_text(&doc).unwrap() as i64;
+    assert!(n > 4 + 64 + 4 * 8, "document of {n} tokens");
+    s.build_index().unwrap();
+    let sel = s.select(&q).unwrap();
+    assert_eq!(sel.positions(), (0..n).collect::<Vec<i64>>(), "select returns every document position");
+    s.recompute(&sel).unwrap();
+    drop(sel);
+    let logits = s.logits().unwrap().to_vec();
+    for _ in 0..6 {
+        let t = s.decode(&Sampling::greedy()).unwrap();
+        assert!((0..m.n_vocab()).contains(&t), "token {t}");
+    }
+    assert_eq!(s.stage(), Stage::Decoding);
+    drop(s);
+
+    let mut f = m.session(&SessionParams { method: Method::Full, n_ctx: 512, n_threads: 1, ..Default::default() }).unwrap();
+    f.feed_text(&doc).unwrap();
+    f.build_index().unwrap();
+    let sel = f.select(&q).unwrap();
+    f.recompute(&sel).unwrap();
+    let full = f.logits().unwrap();
+    assert_eq!((logits.len(), full.len()), (m.n_vocab() as usize, m.n_vocab() as usize));
+    let diff = logits.iter().zip(full).fold(0f32, |d, (a, b)| d.max((a - b).abs()));
+    assert!(diff > 1e-4, "ReAttention read the whole document (max logit difference {diff})");
+
+    let bad = [
+        (SessionParams { reattention_span: 7, ..params() }, "span"),
+        (SessionParams { reattention_top_k: 65, ..params() }, "top_k"),
+        (SessionParams { reattention_chunk: 65, ..params() }, "chunk"),
+        (SessionParams { reattention_n_local: 0, ..params() }, "n_local"),
+        (SessionParams { reattention_store_dir: Some("/t\0mp".into()), ..params() }, "reattention_store_dir"),
+    ];
+    for (p, field) in bad {
+        let e = m.session(&p).err().unwrap_or_else(|| panic!("{field}: accepted"));
+        assert_eq!(e.status, Status::InvalidArg, "{field}: {}", e.message);
+        assert!(e.message.contains(field), "{field}: {}", e.message);
+    }
+}
+
+/// RefreshKV with small K and stride (the refreshkv_* fields reach
+/// lctx_refreshkv_params): the statistics count every decoded token at every
+/// layer (full + partial = steps), decode_token teacher-forces, and bad
+/// values are refused as invalid arguments naming the field.
+#[test]
+fn refreshkv_session_with_explicit_params() {
+    let m = common::tiny_model();
+    let d = SessionParams::default();
+    assert_eq!((d.refreshkv_partial, d.refreshkv_stride, d.refreshkv_threshold), (0, 0, 0.0));
+    assert_eq!(d.refreshkv_schedule, RefreshKvSchedule::Dynamic);
+    assert_eq!((d.refreshkv_pool_kernel, d.refreshkv_max_partial_run, d.refreshkv_gathered), (0, 0, false));
+    let params = || SessionParams {
+        method: Method::RefreshKv,
+        n_ctx: 512,
+        n_threads: 1,
+        refreshkv_partial: 16,
+        refreshkv_stride: 2,
+        refreshkv_threshold: 0.5,
+        refreshkv_schedule: RefreshKvSchedule::Dynamic,
+        refreshkv_pool_kernel: 3,
+        refreshkv_max_partial_run: 3,
+        refreshkv_gathered: false,
+        ..Default::default()
+    };
+    let mut s = m.session(&params()).unwrap();
+    let n = s.feed_text(&STORY.repeat(4)).unwrap();
+    assert!(n > 16, "document of {n} tokens");
+    s.build_index().unwrap();
+    let sel = s.select(&m.tokenize(" Lily saw a", false, true).unwrap()).unwrap();
+    s.recompute(&sel).unwrap();
+    drop(sel);
+    let toks: Vec<_> = (0..9).map(|_| s.decode(&Sampling::greedy()).unwrap()).collect();
+    assert!(toks.iter().all(|t| (0..m.n_vocab()).contains(t)), "{toks:?}");
+    let lp = s.decode_token(toks[0]).unwrap();
+    assert!(lp <= 0.0, "log-probability {lp}");
+    let st = s.refreshkv_stats().unwrap();
+    assert_eq!((st.n_layer, st.partial), (m.n_layer(), 16));
+    assert_eq!(st.n_steps, 9, "10 tokens decoded, the last one not yet appended");
+    assert_eq!(st.n_full + st.n_partial, st.n_steps * st.n_layer as i64);
+    assert_eq!((st.layer_full.len(), st.layer_partial.len()), (st.n_layer as usize, st.n_layer as usize));
+    for (l, (f, p)) in st.layer_full.iter().zip(&st.layer_partial).enumerate() {
+        assert_eq!(f + p, st.n_steps, "layer {l}");
+        assert!(*f >= 3, "layer {l}: {f} full steps (max_partial_run 3: at 3, 6, 9 at least)");
+    }
+    assert_eq!(st.layer_full.iter().sum::<i64>(), st.n_full);
+    assert!(st.effective_stride >= 1.0);
+    let e = s.decode_token(m.n_vocab() + 5).unwrap_err();
+    assert_eq!(e.status, Status::InvalidArg);
+    drop(s);
+
+    let f = m.session(&SessionParams { method: Method::Full, n_ctx: 256, n_threads: 1, ..Default::default() }).unwrap();
+    assert_eq!(f.refreshkv_stats().unwrap_err().status, Status::Unsupported);
+    drop(f);
+
+    let bad = [
+        (SessionParams { refreshkv_pool_kernel: 4, ..params() }, "pool_kernel"),
+        (SessionParams { refreshkv_stride: -1, ..params() }, "stride"),
+        (SessionParams { refreshkv_partial: -2, ..params() }, "partial"),
+        (SessionParams { refreshkv_schedule: RefreshKvSchedule::Other(7), ..params() }, "schedule"),
+    ];
+    for (p, field) in bad {
+        let e = m.session(&p).err().unwrap_or_else(|| panic!("{field}: accepted"));
+        assert_eq!(e.status, Status::InvalidArg, "{field}: {}", e.message);
+        assert!(e.message.contains(field), "{field}: {}", e.message);
+    }
 }

@@ -45,8 +45,10 @@ fn bad_token_is_an_error_and_the_session_stays_usable() {
     let e = s.feed(&[1, 2, m.n_vocab() + 100]).unwrap_err();
     assert_eq!(e.status, Status::InvalidArg);
     s.feed_text(DOC).unwrap();
-    let e = m.session(&SessionParams { method: Method::ReAttention, ..small_params() }).err().unwrap();
-    assert_eq!(e.status, Status::Unsupported);
+    // Every registry method is implemented: a value outside the enum is refused.
+    let e = m.session(&SessionParams { method: Method::Other(Method::count()), ..small_params() }).err().unwrap();
+    assert_eq!(e.status, Status::InvalidArg);
+    assert!(e.message.contains("unknown method"), "{}", e.message);
 }
 
 fn prepared<'m>(m: &'m lctx::Model) -> Session<'m> {

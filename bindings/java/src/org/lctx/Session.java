@@ -21,8 +21,9 @@ public final class Session implements AutoCloseable {
 
     /**
      * Session parameters; {@link #configure} reaches every lctx_session_params
-     * field, and {@link #reform}, {@link #kv}, {@link #infllm}, {@link #ilre} the method
-     * structs (each starts from its lctx_*_default_params; unset: defaults).
+     * field, and {@link #reform}, {@link #kv}, {@link #infllm}, {@link #ilre},
+     * {@link #reattention}, {@link #refreshkv} the method structs (each starts
+     * from its lctx_*_default_params; unset: defaults).
      */
     public static final class Params {
         public int method = lctx_method.LCTX_METHOD_FULL;
@@ -35,6 +36,8 @@ public final class Session implements AutoCloseable {
         public Consumer<lctx_kv_params> kv;
         public Consumer<lctx_infllm_params> infllm;
         public Consumer<lctx_ilre_params> ilre;
+        public Consumer<lctx_reattention_params> reattention;
+        public Consumer<lctx_refreshkv_params> refreshkv;
 
         public Params method(int m) { method = m; return this; }
         public Params nCtx(int n) { nCtx = n; return this; }
@@ -50,6 +53,12 @@ public final class Session implements AutoCloseable {
         public Params infllm(Consumer<lctx_infllm_params> c) { infllm = c; return this; }
         /** ILRe's knobs, e.g. {@code i -> { i.setBudget(512); i.setMax_kernels("2,4"); }}. */
         public Params ilre(Consumer<lctx_ilre_params> c) { ilre = c; return this; }
+        /** ReAttention's knobs (-1: derived from the model), e.g.
+         * {@code r -> { r.setN_local(1024); r.setSpan(16); }}. */
+        public Params reattention(Consumer<lctx_reattention_params> c) { reattention = c; return this; }
+        /** RefreshKV's knobs (0: default), e.g. {@code r -> { r.setPartial(256); r.setStride(10); }};
+         * {@code r.setGathered(true)} makes REFORM and ILRe decode with it. */
+        public Params refreshkv(Consumer<lctx_refreshkv_params> c) { refreshkv = c; return this; }
     }
 
     /** Native state freed by close() or, as a safety net, by the Cleaner. It
@@ -96,6 +105,8 @@ public final class Session implements AutoCloseable {
         lctx_kv_params kp = null;
         lctx_infllm_params ip = null;
         lctx_ilre_params lp = null;
+        lctx_reattention_params ap = null;
+        lctx_refreshkv_params fp = null;
         if (params.reform != null) {
             rp = new lctx_reform_params();
             LctxNative.lctx_reform_default_params(rp);
@@ -120,6 +131,18 @@ public final class Session implements AutoCloseable {
             params.ilre.accept(lp);
             p.setIlre(lp);
         }
+        if (params.reattention != null) {
+            ap = new lctx_reattention_params();
+            LctxNative.lctx_reattention_default_params(ap);
+            params.reattention.accept(ap);
+            p.setReattention(ap);
+        }
+        if (params.refreshkv != null) {
+            fp = new lctx_refreshkv_params();
+            LctxNative.lctx_refreshkv_default_params(fp);
+            params.refreshkv.accept(fp);
+            p.setRefreshkv(fp);
+        }
         if (params.configure != null) params.configure.accept(p);
         Progress prog = params.progress;
         long ref = LctxNative.lctxsw_session_params_set_progress(p,
@@ -137,6 +160,8 @@ public final class Session implements AutoCloseable {
             if (kp != null) kp.delete();
             if (ip != null) ip.delete();
             if (lp != null) lp.delete();
+            if (ap != null) ap.delete();
+            if (fp != null) fp.delete();
         }
         handle = new Handle(new SWIGTYPE_p_lctx_session(out[0], false), ref, model);
         cleanable = Model.CLEANER.register(this, handle);
@@ -208,6 +233,63 @@ public final class Session implements AutoCloseable {
             return tok[0];
         } finally {
             p.delete();
+        }
+    }
+
+    /** Stage 5 with the caller's token (teacher forcing): returns the natural log of
+     * its probability under the logits the next decode would sample from, then
+     * appends it as if it had been sampled. */
+    public float decodeToken(int token) {
+        float[] logprob = new float[1];
+        LctxNative.lctx_decode_token(ptr(), token, logprob);
+        return logprob[0];
+    }
+
+    /** lctx_refreshkv_stats plus the per-layer step counts. A layer step is one
+     * layer of one decoded token: nFull + nPartial == nSteps * nLayer and
+     * layerFull[l] + layerPartial[l] == nSteps. */
+    public static final class RefreshKvStats {
+        public final int nLayer;
+        /** K in use (partial-cache slots per layer and KV head). */
+        public final long partial;
+        /** Decoded tokens. */
+        public final long nSteps;
+        public final long nFull;
+        public final long nPartial;
+        /** Mean over layers of nSteps / full steps of the layer. */
+        public final double effectiveStride;
+        public final double fullAttentionS;
+        public final double partialAttentionS;
+        public final double refreshS;
+        public final long[] layerFull;
+        public final long[] layerPartial;
+
+        RefreshKvStats(lctx_refreshkv_stats st, long[] layerFull, long[] layerPartial) {
+            nLayer = st.getN_layer();
+            partial = st.getPartial();
+            nSteps = st.getN_steps();
+            nFull = st.getN_full();
+            nPartial = st.getN_partial();
+            effectiveStride = st.getEffective_stride();
+            fullAttentionS = st.getFull_attention_s();
+            partialAttentionS = st.getPartial_attention_s();
+            refreshS = st.getRefresh_s();
+            this.layerFull = layerFull;
+            this.layerPartial = layerPartial;
+        }
+    }
+
+    /** RefreshKV decoding statistics since the last recompute (sessions of
+     * LCTX_METHOD_REFRESHKV, or REFORM/ILRe with refreshkv gathered); an
+     * LctxException (LCTX_ERR_UNSUPPORTED) for other sessions. */
+    public RefreshKvStats refreshkvStats() {
+        lctx_refreshkv_stats st = new lctx_refreshkv_stats();
+        try {
+            LctxNative.lctx_session_refreshkv_stats(ptr(), st);
+            return new RefreshKvStats(st, LctxNative.lctxsw_session_refreshkv_layer_steps(ptr(), true),
+                    LctxNative.lctxsw_session_refreshkv_layer_steps(ptr(), false));
+        } finally {
+            st.delete();
         }
     }
 

@@ -168,9 +168,11 @@ class BindingTest {
         } finally {
             Lctx.setLogHandler(null, Lctx.LOG_ERROR);
         }
+        // Every registry method is implemented: a value outside the enum is refused.
         LctxException e = assertThrows(LctxException.class,
-                () -> model.newSession(new Session.Params().method(lctx_method.LCTX_METHOD_REATTENTION)));
-        assertEquals(lctx_status.LCTX_ERR_UNSUPPORTED, e.status());
+                () -> model.newSession(new Session.Params().method(Lctx.methodCount())));
+        assertEquals(lctx_status.LCTX_ERR_INVALID_ARG, e.status());
+        assertTrue(e.getMessage().contains("unknown method"), e.getMessage());
     }
 
     static double rssMib() throws Exception {

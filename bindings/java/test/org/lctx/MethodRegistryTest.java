@@ -49,8 +49,9 @@ class MethodRegistryTest {
         }
         assertNull(Lctx.methodName(n));
         assertFalse(Lctx.methodIsImplemented(n));
-        assertTrue(Lctx.methodIsImplemented(lctx_method.LCTX_METHOD_REFORM));
-        assertFalse(Lctx.methodIsImplemented(lctx_method.LCTX_METHOD_REATTENTION));
+        // Every method of the registry is implemented; a value outside the enum is not.
+        for (int v = 0; v < n; v++) assertTrue(Lctx.methodIsImplemented(v), Lctx.methodName(v));
+        assertFalse(Lctx.methodIsImplemented(-1));
         LctxException e = assertThrows(LctxException.class, () -> Lctx.methodFromName("reformer"));
         assertTrue(e.getMessage().contains("reformer"), e.getMessage());
     }
@@ -78,21 +79,21 @@ class MethodRegistryTest {
             e = assertThrows(LctxException.class, () -> m.newSession(new Session.Params()
                     .method(lctx_method.LCTX_METHOD_REFORM).reform(r -> r.setHeads_path("/nonexistent/heads.json"))));
             assertTrue(e.getMessage().contains("/nonexistent/heads.json"), e.getMessage());
-            // Every implemented method creates a session; the others are unsupported.
+            // Every method creates a session; a value outside the enum is an invalid argument.
             for (int v = 0; v < Lctx.methodCount(); v++) {
-                final int method = v;
-                Session.Params p = new Session.Params().method(method).nThreads(1)
+                Session.Params p = new Session.Params().method(v).nThreads(1)
                         .kv(k -> { k.setBudget(64); k.setChunk(32); k.setSink(4); k.setRecent(4); })
                         .infllm(i -> i.setBlock(16));
-                if (Lctx.methodIsImplemented(method)) {
-                    try (Session s = m.newSession(p)) {
-                        s.feedText("Once upon a time there was a little girl.");
-                        s.buildIndex();
-                    }
-                } else {
-                    LctxException u = assertThrows(LctxException.class, () -> m.newSession(p));
-                    assertTrue(u.getMessage().contains(Lctx.methodName(method)), u.getMessage());
+                try (Session s = m.newSession(p)) {
+                    s.feedText("Once upon a time there was a little girl.");
+                    s.buildIndex();
                 }
+            }
+            for (int bad : new int[] {Lctx.methodCount(), Lctx.methodCount() + 7, -1}) {
+                LctxException u = assertThrows(LctxException.class,
+                        () -> m.newSession(new Session.Params().method(bad).nThreads(1)));
+                assertEquals(lctx_status.LCTX_ERR_INVALID_ARG, u.status(), u.getMessage());
+                assertTrue(u.getMessage().contains("unknown method"), u.getMessage());
             }
         }
     }
@@ -146,6 +147,162 @@ class MethodRegistryTest {
             e = assertThrows(LctxException.class, () -> m.newSession(params.apply(i -> i.setChunk(-1))));
             assertEquals(lctx_status.LCTX_ERR_INVALID_ARG, e.status(), e.getMessage());
             assertTrue(e.getMessage().contains("chunk"), e.getMessage());
+        }
+    }
+
+    static final String DOC = "Once upon a time, there was a little girl named Lily. She loved to play outside in the "
+            + "park. ";
+
+    /** ReAttention with small sizes: a document longer than n_global + n_local has a
+     * middle that every layer scores, so the answer differs from FULL's; select returns
+     * every document position; an odd span is refused as an invalid argument. */
+    @Test
+    void reattentionSessionWithExplicitParams() {
+        Path tiny = tinyModel();
+        assertTrue(Files.isRegularFile(tiny), "test model missing: " + tiny);
+        lctx_reattention_params d = new lctx_reattention_params();
+        LctxNative.lctx_reattention_default_params(d);
+        assertEquals(-1, d.getN_global());
+        assertEquals(-1, d.getN_local());
+        assertEquals(-1, d.getSpan());
+        assertEquals(-1, d.getTop_k());
+        assertEquals(-1, d.getN_spans());
+        assertEquals(-1, d.getChunk());
+        assertEquals(1, d.getReuse_steps());
+        assertFalse(d.getTile_max());
+        assertEquals(0L, d.getStore_max_ram());
+        assertNull(d.getStore_dir());
+        d.delete();
+        try (Model m = new Model(tiny.toString(), 1, true)) {
+            Function<Consumer<lctx_reattention_params>, Session.Params> params =
+                    tweak -> new Session.Params().method(lctx_method.LCTX_METHOD_REATTENTION).nCtx(512).nThreads(1)
+                            .reattention(r -> {
+                                r.setN_global(4);
+                                r.setN_local(64);
+                                r.setSpan(8);
+                                r.setTop_k(2);
+                                r.setN_spans(4);
+                                r.setChunk(16);
+                                r.setReuse_steps(1);
+                                r.setTile_max(false);
+                                r.setStore_max_ram(0);
+                                tweak.accept(r);
+                            });
+            int[] question = m.tokenize(" Lily saw a", false, true);
+            float[] logits;
+            try (Session s = m.newSession(params.apply(r -> {}))) {
+                int n = s.feedText(DOC.repeat(8));
+                assertTrue(n > 4 + 64 + 4 * 8, "document of " + n + " tokens");
+                s.buildIndex();
+                try (Selection sel = s.select(question)) {
+                    long[] pos = sel.positions();
+                    assertEquals(n, pos.length);
+                    for (int k = 0; k < n; k++) assertEquals(k, pos[k]);
+                    s.recompute(sel);
+                }
+                logits = s.logits();
+                for (int k = 0; k < 6; k++) {
+                    int tok = s.decode(null);
+                    assertTrue(tok >= 0 && tok < m.nVocab(), "token " + tok);
+                }
+                assertEquals(lctx_stage.LCTX_STAGE_DECODING, s.stage());
+            }
+            try (Session f = m.newSession(new Session.Params().nCtx(512).nThreads(1))) {
+                f.feedText(DOC.repeat(8));
+                f.buildIndex();
+                try (Selection sel = f.select(question)) {
+                    f.recompute(sel);
+                }
+                float[] full = f.logits();
+                assertEquals(m.nVocab(), logits.length);
+                assertEquals(full.length, logits.length);
+                double diff = 0;
+                for (int k = 0; k < full.length; k++) diff = Math.max(diff, Math.abs(full[k] - logits[k]));
+                assertTrue(diff > 1e-4, "ReAttention read the whole document (max logit difference " + diff + ")");
+            }
+            LctxException e = assertThrows(LctxException.class, () -> m.newSession(params.apply(r -> r.setSpan(7))));
+            assertEquals(lctx_status.LCTX_ERR_INVALID_ARG, e.status(), e.getMessage());
+            assertTrue(e.getMessage().contains("span"), e.getMessage());
+            e = assertThrows(LctxException.class, () -> m.newSession(params.apply(r -> r.setChunk(65))));
+            assertEquals(lctx_status.LCTX_ERR_INVALID_ARG, e.status(), e.getMessage());
+            assertTrue(e.getMessage().contains("chunk"), e.getMessage());
+        }
+    }
+
+    /** RefreshKV with small K and stride: the statistics count every decoded token at
+     * every layer (full + partial = steps), decodeToken teacher-forces, a bad pool
+     * kernel is refused as an invalid argument. */
+    @Test
+    void refreshkvSessionWithExplicitParams() {
+        Path tiny = tinyModel();
+        assertTrue(Files.isRegularFile(tiny), "test model missing: " + tiny);
+        lctx_refreshkv_params d = new lctx_refreshkv_params();
+        LctxNative.lctx_refreshkv_default_params(d);
+        assertEquals(0, d.getPartial());
+        assertEquals(0, d.getStride());
+        assertEquals(0.0f, d.getThreshold());
+        assertEquals(lctx_refreshkv_schedule.LCTX_REFRESHKV_DYNAMIC, d.getSchedule());
+        assertEquals(0, d.getPool_kernel());
+        assertEquals(0, d.getMax_partial_run());
+        assertFalse(d.getGathered());
+        d.delete();
+        try (Model m = new Model(tiny.toString(), 1, true)) {
+            Function<Consumer<lctx_refreshkv_params>, Session.Params> params =
+                    tweak -> new Session.Params().method(lctx_method.LCTX_METHOD_REFRESHKV).nCtx(512).nThreads(1)
+                            .refreshkv(r -> {
+                                r.setPartial(16);
+                                r.setStride(2);
+                                r.setThreshold(0.5f);
+                                r.setSchedule(lctx_refreshkv_schedule.LCTX_REFRESHKV_DYNAMIC);
+                                r.setPool_kernel(3);
+                                r.setMax_partial_run(3);
+                                r.setGathered(false);
+                                tweak.accept(r);
+                            });
+            try (Session s = m.newSession(params.apply(r -> {}))) {
+                int n = s.feedText(DOC.repeat(4));
+                assertTrue(n > 16, "document of " + n + " tokens");
+                s.buildIndex();
+                try (Selection sel = s.select(m.tokenize(" Lily saw a", false, true))) {
+                    s.recompute(sel);
+                }
+                int first = -1;
+                for (int k = 0; k < 9; k++) {
+                    int tok = s.decode(null);
+                    assertTrue(tok >= 0 && tok < m.nVocab(), "token " + tok);
+                    if (k == 0) first = tok;
+                }
+                float lp = s.decodeToken(first);
+                assertTrue(lp <= 0.0f, "log-probability " + lp);
+                Session.RefreshKvStats st = s.refreshkvStats();
+                assertEquals(m.nLayer(), st.nLayer);
+                assertEquals(16, st.partial);
+                assertEquals(9, st.nSteps, "10 tokens decoded, the last one not yet appended");
+                assertEquals(st.nSteps * st.nLayer, st.nFull + st.nPartial);
+                assertEquals(st.nLayer, st.layerFull.length);
+                assertEquals(st.nLayer, st.layerPartial.length);
+                long sumFull = 0;
+                for (int l = 0; l < st.nLayer; l++) {
+                    assertEquals(st.nSteps, st.layerFull[l] + st.layerPartial[l], "layer " + l);
+                    assertTrue(st.layerFull[l] >= 3, "max_partial_run 3: full steps at 3, 6, 9 at least");
+                    sumFull += st.layerFull[l];
+                }
+                assertEquals(st.nFull, sumFull);
+                assertTrue(st.effectiveStride >= 1.0);
+                LctxException e = assertThrows(LctxException.class, () -> s.decodeToken(m.nVocab() + 5));
+                assertEquals(lctx_status.LCTX_ERR_INVALID_ARG, e.status(), e.getMessage());
+            }
+            try (Session f = m.newSession(new Session.Params().nCtx(256).nThreads(1))) {
+                LctxException e = assertThrows(LctxException.class, f::refreshkvStats);
+                assertEquals(lctx_status.LCTX_ERR_UNSUPPORTED, e.status(), e.getMessage());
+            }
+            LctxException e = assertThrows(LctxException.class,
+                    () -> m.newSession(params.apply(r -> r.setPool_kernel(4))));
+            assertEquals(lctx_status.LCTX_ERR_INVALID_ARG, e.status(), e.getMessage());
+            assertTrue(e.getMessage().contains("pool_kernel"), e.getMessage());
+            e = assertThrows(LctxException.class, () -> m.newSession(params.apply(r -> r.setStride(-1))));
+            assertEquals(lctx_status.LCTX_ERR_INVALID_ARG, e.status(), e.getMessage());
+            assertTrue(e.getMessage().contains("stride"), e.getMessage());
         }
     }
 }
