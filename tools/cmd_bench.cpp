@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <random>
@@ -17,6 +18,7 @@
 
 #include "cli.h"
 #include "common/error.h"
+#include "common/ggml_type.h"
 #include "engine/forward.h"
 #include "backend/cpu/cpu_backend.h"
 #include "engine/kv_store.h"
@@ -213,6 +215,63 @@ std::string kv_study_json(Backend &be, const Hparams &hp, const std::vector<int6
     return out + "\n  ],\n";
 }
 
+// ReAttention's selection scoring (Backend::topk_dot) per middle length M,
+// for one KV head of one layer: a prefill step (512 queries x the group's
+// heads, top-4 each) and a decode step (one query), keys in f32 and f16.
+// Best of `repeats`; GFLOP/s counts 2 * rows * M * head_dim.
+std::string topk_study_json(Backend &be, const Hparams &hp, const std::vector<int64_t> &lengths, int64_t repeats) {
+    std::string out = "  \"topk_study\": [";
+    std::mt19937 rng(5);
+    std::normal_distribution<float> nd;
+    const int64_t D = hp.head_dim, gs = hp.n_head / std::max(1, hp.n_head_kv);
+    for (size_t li = 0; li < lengths.size(); ++li) {
+        const int64_t M = lengths[li];
+        std::vector<float> k32(static_cast<size_t>(M * D));
+        for (float &x : k32) x = nd(rng);
+        std::vector<uint16_t> k16(k32.size());
+        for (size_t i = 0; i < k32.size(); ++i) k16[i] = fp32_to_fp16(k32[i]);
+        double best[2][2] = {{1e30, 1e30}, {1e30, 1e30}};   // [f16][decode]
+        for (int f16 = 0; f16 < 2; ++f16)
+            for (int decode = 0; decode < 2; ++decode) {
+                const int64_t rows = (decode ? 1 : 512) * gs;
+                std::vector<float> q(static_cast<size_t>(rows * D)), bs(static_cast<size_t>(rows * 4));
+                std::vector<int64_t> bi(bs.size());
+                for (float &x : q) x = nd(rng);
+                TopkKeySegment seg{f16 ? static_cast<const void *>(k16.data()) : k32.data(), M, 32};
+                for (int64_t r = 0; r < repeats + 1; ++r) {
+                    std::fill(bs.begin(), bs.end(), -INFINITY);
+                    std::fill(bi.begin(), bi.end(), int64_t{-1});
+                    TopkDotArgs a;
+                    a.q = q.data();
+                    a.ldq = D;
+                    a.n_rows = rows;
+                    a.segments = &seg;
+                    a.n_segments = 1;
+                    a.key_type = f16 ? KvType::F16 : KvType::F32;
+                    a.ld_keys = D;
+                    a.dim = static_cast<int32_t>(D);
+                    a.k = 4;
+                    a.best_score = bs.data();
+                    a.best_index = bi.data();
+                    const auto t0 = std::chrono::steady_clock::now();
+                    be.topk_dot(a);
+                    if (r > 0) best[f16][decode] = std::min(best[f16][decode], seconds_since(t0));
+                }
+            }
+        auto gflops = [&](int64_t rows, double s) { return 2.0 * double(rows) * double(M) * double(D) / s / 1e9; };
+        char buf[384];
+        std::snprintf(buf, sizeof buf,
+                      "%s\n    {\"n_middle\": %lld, \"prefill_rows\": %lld, \"prefill_f32_ms\": %.3f, "
+                      "\"prefill_f32_gflops\": %.1f, \"prefill_f16_ms\": %.3f, \"prefill_f16_gflops\": %.1f, "
+                      "\"decode_f32_ms\": %.4f, \"decode_f16_ms\": %.4f}",
+                      li ? "," : "", static_cast<long long>(M), static_cast<long long>(512 * gs), best[0][0] * 1e3,
+                      gflops(512 * gs, best[0][0]), best[1][0] * 1e3, gflops(512 * gs, best[1][0]), best[0][1] * 1e3,
+                      best[1][1] * 1e3);
+        out += buf;
+    }
+    return out + "\n  ],\n";
+}
+
 } // namespace
 
 int cmd_bench(int argc, char **argv) {
@@ -228,10 +287,12 @@ int cmd_bench(int argc, char **argv) {
         "  --reform LIST          also REFORM encode (feed + build_index) of these document lengths\n"
         "  --kv f32|f16           element type of the KV store (default f32)\n"
         "  --kv-study LIST        per KV length: one layer's decode attention vs re-rotating its keys\n"
+        "  --topk-study LIST      per middle length: ReAttention's top-k scoring of one KV head (prefill step of\n"
+        "                         512 queries, decode step), f32 and f16 keys, GFLOP/s\n"
         "                         (the cost of keeping keys before RoPE), f32 and f16\n"
         "Prints one JSON object: tokens/s per repeat, peak RSS, profile.\n";
     Args a = parse_args(argc, argv, {"--model", "--threads", "--prompts", "--decode-ctx", "--n-decode", "--repeats", "--reform", "--kv",
-                         "--kv-study"},
+                         "--kv-study", "--topk-study"},
                         {"--profile", "--no-mmap"},
                         {{"-m", "--model"}, {"-t", "--threads"}, {"-p", "--prompts"}, {"-n", "--n-decode"},
                          {"-r", "--repeats"}},
@@ -244,6 +305,8 @@ int cmd_bench(int argc, char **argv) {
     const bool profile = a.on("--profile");
     const std::vector<int64_t> reform = a.has("--reform") ? parse_list(a.get("--reform")) : std::vector<int64_t>{};
     const std::vector<int64_t> kv_study = a.has("--kv-study") ? parse_list(a.get("--kv-study")) : std::vector<int64_t>{};
+    const std::vector<int64_t> topk_study =
+        a.has("--topk-study") ? parse_list(a.get("--topk-study")) : std::vector<int64_t>{};
     const std::string kv_name = a.get("--kv", "f32");
     if (kv_name != "f32" && kv_name != "f16") die("--kv must be f32 or f16\n");
     const KvType kv = kv_name == "f16" ? KvType::F16 : KvType::F32;
@@ -337,6 +400,7 @@ int cmd_bench(int argc, char **argv) {
         }
         if (!reform.empty()) out += reform_json(a, reform, repeats, threads, hp.n_vocab);
         if (!kv_study.empty()) out += kv_study_json(*backend, hp, kv_study, repeats);
+        if (!topk_study.empty()) out += topk_study_json(*backend, hp, topk_study, repeats);
         std::snprintf(buf, sizeof buf, "  \"peak_rss_mib\": %.1f\n}\n", peak_rss_mib());
         out += buf;
         std::fputs(out.c_str(), stdout);
