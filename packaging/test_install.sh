@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Packs the build with CPack (tar.gz and, when dpkg-deb exists, .deb),
 # unpacks each into a temporary prefix and builds and runs the C example
-# against it twice: with pkg-config and with CMake's find_package.
+# against it twice: with pkg-config and with CMake's find_package. Then
+# `cmake --install --prefix P`, P moved to Q, and the example built with
+# pkg-config from Q alone: lctx.pc must be relocatable (prefix from
+# ${pcfiledir}), and the program must run on Q's library, not the build tree's.
 # usage: packaging/test_install.sh BUILD_DIR
 set -euo pipefail
 build="$(cd "$1" && pwd)"
@@ -30,8 +33,11 @@ for r in "${roots[@]}"; do
     libdir="$(dirname "$(find "$prefix" -name 'liblctx.so' | head -n1)")"
     test -f "$prefix/include/lctx.h"
     pcdir="$(dirname "$(find "$prefix" -name lctx.pc | head -n1)")"
-    # pkg-config, relocated to where the package was unpacked
-    flags="$(PKG_CONFIG_PATH="$pcdir" pkg-config --define-prefix --cflags --libs lctx)"
+    # pkg-config from where the package was unpacked (no --define-prefix: lctx.pc relocates itself)
+    flags="$(PKG_CONFIG_PATH="$pcdir" pkg-config --cflags --libs lctx)"
+    inc="$(PKG_CONFIG_PATH="$pcdir" pkg-config --variable=includedir lctx)"
+    [[ -d "$inc" && "$(cd "$inc" && pwd -P)" == "$(cd "$prefix/include" && pwd -P)" ]] ||
+        { echo "FAIL: lctx.pc of $(basename "$r") gives includedir '$inc', not $prefix/include"; exit 1; }
     cc -std=c99 -Wall -Werror "$root/examples/c/ask.c" $flags -Wl,-rpath,"$libdir" -o "$tmp/ask_pc"
     # find_package
     cmake -S "$root/packaging/consumer" -B "$tmp/consumer" -DCMAKE_PREFIX_PATH="$prefix" \
@@ -45,4 +51,30 @@ for r in "${roots[@]}"; do
     rm -rf "$tmp/consumer" "$tmp/ask_pc"
     echo "packaging: $(basename "$r") unpacked at ${prefix#$r}: pkg-config and find_package builds ok"
 done
+# cmake --install to P, moved to Q: lctx.pc from Q, the program linked and run on Q's library.
+cmake --install "$build" --prefix "$tmp/p" >/dev/null
+mv "$tmp/p" "$tmp/q"
+pc="$(find "$tmp/q" -name lctx.pc | head -n1)"
+[[ -n "$pc" ]] || { echo "FAIL: cmake --install put no lctx.pc"; exit 1; }
+if grep -q "$tmp/p" "$pc"; then echo "FAIL: lctx.pc names the install prefix:"; cat "$pc"; exit 1; fi
+grep -q '^prefix=${pcfiledir}/' "$pc" || { echo "FAIL: lctx.pc's prefix is not relative to \${pcfiledir}:"; cat "$pc"; exit 1; }
+export PKG_CONFIG_PATH="$(dirname "$pc")"
+flags="$(pkg-config --cflags --libs lctx)"
+libdir="$(pkg-config --variable=libdir lctx)"
+incdir="$(pkg-config --variable=includedir lctx)"
+[[ -f "$incdir/lctx.h" && -e "$libdir/liblctx.so" ]] ||
+    { echo "FAIL: pkg-config points at '$incdir' and '$libdir', not into $tmp/q:"; cat "$pc"; exit 1; }
+[[ "$(cd "$libdir" && pwd -P)" == "$(cd "$tmp/q" && pwd -P)"/* ]] || { echo "FAIL: libdir $libdir is outside $tmp/q"; exit 1; }
+mkdir -p "$tmp/app"
+cp "$root/examples/c/ask.c" "$tmp/app/ask.c"
+(cd "$tmp/app" && env -u LIBRARY_PATH -u CPATH -u C_INCLUDE_PATH cc -std=c99 -Wall -Werror ask.c $flags \
+    -Wl,-rpath,"$libdir" -o ask)
+loaded="$(cd "$tmp/app" && env -u LD_LIBRARY_PATH LD_TRACE_LOADED_OBJECTS=1 ./ask | grep 'liblctx\.so')"
+[[ "$loaded" == *"$libdir/liblctx.so"* ]] || { echo "FAIL: ask loads '$loaded', not $libdir's liblctx"; exit 1; }
+if [[ -f "$tiny" ]]; then
+    a="$(cd "$tmp/app" && env -u LD_LIBRARY_PATH ./ask "$tiny" "$tmp/doc.txt" "Lily" 12)"
+    [[ -n "$a" ]] || { echo "FAIL: the relocated install's example printed nothing"; exit 1; }
+fi
+unset PKG_CONFIG_PATH
+echo "packaging: cmake --install moved from p/ to q/: pkg-config build ok, runs on q's library"
 echo "1 passed, 0 failed"

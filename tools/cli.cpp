@@ -1,6 +1,9 @@
 #include "cli.h"
 
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -16,21 +19,66 @@ std::string Args::get(const std::string &k, const std::string &def) const {
     return it == values.end() ? def : it->second;
 }
 
-int64_t Args::get_int(const std::string &k, int64_t def) const {
+namespace {
+
+std::string range_text(const char *kind, const std::string &lo, const std::string &hi, const char *note) {
+    std::string r = std::string("expected ") + kind + " from " + lo + " to " + hi;
+    if (note && *note) r += std::string(" (") + note + ")";
+    return r;
+}
+
+} // namespace
+
+int64_t Args::get_int(const std::string &k, int64_t def, int64_t lo, int64_t hi, const char *note) const {
     if (!has(k)) return def;
     const std::string &s = values.at(k);
+    const std::string range = range_text("an integer", std::to_string(lo), std::to_string(hi), note);
     char *end = nullptr;
-    long long v = std::strtoll(s.c_str(), &end, 10);
-    if (s.empty() || *end) die("%s expects an integer, got '%s'", k.c_str(), s.c_str());
+    errno = 0;
+    const long long v = std::strtoll(s.c_str(), &end, 10);
+    if (s.empty() || end == s.c_str() || *end) die("%s expects an integer, got '%s': %s", k.c_str(), s.c_str(), range.c_str());
+    if (errno == ERANGE || v < lo || v > hi) die("%s %s is out of range: %s", k.c_str(), s.c_str(), range.c_str());
     return v;
 }
 
-double Args::get_float(const std::string &k, double def) const {
+int32_t Args::get_i32(const std::string &k, int32_t def, int32_t lo, int32_t hi, const char *note) const {
+    return static_cast<int32_t>(get_int(k, def, lo, hi, note));
+}
+
+uint64_t Args::get_u64(const std::string &k, uint64_t def, uint64_t hi) const {
     if (!has(k)) return def;
     const std::string &s = values.at(k);
+    const std::string range = range_text("an integer", "0", std::to_string(hi), nullptr);
+    size_t i = 0;
+    while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
+    if (i < s.size() && s[i] == '-') {   // strtoull would wrap "-1" to 2^64 - 1
+        char *end = nullptr;
+        std::strtoll(s.c_str(), &end, 10);
+        if (end != s.c_str() && !*end) die("%s %s is out of range: %s", k.c_str(), s.c_str(), range.c_str());
+        die("%s expects an integer, got '%s': %s", k.c_str(), s.c_str(), range.c_str());
+    }
     char *end = nullptr;
-    double v = std::strtod(s.c_str(), &end);
-    if (s.empty() || *end) die("%s expects a number, got '%s'", k.c_str(), s.c_str());
+    errno = 0;
+    const unsigned long long v = std::strtoull(s.c_str(), &end, 10);
+    if (s.empty() || end == s.c_str() || *end) die("%s expects an integer, got '%s': %s", k.c_str(), s.c_str(), range.c_str());
+    if (errno == ERANGE || v > hi) die("%s %s is out of range: %s", k.c_str(), s.c_str(), range.c_str());
+    return v;
+}
+
+double Args::get_float(const std::string &k, double def, double lo, double hi, bool lo_open, const char *note) const {
+    if (!has(k)) return def;
+    const std::string &s = values.at(k);
+    char los[64], his[64];
+    std::snprintf(los, sizeof los, lo_open ? "%g (excluded)" : "%g", lo);
+    std::snprintf(his, sizeof his, "%g", hi);
+    const std::string range = range_text("a number", los, his, note);
+    char *end = nullptr;
+    errno = 0;
+    const double v = std::strtod(s.c_str(), &end);
+    if (s.empty() || end == s.c_str() || *end || std::isnan(v))
+        die("%s expects a number, got '%s': %s", k.c_str(), s.c_str(), range.c_str());
+    if (!std::isfinite(v) || (errno == ERANGE && v != 0) || v < lo || v > hi || (lo_open && v == lo))
+        die("%s %s is out of range: %s", k.c_str(), s.c_str(), range.c_str());
     return v;
 }
 
@@ -85,10 +133,116 @@ lctx_model *load_model(const Args &a) {
     if (!a.has("--model")) die("a model is needed: -m MODEL.gguf");
     lctx_model_params mp;
     lctx_model_default_params(&mp);
-    mp.n_threads = static_cast<int32_t>(a.get_int("--threads", 0));
+    mp.n_threads = threads_arg(a);
     lctx_model *m = nullptr;
     check(lctx_model_load(a.get("--model").c_str(), &mp, &m), "loading the model");
     return m;
+}
+
+int32_t threads_arg(const Args &a) { return a.get_i32("--threads", 0, 1, 4096); }
+
+const std::vector<std::string> kSamplingFlags = {"--temp", "--top-k", "--top-p", "--min-p", "--repeat-penalty",
+                                                 "--repeat-last-n", "--seed"};
+const char *const kSamplingUsage =
+    "  --temp T             sampling temperature, >= 0 (default 0: greedy, the other sampling options unused)\n"
+    "  --top-k K            keep the K most likely tokens, >= 0 (default 0: off)\n"
+    "  --top-p P            keep the smallest set of tokens with probability >= P, in (0, 1] (default 1: off)\n"
+    "  --min-p P            drop tokens below P x the best one's probability, in [0, 1] (default 0: off)\n"
+    "  --repeat-penalty R   penalty of the last --repeat-last-n tokens, > 0 (default 1: off)\n"
+    "  --repeat-last-n N    window of --repeat-penalty (default 64; 0: off, -1: the whole context)\n"
+    "  --seed S             sampling seed, 0 to 2^64-1 (default 0; same seed and inputs: same answer)\n";
+
+lctx_sampling_params sampling_params(const Args &a) {
+    lctx_sampling_params samp;
+    lctx_sampling_default_params(&samp);
+    samp.temperature = static_cast<float>(a.get_float("--temp", 0.0, 0.0, 1e6, false, "0: greedy"));
+    samp.top_k = a.get_i32("--top-k", 0, 0, INT32_MAX, "0: off");
+    samp.top_p = static_cast<float>(a.get_float("--top-p", 1.0, 0.0, 1.0, true, "1: off"));
+    samp.min_p = static_cast<float>(a.get_float("--min-p", 0.0, 0.0, 1.0, false, "0: off"));
+    samp.repeat_penalty = static_cast<float>(a.get_float("--repeat-penalty", 1.0, 0.0, 1e6, true, "1: off"));
+    samp.repeat_last_n = a.get_i32("--repeat-last-n", 64, -1, INT32_MAX, "0: off, -1: the whole context");
+    samp.seed = a.get_u64("--seed", 0);
+    return samp;
+}
+
+std::vector<std::string> concat(std::vector<std::string> a, const std::vector<std::string> &b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+}
+
+namespace {
+
+// The length of the valid UTF-8 sequence at s[i], or 0 when it is invalid;
+// `maximal` gets the length of its maximal invalid subpart (at least 1) then
+// (Unicode 15, section 3.9, "U+FFFD substitution of maximal subparts").
+size_t utf8_seq(const std::string &s, size_t i, size_t &maximal) {
+    const auto b = [&](size_t j) { return static_cast<unsigned char>(s[j]); };
+    const unsigned char c = b(i);
+    maximal = 1;
+    if (c < 0x80) return 1;
+    size_t n;
+    unsigned char lo = 0x80, hi = 0xBF;   // range of the second byte
+    if (c >= 0xC2 && c <= 0xDF) n = 2;
+    else if (c == 0xE0) n = 3, lo = 0xA0;
+    else if (c == 0xED) n = 3, hi = 0x9F;   // no surrogates
+    else if (c >= 0xE1 && c <= 0xEF) n = 3;
+    else if (c == 0xF0) n = 4, lo = 0x90;
+    else if (c == 0xF4) n = 4, hi = 0x8F;   // <= U+10FFFF
+    else if (c >= 0xF1 && c <= 0xF3) n = 4;
+    else return 0;   // 0x80..0xC1 (continuation, overlong), 0xF5..0xFF
+    for (size_t k = 1; k < n; ++k) {
+        if (i + k >= s.size()) return 0;
+        const unsigned char x = b(i + k);
+        if (k == 1 ? (x < lo || x > hi) : (x < 0x80 || x > 0xBF)) return 0;
+        maximal = k + 1;
+    }
+    return n;
+}
+
+} // namespace
+
+size_t utf8_invalid_at(const std::string &s) {
+    size_t maximal = 0;
+    for (size_t i = 0; i < s.size();) {
+        const size_t n = utf8_seq(s, i, maximal);
+        if (!n) return i;
+        i += n;
+    }
+    return std::string::npos;
+}
+
+std::string utf8_lossy(const std::string &s) {
+    std::string out;
+    out.reserve(s.size());
+    size_t maximal = 0;
+    for (size_t i = 0; i < s.size();) {
+        const size_t n = utf8_seq(s, i, maximal);
+        if (n) {
+            out.append(s, i, n);
+            i += n;
+        } else {
+            out += "\xEF\xBF\xBD";   // U+FFFD
+            i += maximal;
+        }
+    }
+    return out;
+}
+
+std::string check_text(std::string text, const std::string &what, bool lossy, bool allow_empty) {
+    if (!allow_empty) {
+        if (text.empty()) die("%s is empty", what.c_str());
+        if (std::all_of(text.begin(), text.end(), [](char c) { return std::isspace(static_cast<unsigned char>(c)); }))
+            die("%s holds only whitespace", what.c_str());
+    }
+    const size_t bad = utf8_invalid_at(text);
+    if (bad == std::string::npos) return text;
+    if (lossy) return utf8_lossy(text);
+    char bytes[32] = "";
+    for (size_t k = 0; k < 4 && bad + k < text.size(); ++k)
+        std::snprintf(bytes + std::strlen(bytes), sizeof bytes - std::strlen(bytes), "%s0x%02X", k ? " " : "",
+                      static_cast<unsigned char>(text[bad + k]));
+    die("%s is not valid UTF-8: invalid byte sequence at byte offset %zu (bytes %s); --lossy replaces invalid "
+        "bytes with U+FFFD", what.c_str(), bad, bytes);
 }
 
 std::vector<lctx_token> tokenize(const lctx_model *m, const std::string &text, bool add_special, bool parse_special) {

@@ -22,8 +22,18 @@ struct Args {
 
     bool has(const std::string &k) const { return values.count(k) > 0; }
     std::string get(const std::string &k, const std::string &def = "") const;
-    int64_t get_int(const std::string &k, int64_t def) const;      // exits with a message on bad numbers
-    double get_float(const std::string &k, double def) const;
+    // Numbers, each with its range: a value that is not a number, or lies
+    // outside [lo, hi], exits with a message naming the option and the range
+    // (no silent wrap, no negative taken as a default). `note` explains the
+    // special values inside the range ("-1: derived from the model"). The
+    // default `def` (option absent) is returned as is.
+    int64_t get_int(const std::string &k, int64_t def, int64_t lo, int64_t hi, const char *note = nullptr) const;
+    int32_t get_i32(const std::string &k, int32_t def, int32_t lo, int32_t hi = INT32_MAX,
+                    const char *note = nullptr) const;
+    uint64_t get_u64(const std::string &k, uint64_t def, uint64_t hi = UINT64_MAX) const;   // from 0
+    // Finite numbers in [lo, hi]; lo_open: lo itself is refused ((lo, hi]).
+    double get_float(const std::string &k, double def, double lo, double hi, bool lo_open = false,
+                     const char *note = nullptr) const;
     bool on(const std::string &k) const { return switches.count(k) > 0; }
 };
 
@@ -38,6 +48,29 @@ Args parse_args(int argc, char **argv, const std::vector<std::string> &value_fla
 void check(lctx_status st, const char *what);
 
 lctx_model *load_model(const Args &a);   // "-m/--model", "-t/--threads"
+// -t/--threads: >= 1 when given; 0 (all cores) when absent.
+int32_t threads_arg(const Args &a);
+
+// Sampling options, the same in every command that decodes (run, generate):
+// add kSamplingFlags to its value flags and kSamplingUsage to its usage text;
+// sampling_params() reads them (each range-checked) into lctx_sampling_params.
+extern const std::vector<std::string> kSamplingFlags;
+extern const char *const kSamplingUsage;
+lctx_sampling_params sampling_params(const Args &a);
+// a + b (value flag lists of parse_args).
+std::vector<std::string> concat(std::vector<std::string> a, const std::vector<std::string> &b);
+
+// A text input (document, prompt, question): refused when empty or only
+// whitespace (`allow_empty`: accepted then), and when it is not valid UTF-8,
+// with the byte offset of the first bad sequence; with `lossy` every maximal
+// invalid sequence becomes U+FFFD instead (the message of --lossy). `what`
+// names the input in messages ("--file doc.txt").
+std::string check_text(std::string text, const std::string &what, bool lossy, bool allow_empty = false);
+// The offset of the first invalid UTF-8 sequence of s, or npos when s is valid
+// (no overlongs, surrogates or code points past U+10FFFF).
+size_t utf8_invalid_at(const std::string &s);
+// s with every maximal invalid UTF-8 subpart replaced by U+FFFD.
+std::string utf8_lossy(const std::string &s);
 std::vector<lctx_token> tokenize(const lctx_model *m, const std::string &text, bool add_special, bool parse_special);
 std::string piece(const lctx_model *m, lctx_token t);
 std::string read_file(const std::string &path);

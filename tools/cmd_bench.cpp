@@ -39,7 +39,8 @@ std::vector<int64_t> parse_list(const std::string &s) {
     while (std::getline(ss, item, ',')) {
         char *end = nullptr;
         const long long v = std::strtoll(item.c_str(), &end, 10);
-        if (item.empty() || *end || v <= 0) die("'%s' is not a comma-separated list of positive integers", s.c_str());
+        if (item.empty() || *end || v <= 0 || v > INT32_MAX)
+            die("'%s' is not a comma-separated list of integers from 1 to %d", s.c_str(), INT32_MAX);
         out.push_back(v);
     }
     return out;
@@ -299,9 +300,9 @@ int cmd_bench(int argc, char **argv) {
                         usage);
     if (!a.has("--model")) die("a model is needed: -m MODEL.gguf\n\n%s", usage);
     const std::vector<int64_t> prompts = parse_list(a.get("--prompts", "512,2048,8192"));
-    const int64_t decode_ctx = a.get_int("--decode-ctx", 8192), n_decode = a.get_int("--n-decode", 32);
-    const int64_t repeats = a.get_int("--repeats", 3);
-    if (decode_ctx < 0 || n_decode <= 0 || repeats <= 0) die("--decode-ctx >= 0, --n-decode and --repeats > 0\n");
+    const int64_t decode_ctx = a.get_int("--decode-ctx", 8192, 0, INT32_MAX, "0: no decode run");
+    const int64_t n_decode = a.get_int("--n-decode", 32, 1, INT32_MAX);
+    const int64_t repeats = a.get_int("--repeats", 3, 1, 1000000);
     const bool profile = a.on("--profile");
     const std::vector<int64_t> reform = a.has("--reform") ? parse_list(a.get("--reform")) : std::vector<int64_t>{};
     const std::vector<int64_t> kv_study = a.has("--kv-study") ? parse_list(a.get("--kv-study")) : std::vector<int64_t>{};
@@ -312,7 +313,7 @@ int cmd_bench(int argc, char **argv) {
     const KvType kv = kv_name == "f16" ? KvType::F16 : KvType::F32;
 
     try {
-        int64_t threads = a.get_int("--threads", 0);
+        int64_t threads = threads_arg(a);
         if (threads <= 0) threads = std::max(1u, std::thread::hardware_concurrency());
         auto model = Model::load_file(a.get("--model"), !a.on("--no-mmap"), static_cast<int32_t>(threads));
         const Hparams &hp = model->hparams();

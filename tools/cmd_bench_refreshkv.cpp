@@ -72,8 +72,10 @@ int cmd_bench_refreshkv(int argc, char **argv) {
                                      "--threads", "--batch"},
                         {}, {{"-m", "--model"}, {"-n", "--n-decode"}, {"-t", "--threads"}}, usage);
     if (!a.has("--model")) die("%s", usage);
-    const int64_t N = a.get_int("--ctx", 8192), T = a.get_int("--n-decode", 128), B = a.get_int("--batch", 512);
-    int n_threads = int(a.get_int("--threads", 0));
+    const int64_t N = a.get_int("--ctx", 8192, 2, INT32_MAX), T = a.get_int("--n-decode", 128, 1, INT32_MAX);
+    const int64_t B = a.get_int("--batch", 512, 1, INT32_MAX);
+    const int64_t K = a.get_int("--k", 0, 1, INT32_MAX);
+    int n_threads = threads_arg(a);
     if (n_threads <= 0) n_threads = int(std::max(1u, std::thread::hardware_concurrency()));
     if (N < 2 || T < 1) die("--ctx must be >= 2 and --n-decode >= 1");
     try {
@@ -142,7 +144,7 @@ int cmd_bench_refreshkv(int argc, char **argv) {
         for (const std::string &ss : strides)
             for (const std::string &th : thresholds) {
                 RefreshKvConfig cfg;
-                cfg.partial = a.get_int("--k", 0);
+                cfg.partial = K;
                 cfg.stride = int32_t(std::stol(ss));
                 cfg.fixed = th == "fixed";
                 cfg.threshold = cfg.fixed ? 0.0f : std::stof(th);

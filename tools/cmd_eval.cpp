@@ -559,10 +559,10 @@ int cmd_eval(int argc, char **argv) {
     o.out = a.get("--out");
     o.md = a.get("--md");
     o.plot = a.get("--plot");
-    o.threads = int(a.get_int("--threads", 0));
-    o.samples = int(a.get_int("--samples", 5));
-    o.seed = uint64_t(a.get_int("--seed", 42));
-    o.timeout = a.get_float("--timeout", 0);
+    o.threads = threads_arg(a);
+    o.samples = int(a.get_int("--samples", 5, 1, 1000000));
+    o.seed = a.get_u64("--seed", 42);
+    o.timeout = a.get_float("--timeout", 0, 0, 1e9, true);
     o.no_chat = a.on("--no-chat");
     if (o.model.empty()) die("eval needs a model: -m MODEL.gguf\n\n%s", usage_text());
     if (o.out.empty()) die("eval needs --out RESULTS.jsonl\n\n%s", usage_text());

@@ -1,6 +1,8 @@
 // lctx generate -m MODEL -p TEXT: continues a prompt with the FULL method.
 // The continuation goes to stdout as it is generated; timings to stderr.
 #include <cstdio>
+#include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <vector>
 
@@ -25,11 +27,14 @@ std::vector<lctx_token> parse_ids(const std::string &text) {
     const char *p = text.c_str();
     while (*p) {
         char *end = nullptr;
-        long v = std::strtol(p, &end, 10);
+        errno = 0;
+        long long v = std::strtoll(p, &end, 10);
         if (end == p) {
             if (*p == ' ' || *p == ',') { ++p; continue; }
             die("--prompt-ids: '%s' is not a list of integers", text.c_str());
         }
+        if (errno == ERANGE || v < 0 || v > INT32_MAX)
+            die("--prompt-ids: %.*s is out of range: expected token ids from 0 to %d", int(end - p), p, INT32_MAX);
         ids.push_back(static_cast<lctx_token>(v));
         p = end;
     }
@@ -39,32 +44,37 @@ std::vector<lctx_token> parse_ids(const std::string &text) {
 } // namespace
 
 int cmd_generate(int argc, char **argv) {
-    static const char *usage =
+    static const std::string usage_text = std::string(
         "usage: lctx generate -m MODEL -p TEXT [options]\n"
-        "  -p, --prompt TEXT      prompt text (or -f FILE)\n"
-        "  -f, --file FILE        read the prompt from a file\n"
-        "  -n, --n-predict N      tokens to generate (default 128)\n"
-        "  --chat                 wrap the prompt as a user message in the model's chat template\n"
-        "  --temp T               temperature (default 0: greedy)\n"
-        "  --top-k K  --top-p P  --min-p P  --repeat-penalty R  --repeat-last-n N\n"
-        "  --seed S               sampling seed (default 0)\n"
-        "  -t, --threads N        threads (default: all cores)\n"
-        "  -c, --ctx N            KV cache size (default: prompt + n-predict)\n"
+        "  -p, --prompt TEXT      prompt text (or -f FILE); UTF-8, not empty\n"
+        "  -f, --file FILE        read the prompt from a file (invalid UTF-8 is refused with its byte offset)\n"
+        "  --lossy                accept invalid UTF-8 in the prompt: each invalid sequence becomes U+FFFD\n"
+        "  -n, --n-predict N      tokens to generate, >= 0 (default 128)\n"
+        "  --chat                 wrap the prompt as a user message in the model's chat template\n") +
+        kSamplingUsage +
+        "  -t, --threads N        threads, >= 1 (default: all cores)\n"
+        "  -c, --ctx N            KV cache size, >= 1 (default: prompt + n-predict)\n"
         "  --ignore-eos           keep generating after an end-of-generation token\n"
         "  --prompt-ids \"1 2 3\"   give the prompt as token ids (no BOS added)\n"
         "  --print-ids            print generated token ids (one line) instead of text\n";
+    const char *usage = usage_text.c_str();
     Args a = parse_args(argc, argv,
-                        {"--model", "--prompt", "--prompt-ids", "--file", "--n-predict", "--temp", "--top-k", "--top-p", "--min-p",
-                         "--repeat-penalty", "--repeat-last-n", "--seed", "--threads", "--ctx"},
-                        {"--chat", "--ignore-eos", "--print-ids"},
+                        concat({"--model", "--prompt", "--prompt-ids", "--file", "--n-predict", "--threads", "--ctx"},
+                               kSamplingFlags),
+                        {"--chat", "--ignore-eos", "--print-ids", "--lossy"},
                         {{"-m", "--model"}, {"-p", "--prompt"}, {"-f", "--file"}, {"-n", "--n-predict"},
                          {"-t", "--threads"}, {"-c", "--ctx"}},
                         usage);
     if (!a.has("--prompt") && !a.has("--file") && !a.has("--prompt-ids"))
         die("generate needs -p TEXT, -f FILE or --prompt-ids IDS\n\n%s", usage);
-    std::string prompt = a.has("--file") ? read_file(a.get("--file")) : a.get("--prompt");
-    int64_t n_predict = a.get_int("--n-predict", 128);
-    if (n_predict < 0) die("--n-predict must be >= 0");
+    if (!a.positional.empty()) die("unexpected argument '%s'\n\n%s", a.positional[0].c_str(), usage);
+    std::string prompt;
+    if (!a.has("--prompt-ids"))
+        prompt = a.has("--file") ? check_text(read_file(a.get("--file")), "--file " + a.get("--file"), a.on("--lossy"))
+                                 : check_text(a.get("--prompt"), "--prompt", a.on("--lossy"));
+    const int64_t n_predict = a.get_int("--n-predict", 128, 0, INT32_MAX);
+    const int32_t ctx_arg = a.get_i32("--ctx", 0, 1);
+    const lctx_sampling_params samp = sampling_params(a);
 
     double t0 = now_s();
     lctx_model *m = load_model(a);
@@ -82,20 +92,13 @@ int cmd_generate(int argc, char **argv) {
     lctx_session_params sp;
     lctx_session_default_params(&sp);
     sp.method = LCTX_METHOD_FULL;
-    sp.n_threads = static_cast<int32_t>(a.get_int("--threads", 0));
-    sp.n_ctx = static_cast<int32_t>(a.get_int("--ctx", static_cast<int64_t>(ids.size()) + n_predict + 1));
+    sp.n_threads = threads_arg(a);
+    const int64_t want_ctx = static_cast<int64_t>(ids.size()) + n_predict + 1;
+    if (!a.has("--ctx") && want_ctx > INT32_MAX) die("-n %lld: the context would pass 2^31 - 1 tokens", (long long)n_predict);
+    sp.n_ctx = a.has("--ctx") ? ctx_arg : static_cast<int32_t>(want_ctx);
     lctx_session *s = nullptr;
     check(lctx_session_create(m, &sp, &s), "creating the session");
 
-    lctx_sampling_params samp;
-    lctx_sampling_default_params(&samp);
-    samp.temperature = static_cast<float>(a.get_float("--temp", 0.0));
-    samp.top_k = static_cast<int32_t>(a.get_int("--top-k", 0));
-    samp.top_p = static_cast<float>(a.get_float("--top-p", 1.0));
-    samp.min_p = static_cast<float>(a.get_float("--min-p", 0.0));
-    samp.repeat_penalty = static_cast<float>(a.get_float("--repeat-penalty", 1.0));
-    samp.repeat_last_n = static_cast<int32_t>(a.get_int("--repeat-last-n", 64));
-    samp.seed = static_cast<uint64_t>(a.get_int("--seed", 0));
 
     // The prompt is the "question" of an empty document.
     double t1 = now_s();

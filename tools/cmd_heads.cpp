@@ -175,7 +175,7 @@ int cmd_heads(int argc, char **argv) {
     static const char *usage =
         "usage: lctx heads -m MODEL [-o PROFILE.json] [options]\n"
         "       lctx heads --ilre -m MODEL ...: ILRe's retrieval layer instead ('lctx heads --ilre --help')\n"
-        "  -o, --output FILE    where to write the profile (default: stdout)\n"
+        "  -o, --output FILE    where to write the profile (default: stdout; --out is the same)\n"
         "  --samples N          samples per task (default 20; the paper uses 500)\n"
         "  --length N           tokens per sample (default: min(8192, n_ctx_train))\n"
         "  --filler FILE        text whose sentences fill the haystack (default: template prose)\n"
@@ -184,15 +184,18 @@ int cmd_heads(int argc, char **argv) {
         "  -t, --threads N\n";
     Args a = parse_args(argc, argv, {"--model", "--output", "--samples", "--length", "--filler", "--depth", "--seed",
                                      "--threads"},
-                        {}, {{"-m", "--model"}, {"-o", "--output"}, {"-t", "--threads"}}, usage);
+                        {}, {{"-m", "--model"}, {"-o", "--output"}, {"--out", "--output"}, {"-t", "--threads"}}, usage);
     if (!a.has("--model")) die("heads needs -m MODEL\n\n%s", usage);
     try {
-        const int threads = static_cast<int>(a.get_int("--threads", 0));
+        const int threads = threads_arg(a);
+        const int64_t n_samples = a.get_int("--samples", 20, 1, 1000000);
+        const double depth = a.get_float("--depth", 0.7, 0.0, 1.0, true);
+        const uint32_t seed = static_cast<uint32_t>(a.get_u64("--seed", 1, UINT32_MAX));
+        a.get_int("--length", 0, 1, INT32_MAX);   // its range, before the model loads
         auto model = Model::load_file(a.get("--model"), true, threads);
         const Hparams &hp = model->hparams();
-        const int64_t n_samples = a.get_int("--samples", 20);
-        const int64_t length = a.get_int("--length", std::min<int64_t>(8192, hp.n_ctx_train > 0 ? hp.n_ctx_train : 8192));
-        const double depth = a.get_float("--depth", 0.7);
+        const int64_t length = a.get_int("--length", std::min<int64_t>(8192, hp.n_ctx_train > 0 ? hp.n_ctx_train : 8192),
+                                         1, INT32_MAX);
         int32_t cap = static_cast<int32_t>(std::ceil(depth * hp.n_layer)) - 1;   // l < depth * n_layer
         cap = std::clamp(cap, 0, hp.n_layer - 1);
         Filler filler;
@@ -225,7 +228,7 @@ int cmd_heads(int argc, char **argv) {
         cfg.sink = 128;
         cfg.recent = 128;
         cfg.obs = 128;
-        std::mt19937 rng(static_cast<uint32_t>(a.get_int("--seed", 1)));
+        std::mt19937 rng(seed);
         std::vector<double> mnr[2] = {std::vector<double>(NC, 0.0), std::vector<double>(NC, 0.0)};
         const double t0 = now_s();
         for (int task = 0; task < 2; ++task) {
@@ -286,7 +289,7 @@ int cmd_heads(int argc, char **argv) {
         extra << "  \"recipe\": {\"tool\": \"lctx heads\", \"samples_per_task\": " << n_samples
               << ", \"length\": " << length << ", \"chunk\": 1024, \"budget\": 512, \"sink\": 128, \"recent\": 128,"
               << " \"smoothing\": 21, \"depth_cap\": " << json::number(depth) << ", \"seed\": "
-              << a.get_int("--seed", 1) << ", \"filler\": "
+              << seed << ", \"filler\": "
               << json::quote(a.has("--filler") ? "file sentences" : "template prose")
               << ", \"tasks\": [\"pattern: 16 key-value sentences, queried one is gold\", "
               << "\"semantic: two-hop birthplace -> province bridge facts with 6 distractors\"]},\n";

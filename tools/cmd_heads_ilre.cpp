@@ -91,7 +91,7 @@ int cmd_heads_ilre(int argc, char **argv) {
     static const char *usage =
         "usage: lctx heads --ilre -m MODEL [-o PROFILE.json] [options]\n"
         "Chooses ILRe's retrieval layer with a passkey task (docs/methods/ilre.md).\n"
-        "  -o, --output FILE    where to write the profile (default: stdout)\n"
+        "  -o, --output FILE    where to write the profile (default: stdout; --out is the same)\n"
         "  --heads FILE         REFORM heads to keep in the profile (default: the built-in profile)\n"
         "  --length N           tokens per sample (default: min(8192, n_ctx_train))\n"
         "  --depths N           needle depths, spread over the document (default 20)\n"
@@ -103,26 +103,30 @@ int cmd_heads_ilre(int argc, char **argv) {
     Args a = parse_args(argc, argv,
                         {"--model", "--output", "--heads", "--length", "--depths", "--digits", "--budget", "--chunk",
                          "--seed", "--threads"},
-                        {"--ilre"}, {{"-m", "--model"}, {"-o", "--output"}, {"-t", "--threads"}}, usage);
+                        {"--ilre"}, {{"-m", "--model"}, {"-o", "--output"}, {"--out", "--output"}, {"-t", "--threads"}}, usage);
     if (!a.has("--model")) die("heads --ilre needs -m MODEL\n\n%s", usage);
     try {
-        const int threads = static_cast<int>(a.get_int("--threads", 0));
+        const int threads = threads_arg(a);
+        const uint32_t seed = static_cast<uint32_t>(a.get_u64("--seed", 1, UINT32_MAX));
+        const int64_t n_depths = a.get_int("--depths", 20, 1, 1000000), budget = a.get_int("--budget", 1024, 1, INT32_MAX);
+        a.get_int("--length", 0, 256, INT32_MAX);   // the ranges, before the model loads
+        a.get_int("--chunk", 0, 16, INT32_MAX);
         auto model = Model::load_file(a.get("--model"), true, threads);
         const Hparams &hp = model->hparams();
         const int64_t n_train = hp.n_ctx_train > 0 ? hp.n_ctx_train : 4096;
-        const int64_t length = a.get_int("--length", std::min<int64_t>(8192, n_train));
-        const int64_t n_depths = a.get_int("--depths", 20), budget = a.get_int("--budget", 1024);
+        const int64_t length = a.get_int("--length", std::min<int64_t>(8192, n_train), 256, INT32_MAX);
         int64_t chunk = 1024;
         while (chunk > 16 && chunk > n_train / 8) chunk /= 2;
-        chunk = a.get_int("--chunk", chunk);
+        chunk = a.get_int("--chunk", chunk, 16, INT32_MAX);
         if (length < 256 || n_depths < 1 || budget < 1 || chunk < 16)
             die("heads --ilre: --length >= 256, --depths >= 1, --budget >= 1 and --chunk >= 16 are needed");
         std::vector<int> digits;
         {
             std::stringstream ss(a.get("--digits", "8,16,32"));
             for (std::string d; std::getline(ss, d, ',');) {
-                const int v = std::atoi(d.c_str());
-                if (v < 1 || v > 512) die("--digits: '%s' is not a length in 1..512", d.c_str());
+                char *end = nullptr;
+                const long v = std::strtol(d.c_str(), &end, 10);
+                if (d.empty() || *end || v < 1 || v > 512) die("--digits: '%s' is not a length in 1..512", d.c_str());
                 digits.push_back(v);
             }
         }
@@ -138,7 +142,7 @@ int cmd_heads_ilre(int argc, char **argv) {
         const std::vector<int32_t> avg_k{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
         std::vector<int64_t> hits(static_cast<size_t>(hp.n_layer), 0);
         std::vector<std::vector<int64_t>> hits_by_digits(digits.size(), std::vector<int64_t>(hits.size(), 0));
-        std::mt19937 rng(static_cast<uint32_t>(a.get_int("--seed", 1)));
+        std::mt19937 rng(seed);
         const double t0 = now_s();
         int64_t n_samples = 0;
         for (size_t di = 0; di < digits.size(); ++di) {
@@ -183,7 +187,7 @@ int cmd_heads_ilre(int argc, char **argv) {
               << "\"length\": " << length << ", \"depths\": " << n_depths << ", \"digits\": [";
         for (size_t i = 0; i < digits.size(); ++i) extra << (i ? ", " : "") << digits[i];
         extra << "], \"budget\": " << budget << ", \"sink\": 4, \"chunk\": " << chunk << ", \"window\": " << chunk / 2
-              << ", \"seed\": " << a.get_int("--seed", 1) << ", \"rule\": \"smallest layer with the highest recall; "
+              << ", \"seed\": " << seed << ", \"rule\": \"smallest layer with the highest recall; "
               << "a hit gathers every token of the key id and the value\"},\n    \"recall\": {\"columns\": "
               << "[\"layer\", \"all\"";
         for (int d : digits) extra << ", \"" << d << " digits\"";

@@ -18,50 +18,122 @@ namespace lctx::cli {
 
 namespace {
 
+// Progress on stderr, one line per stage ("encoding", "indexing",
+// "selecting", "recompute", "decoding"): a bar, the tokens done (or a
+// percentage), and the rate and ETA only once they mean something (half a
+// second into the stage, with tokens done: a few tokens over microseconds is
+// noise, and "0 tok/s" on a short input is wrong). Redrawn at most 10 times a
+// second; each stage ends with its time (and rate, when measured).
+constexpr double kMinRateSeconds = 0.5;
+
+// " (N tok/s)" when the time is long enough to make the rate meaningful, else "".
+std::string rate_text(int64_t tokens, double seconds) {
+    if (tokens <= 0 || seconds < kMinRateSeconds) return "";
+    char b[64];
+    std::snprintf(b, sizeof b, " (%.0f tok/s)", tokens / seconds);
+    return b;
+}
+
 struct Progress {
-    bool show;
-    double t0;
-    int64_t total;
-    void update(int64_t done) {
+    bool show = false;
+    std::string stage;
+    double t0 = 0, last_draw = 0;
+    int64_t total = 0;               // tokens of the stage; 0: it is shown as a percentage
+    double call_base = 0, call_span = 1;   // the running library call covers [base, base + span) of the stage
+    size_t last_len = 0;
+
+    void begin(const char *name, int64_t tokens) {
         if (!show) return;
-        // No rate before a quarter second: a few tokens over microseconds is noise.
-        double dt = now_s() - t0, rate = dt > 0.25 ? done / dt : 0;
-        double eta = rate > 0 ? (total - done) / rate : 0;
-        int w = 30, fill = total > 0 ? int(w * double(done) / double(total)) : w;
-        std::fprintf(stderr, "\rencoding [%.*s%*s] %lld/%lld tokens  %.0f tok/s  ETA %.0f s ", fill,
-                     "##############################", w - fill, "", (long long)done, (long long)total, rate, eta);
+        stage = name;
+        t0 = now_s();
+        last_draw = 0;
+        total = tokens;
+        last_len = 0;
+        call_base = 0;
+        call_span = tokens > 0 ? double(tokens) : 1.0;
+        draw(0, true, false);
+    }
+    // The next library call covers `span` units (tokens, or 1 for a fraction) from `base`.
+    void call(double base, double span) { call_base = base, call_span = span; }
+    void on_call(float done) { update(call_base + double(done) * call_span); }
+    void update(double units) { if (show && !stage.empty()) draw(units, false, false); }
+    void end(double units) {
+        if (!show || stage.empty()) return;
+        draw(units, true, true);
+        std::fputc('\n', stderr);
+        std::fflush(stderr);
+        stage.clear();
+    }
+
+  private:
+    void draw(double units, bool force, bool final) {
+        const double t = now_s();
+        if (!force && t - last_draw < 0.1) return;
+        last_draw = t;
+        const double dt = t - t0;
+        const double frac = total > 0 ? std::min(1.0, units / double(total)) : std::min(1.0, units);
+        const int w = 30, fill = final ? w : int(w * frac);
+        std::string line = "\r" + stage + std::string(stage.size() < 9 ? 9 - stage.size() : 0, ' ') + " [" +
+                           std::string(size_t(fill), '#') + std::string(size_t(w - fill), ' ') + "] ";
+        char b[160];
+        const long long done = static_cast<long long>(units + 0.5);
+        if (final) {
+            if (total > 0) std::snprintf(b, sizeof b, "%lld tokens in %.2f s%s", done, dt, rate_text(done, dt).c_str());
+            else std::snprintf(b, sizeof b, "done in %.2f s", dt);
+        } else if (total > 0) {
+            int n = std::snprintf(b, sizeof b, "%lld/%lld tokens", done, (long long)total);
+            if (done > 0 && dt >= kMinRateSeconds)
+                std::snprintf(b + n, sizeof b - size_t(n), "  %.0f tok/s  ETA %.0f s", done / dt,
+                              (double(total) - double(done)) / (done / dt));
+        } else {
+            std::snprintf(b, sizeof b, "%3.0f%%", 100.0 * frac);
+        }
+        line += b;
+        const size_t len = line.size();
+        if (len < last_len) line += std::string(last_len - len, ' ');   // blank what the last line had beyond
+        last_len = len;
+        std::fputs(line.c_str(), stderr);
         std::fflush(stderr);
     }
-    void end() { if (show) std::fputc('\n', stderr); }
 };
+
+int on_progress(float done, void *user_data) {
+    static_cast<Progress *>(user_data)->on_call(done);
+    return 0;
+}
 
 } // namespace
 
 int cmd_run(int argc, char **argv) {
     const std::string usage_text = std::string(
         "usage: lctx run -m MODEL --file DOC --question TEXT [options]\n"
-        "  --file FILE          the document (UTF-8 text)\n"
+        "  --file FILE          the document: UTF-8 text, not empty (invalid UTF-8 is refused with the byte\n"
+        "                       offset of the first bad sequence)\n"
+        "  --lossy              accept invalid UTF-8 in the document and questions: each invalid sequence\n"
+        "                       becomes U+FFFD\n"
         "  --question TEXT      the question (or --question-file FILE)\n"
         "  --questions FILE     several questions about the document, one per line: the document is read\n"
         "                       once, each question answered from it (one JSON line each with --json)\n"
         "  --method M           the method (default reform):\n") + method_usage("                         ") +
+        "Numbers are checked: a value out of its range (below, or past 2^31 - 1) is refused.\n"
         "  --budget N           REFORM: recompute budget (default n_ctx_train/2); ILRe: gathered tokens\n"
         "                       (min(4096, n_ctx_train/2)); baselines: kv_budget\n"
         "                       (truncate: tokens kept, n_ctx_train/2; others: KV slots, n_ctx_train/4)\n"
         "  --chunk N            tokens per encoding step (default n_ctx_train/4)\n"
         "  --working N          REFORM working-cache budget (default = chunk)\n"
         "  --heads FILE         REFORM head profile (JSON from 'lctx heads')\n"
-        "  --layer N            ILRe retrieval layer (default: the model's profile)\n"
+        "  --layer N            ILRe retrieval layer, 0..n_layer-1 (default -1: the model's profile)\n"
         "  --window N           ILRe window of the shallow layers (default chunk/2)\n"
         "  --no-dca             ILRe: no bounded distances past the trained context (DCA is on by default)\n"
         "  --query-tokens N     ILRe: score with the last N tokens of the question only (default: all)\n"
         "  --ilre-profile FILE  ILRe profile with the retrieval layer (JSON from 'lctx heads --ilre')\n"
-        "  --global N, --local N, --span N, --top-k N, --spans N\n"
-        "                       ReAttention: G, L, m, k, k' (defaults from the trained context: 32, n_ctx_train/2,\n"
-        "                       32, 4, (n_ctx_train - G - L)/m; --spans 0: global + local only)\n"
+        "  --global N, --local N, --span N, --vote-k N, --spans N\n"
+        "                       ReAttention: G, L, m, k, k' (-1, the default: derived from the trained context,\n"
+        "                       32, n_ctx_train/2, 32, 4, (n_ctx_train - G - L)/m; --spans 0: global + local only;\n"
+        "                       G >= 0, L >= 1, m >= 2 and even, k 1..64, all at most 2^20)\n"
         "  --tile-max           ReAttention: the reference kernel's approximate top-k (one key per 128)\n"
-        "  --reuse N            ReAttention: decode steps a layer's selection is reused (default 1)\n"
-        "  --store-ram MIB      ReAttention: K/V store in RAM up to MIB, then in a file (default: RAM only)\n"
+        "  --reuse N            ReAttention: decode steps a layer's selection is reused, >= 1 (default 1)\n"
+        "  --store-ram MIB      ReAttention: K/V store in RAM up to MIB, then in a file (default 0: RAM only)\n"
         "  --store-dir DIR      ReAttention: directory of that file (default $TMPDIR or /tmp)\n"
         "  --kv-type T          element type of KV caches and stores: f32 (default) or f16\n"
         "  --save-index FILE    save the REFORM or ILRe index after encoding\n"
@@ -69,24 +141,29 @@ int cmd_run(int argc, char **argv) {
         "  --decode D           REFORM, ILRe: dense (default) or refreshkv (RefreshKV over the recomputed cache)\n"
         "  --rkv-k N            RefreshKV: partial-cache slots K (default: prompt tokens / 8)\n"
         "  --rkv-stride N       RefreshKV: query-check (or refresh) stride S (default 10)\n"
-        "  --rkv-threshold X    RefreshKV: cosine threshold s (default: the model's calibrated value)\n"
+        "  --rkv-threshold X    RefreshKV: cosine threshold s, -10..10 (default 0: the model's calibrated value;\n"
+        "                       < -1: never refresh, >= 1: refresh at every check)\n"
         "  --rkv-fixed          RefreshKV: fixed schedule (every layer refreshes every S steps)\n"
         "  --rkv-max-run N      RefreshKV: also refresh a layer after N steps without one (default: never)\n"
-        "  -n, --n-predict N    answer tokens (default 64)\n"
+        "  -n, --n-predict N    answer tokens, >= 0 (default 64)\n"
         "  -c, --ctx N          decode context (default n_ctx_train; FULL: whole input)\n"
-        "  -t, --threads N      threads (default: all cores)\n"
+        "  -t, --threads N      threads, >= 1 (default: all cores)\n"
         "  --json               print one JSON object (answer, spans, timings, tok/s, peak RSS)\n"
-        "  --progress           progress bar on stderr even when it is not a terminal\n"
-        "  --no-chat            no chat template: feed the document, then the question as is\n";
+        "  --progress           progress on stderr even when it is not a terminal: one line per stage (encoding,\n"
+        "                       indexing, selecting, recompute, decoding; decoding only when the answer does not\n"
+        "                       stream to the same terminal), with tok/s and ETA once measured\n"
+        "  --no-chat            no chat template: feed the document, then the question as is\n"
+        "sampling of the answer (default greedy):\n" + kSamplingUsage;
     const char *usage = usage_text.c_str();
     Args a = parse_args(argc, argv,
-                        {"--model", "--file", "--question", "--question-file", "--questions", "--method", "--budget",
-                         "--chunk",
-                         "--working", "--heads", "--save-index", "--index", "--n-predict", "--ctx", "--threads", "--layer",
-                         "--window", "--ilre-profile", "--query-tokens", "--global", "--local", "--span", "--top-k",
-                         "--spans", "--reuse", "--store-ram", "--store-dir", "--kv-type", "--decode", "--rkv-k",
-                         "--rkv-stride", "--rkv-threshold", "--rkv-max-run"},
-                        {"--json", "--progress", "--no-chat", "--no-dca", "--tile-max", "--rkv-fixed"},
+                        concat({"--model", "--file", "--question", "--question-file", "--questions", "--method",
+                                "--budget", "--chunk", "--working", "--heads", "--save-index", "--index", "--n-predict",
+                                "--ctx", "--threads", "--layer", "--window", "--ilre-profile", "--query-tokens",
+                                "--global", "--local", "--span", "--vote-k", "--spans", "--reuse", "--store-ram",
+                                "--store-dir", "--kv-type", "--decode", "--rkv-k", "--rkv-stride", "--rkv-threshold",
+                                "--rkv-max-run"},
+                               kSamplingFlags),
+                        {"--json", "--progress", "--no-chat", "--no-dca", "--tile-max", "--rkv-fixed", "--lossy"},
                         {{"-m", "--model"}, {"-n", "--n-predict"}, {"-c", "--ctx"}, {"-t", "--threads"}}, usage);
     lctx_method method_id = LCTX_METHOD_REFORM;
     if (!parse_method(a.get("--method", "reform"), method_id))
@@ -95,13 +172,51 @@ int cmd_run(int argc, char **argv) {
     if (!a.has("--question") && !a.has("--question-file") && !a.has("--questions"))
         die("run needs --question TEXT\n\n%s", usage);
     if (!a.has("--file") && !a.has("--index")) die("run needs --file DOC or --index FILE\n\n%s", usage);
+    if (!a.positional.empty()) die("unexpected argument '%s'\n\n%s", a.positional[0].c_str(), usage);
+    const bool lossy = a.on("--lossy");
+    // Every number is read (and range-checked) here, before the model loads.
+    const int64_t n_predict = a.get_int("--n-predict", 64, 0, INT32_MAX);
+    const int32_t budget = a.get_i32("--budget", 0, 1);
+    const int32_t ctx_arg = a.get_i32("--ctx", 0, 1);
+    const int32_t chunk_arg = a.get_i32("--chunk", 0, 1);
+    const int32_t working = a.get_i32("--working", 0, 1);
+    const int32_t ilre_layer = a.get_i32("--layer", -1, -1, INT32_MAX, "-1: the model's profile");
+    const int32_t ilre_window = a.get_i32("--window", 0, 1);
+    const int32_t query_tokens = a.get_i32("--query-tokens", 0, 1);
+    // ReAttention: -1 (derived from the model) or a value in [lo, 2^20].
+    auto ra_knob = [&](const char *name, int32_t lo, int32_t hi, const char *note) -> int32_t {
+        const int32_t v = a.get_i32(name, -1, -1, hi, note);
+        if (v != -1 && v < lo) {
+            char range[160];
+            std::snprintf(range, sizeof range, "-1 (derived from the model) or an integer from %d to %d", lo, hi);
+            die("%s %s is out of range: expected %s", name, a.get(name).c_str(), range);
+        }
+        return v;
+    };
+    const int32_t ra_global = ra_knob("--global", 0, 1 << 20, "-1: derived from the model");
+    const int32_t ra_local = ra_knob("--local", 1, 1 << 20, "-1: derived from the model");
+    const int32_t ra_span = ra_knob("--span", 2, 1 << 20, "-1: derived from the model");
+    if (ra_span > 0 && ra_span % 2) die("--span %d must be even (tokens on both sides of each winner)", ra_span);
+    const int32_t ra_vote_k = ra_knob("--vote-k", 1, 64, "-1: derived from the model");
+    const int32_t ra_spans = ra_knob("--spans", 0, 1 << 20, "-1: derived from the model, 0: global + local only");
+    const int32_t ra_reuse = a.get_i32("--reuse", 1, 1, 1 << 20);
+    const uint64_t store_ram_mib = a.get_u64("--store-ram", 0, (uint64_t(1) << 44) - 1);
+    const int32_t rkv_k = a.get_i32("--rkv-k", 0, 1);
+    const int32_t rkv_stride = a.get_i32("--rkv-stride", 0, 1);
+    const double rkv_threshold = a.get_float("--rkv-threshold", 0.0, -10.0, 10.0, false,
+                                             "0: the model's calibrated value, < -1: never refresh, >= 1: always");
+    const int32_t rkv_max_run = a.get_i32("--rkv-max-run", 0, 1);
+    const lctx_sampling_params samp = sampling_params(a);
+    if (method_id == LCTX_METHOD_REATTENTION && a.has("--top-k") && samp.temperature <= 0)
+        die("--top-k is the sampling top-k (no effect with greedy decoding, --temp 0); ReAttention's k is --vote-k");
     if (a.has("--index") && method_id != LCTX_METHOD_REFORM && method_id != LCTX_METHOD_ILRE)
         die("--index works with --method reform or ilre (the file's method is used)");
     // --questions FILE: one question per line, all about the same document,
     // which is read once; one answer (one JSON line with --json) each.
     std::vector<std::string> questions;
     if (a.has("--questions")) {
-        std::string text = read_file(a.get("--questions"));
+        std::string text = check_text(read_file(a.get("--questions")), "--questions " + a.get("--questions"), lossy,
+                                      true);
         for (size_t at = 0; at < text.size();) {
             size_t end = text.find('\n', at);
             if (end == std::string::npos) end = text.size();
@@ -112,10 +227,15 @@ int cmd_run(int argc, char **argv) {
         }
         if (questions.empty()) die("--questions %s holds no question", a.get("--questions").c_str());
     } else {
-        questions.push_back(a.has("--question-file") ? read_file(a.get("--question-file")) : a.get("--question"));
+        questions.push_back(a.has("--question-file")
+                                ? check_text(read_file(a.get("--question-file")), "--question-file " +
+                                             a.get("--question-file"), lossy)
+                                : check_text(a.get("--question"), "--question", lossy));
     }
     const std::string question = questions[0];
-    const int64_t n_predict = a.get_int("--n-predict", 64);
+    // The document, checked before the model loads.
+    std::string doc_text;
+    if (!a.has("--index")) doc_text = check_text(read_file(a.get("--file")), "--file " + a.get("--file"), lossy);
     const bool json = a.on("--json");
 
     double t = now_s();
@@ -131,7 +251,8 @@ int cmd_run(int argc, char **argv) {
     std::vector<lctx_token> doc;
     if (!a.has("--index")) {
         doc = tokenize(m, before, a.on("--no-chat"), true);
-        std::vector<lctx_token> body = tokenize(m, read_file(a.get("--file")), false, false);
+        std::vector<lctx_token> body = tokenize(m, doc_text, false, false);
+        std::string().swap(doc_text);
         doc.insert(doc.end(), body.begin(), body.end());
     }
     std::vector<lctx_token> query = tokenize(m, after, false, true);
@@ -144,53 +265,52 @@ int cmd_run(int argc, char **argv) {
     }
     const double t_tok = now_s() - t;
 
-    const int64_t budget = a.get_int("--budget", 0);
+    if (ilre_layer >= lctx_model_n_layer(m))
+        die("--layer %d is out of range: the model has %d layers (0..%d)", ilre_layer, lctx_model_n_layer(m),
+            lctx_model_n_layer(m) - 1);
     lctx_session_params sp;
     lctx_session_default_params(&sp);
     sp.method = method_id;
-    sp.n_threads = static_cast<int32_t>(a.get_int("--threads", 0));
+    sp.n_threads = threads_arg(a);
     const int64_t full_ctx = int64_t(doc.size() + max_query) + n_predict + 1;
     const bool whole = method_id == LCTX_METHOD_FULL || method_id == LCTX_METHOD_REFRESHKV;
-    sp.n_ctx = static_cast<int32_t>(a.get_int("--ctx", whole ? full_ctx : 0));
+    if (!a.has("--ctx") && whole && full_ctx > INT32_MAX)
+        die("the input needs a context of %lld tokens, more than the largest one (2^31 - 1)", (long long)full_ctx);
+    sp.n_ctx = a.has("--ctx") ? ctx_arg : whole ? static_cast<int32_t>(full_ctx) : 0;
     lctx_reform_params rp;
     lctx_reform_default_params(&rp);
     lctx_kv_params kv;
     lctx_kv_default_params(&kv);
     rp.recompute = static_cast<int32_t>(method_id == LCTX_METHOD_REFORM ? budget : 0);
     kv.budget = static_cast<int32_t>(method_id == LCTX_METHOD_REFORM ? 0 : budget);
-    rp.chunk = static_cast<int32_t>(a.get_int("--chunk", 0));
+    rp.chunk = chunk_arg;
     kv.chunk = rp.chunk;
-    rp.budget = static_cast<int32_t>(a.get_int("--working", 0));
+    rp.budget = working;
     const std::string heads = a.get("--heads");
     rp.heads_path = heads.empty() ? nullptr : heads.c_str();
     lctx_ilre_params ip;
     lctx_ilre_default_params(&ip);
     if (method_id == LCTX_METHOD_ILRE) {
-        ip.budget = static_cast<int32_t>(budget);
+        ip.budget = budget;
         ip.chunk = rp.chunk;
-        ip.retrieval_layer = static_cast<int32_t>(a.get_int("--layer", -1));
-        ip.window = static_cast<int32_t>(a.get_int("--window", 0));
+        ip.retrieval_layer = ilre_layer;
+        ip.window = ilre_window;
         ip.dca = !a.on("--no-dca");
-        ip.query_tokens = static_cast<int32_t>(a.get_int("--query-tokens", 0));
+        ip.query_tokens = query_tokens;
     }
     const std::string ilre_profile = a.get("--ilre-profile");
     ip.profile_path = ilre_profile.empty() ? nullptr : ilre_profile.c_str();
-    auto int32_opt = [&](const char *name, int64_t def) -> int32_t {
-        const int64_t v = a.get_int(name, def);
-        if (v < INT32_MIN || v > INT32_MAX) die("%s %lld is out of range", name, (long long)v);
-        return static_cast<int32_t>(v);
-    };
     lctx_reattention_params ap;
     lctx_reattention_default_params(&ap);
-    ap.n_global = int32_opt("--global", -1);
-    ap.n_local = int32_opt("--local", -1);
-    ap.span = int32_opt("--span", -1);
-    ap.top_k = int32_opt("--top-k", -1);
-    ap.n_spans = int32_opt("--spans", -1);
+    ap.n_global = ra_global;
+    ap.n_local = ra_local;
+    ap.span = ra_span;
+    ap.top_k = ra_vote_k;
+    ap.n_spans = ra_spans;
     ap.chunk = a.has("--chunk") ? rp.chunk : -1;
-    ap.reuse_steps = int32_opt("--reuse", 1);
+    ap.reuse_steps = ra_reuse;
     ap.tile_max = a.on("--tile-max");
-    ap.store_max_ram = static_cast<uint64_t>(std::max<int64_t>(0, a.get_int("--store-ram", 0))) << 20;
+    ap.store_max_ram = store_ram_mib << 20;
     const std::string store_dir = a.get("--store-dir");
     ap.store_dir = store_dir.empty() ? nullptr : store_dir.c_str();
     const std::string kv_type = a.get("--kv-type", "f32");
@@ -207,12 +327,21 @@ int cmd_run(int argc, char **argv) {
     if (decode_mode == "refreshkv" && method_id != LCTX_METHOD_REFORM && method_id != LCTX_METHOD_ILRE)
         die("--decode refreshkv works with --method reform or ilre (--method refreshkv decodes with it already)");
     rkp.gathered = decode_mode == "refreshkv";
-    rkp.partial = static_cast<int32_t>(a.get_int("--rkv-k", 0));
-    rkp.stride = static_cast<int32_t>(a.get_int("--rkv-stride", 0));
-    rkp.threshold = static_cast<float>(a.get_float("--rkv-threshold", 0.0));
+    rkp.partial = rkv_k;
+    rkp.stride = rkv_stride;
+    rkp.threshold = static_cast<float>(rkv_threshold);
     rkp.schedule = a.on("--rkv-fixed") ? LCTX_REFRESHKV_FIXED : LCTX_REFRESHKV_DYNAMIC;
-    rkp.max_partial_run = static_cast<int32_t>(a.get_int("--rkv-max-run", 0));
+    rkp.max_partial_run = rkv_max_run;
     sp.refreshkv = &rkp;
+
+    Progress bar;
+    bar.show = a.on("--progress") || (!json && isatty(2));
+    // The answer streams to stdout: no decoding line when that is the terminal the progress goes to.
+    const bool show_decode = bar.show && (json || !isatty(1));
+    if (bar.show) {
+        sp.progress = on_progress;
+        sp.progress_user_data = &bar;
+    }
 
     lctx_session *s = nullptr;
     double t_encode = 0, t_index = 0;
@@ -225,16 +354,18 @@ int cmd_run(int argc, char **argv) {
     } else {
         check(lctx_session_create(m, &sp, &s), "creating the session");
         n_input = static_cast<int64_t>(doc.size());
-        Progress bar{a.on("--progress") || (!json && isatty(2)), now_s(), n_input};
         t = now_s();
+        bar.begin("encoding", n_input);
         const size_t step = rp.chunk > 0 ? size_t(rp.chunk) : size_t(std::max(512, n_train / 4));
         for (size_t at = 0; at < doc.size(); at += step) {
             const size_t n = std::min(step, doc.size() - at);
+            bar.call(double(at), double(n));
             check(lctx_feed_chunk(s, doc.data() + at, n), "encoding the document");
-            bar.update(static_cast<int64_t>(at + n));
         }
+        bar.end(double(n_input));
+        bar.begin("indexing", 0);
         check(lctx_build_index(s), "build_index");
-        bar.end();
+        bar.end(1);
         t_encode = now_s() - t;
         if (a.has("--save-index")) {
             t = now_s();
@@ -253,18 +384,22 @@ int cmd_run(int argc, char **argv) {
     }
     t = now_s();
     lctx_selection *sel = nullptr;
+    bar.begin("selecting", 0);
     check(lctx_select(s, query.data(), query.size(), &sel), "select");
+    bar.end(1);
     const double t_select = now_s() - t;
     std::vector<int64_t> pos(static_cast<size_t>(lctx_selection_size(sel)));
     lctx_selection_positions(sel, pos.data(), static_cast<int64_t>(pos.size()));
     t = now_s();
+    const int64_t n_recompute = static_cast<int64_t>(pos.size() + query.size());
+    bar.begin("recompute", n_recompute);
     check(lctx_recompute(s, sel), "recompute");
+    bar.end(double(n_recompute));
     const double t_recompute = now_s() - t;
     lctx_selection_free(sel);
 
-    lctx_sampling_params samp;
-    lctx_sampling_default_params(&samp);
     t = now_s();
+    if (show_decode) bar.begin("decoding", n_predict);
     std::string answer;
     int64_t n_gen = 0;
     for (; n_gen < n_predict; ++n_gen) {
@@ -273,6 +408,7 @@ int cmd_run(int argc, char **argv) {
         if (st == LCTX_ERR_CONTEXT_FULL) break;
         check(st, "decode");
         if (lctx_token_is_eog(m, tok)) break;
+        if (show_decode) bar.update(double(n_gen + 1));
         std::string p = piece(m, tok);
         answer += p;
         if (!json) {
@@ -280,6 +416,7 @@ int cmd_run(int argc, char **argv) {
             std::fflush(stdout);
         }
     }
+    if (show_decode) bar.end(double(n_gen));
     const double t_decode = now_s() - t;
     if (!json) {
         std::fputc('\n', stdout);
@@ -329,10 +466,14 @@ int cmd_run(int argc, char **argv) {
                     (long long)n_gen, t_decode > 0 ? n_gen / t_decode : 0.0, peak_rss_mib(), rkv_json.c_str(), qi);
         std::fflush(stdout);
     } else {
-        std::fprintf(stderr, "%s: %lld input tokens, encode %.2f s (%.0f tok/s), select %.3f s, recompute %zu+%zu "
-                     "tokens %.2f s, decode %lld tokens %.2f s, peak RSS %.0f MiB\n", method.c_str(),
-                     (long long)n_input, t_encode, tok_s, t_select, pos.size(), query.size(), t_recompute,
-                     (long long)n_gen, t_decode, peak_rss_mib());
+        // Rates only where the time measured is long enough to give one (no "0 tok/s" on short inputs).
+        char read[96];
+        if (a.has("--index")) std::snprintf(read, sizeof read, "index loaded in %.2f s", t_index);
+        else std::snprintf(read, sizeof read, "encode %.2f s%s", t_encode, rate_text(n_input, t_encode).c_str());
+        std::fprintf(stderr, "%s: %lld input tokens, %s, select %.3f s, recompute %zu+%zu tokens %.2f s, decode %lld "
+                     "tokens %.2f s%s, peak RSS %.0f MiB\n", method.c_str(), (long long)n_input, read, t_select,
+                     pos.size(), query.size(), t_recompute, (long long)n_gen, t_decode,
+                     rate_text(n_gen, t_decode).c_str(), peak_rss_mib());
         if (has_rkv)
             std::fprintf(stderr, "refreshkv: K %lld, %lld steps, effective stride %.2f, full/partial layer steps "
                          "%lld/%lld, attention full %.3f s (refresh %.3f s), partial %.3f s\n", (long long)rst.partial,

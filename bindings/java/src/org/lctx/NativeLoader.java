@@ -34,7 +34,6 @@ final class NativeLoader {
         try {
             Path tmp = Files.createTempDirectory("lctx-native");
             tmp.toFile().deleteOnExit();
-            // liblctx_jni.so finds liblctx.so.0 next to it through its $ORIGIN rpath.
             for (String name : new String[] {"liblctx.so.0", "liblctx_jni.so"}) {
                 try (InputStream in = NativeLoader.class.getResourceAsStream(base + name)) {
                     if (in == null) continue;
@@ -43,6 +42,9 @@ final class NativeLoader {
                     f.toFile().deleteOnExit();
                 }
             }
+            // liblctx.so.0 first: liblctx_jni.so's run path may name a build tree that is
+            // gone; with a library of that soname already loaded, the dynamic linker uses it.
+            if (Files.exists(tmp.resolve("liblctx.so.0"))) System.load(tmp.resolve("liblctx.so.0").toString());
             System.load(tmp.resolve("liblctx_jni.so").toString());
             return true;
         } catch (IOException e) {
