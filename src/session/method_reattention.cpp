@@ -138,10 +138,23 @@ std::vector<int64_t> ReattentionMethod::select_spans(int32_t layer, const float 
     return vote_spans(index.data(), best.data(), static_cast<int64_t>(index.size()), mid0, mid1, p_.n_spans, p_.span);
 }
 
+void ReattentionMethod::copy_to_window(int32_t layer, const int64_t *tok, int64_t n, int64_t slot0,
+                                       const int32_t *pos) {
+    const Hparams &hp = model_.hparams();
+    const int64_t D = hp.head_dim, KV = int64_t(hp.n_head_kv) * D;
+    rows_k_.resize(static_cast<size_t>(n * KV));
+    rows_v_.resize(rows_k_.size());
+    store_.read(layer, tok, n, rows_k_.data(), rows_v_.data(), KV);
+    rope_host(be_, hp, rows_k_.data(), KV, n, hp.n_head_kv, pos);
+    for (int32_t h = 0; h < hp.n_head_kv; ++h) {
+        window_.write_rows(layer, h, slot0, n, rows_k_.data() + h * D, rows_v_.data() + h * D, KV);
+        window_.set_head_positions(layer, h, slot0, pos, n);
+    }
+}
+
 int64_t ReattentionMethod::place_selected(int32_t layer, const std::vector<int64_t> &sel, int64_t ls,
                                           int64_t local_pos) {
-    const Hparams &hp = model_.hparams();
-    const int64_t G = p_.n_global, D = hp.head_dim, KV = int64_t(hp.n_head_kv) * D;
+    const int64_t G = p_.n_global;
     const int64_t n = G + static_cast<int64_t>(sel.size());
     const int64_t slot0 = ls - n;
     if (slot0 < 0) fail(LCTX_ERR_INTERNAL, "ReAttention: %lld selected rows do not fit below slot %lld", (long long)n,
@@ -150,24 +163,16 @@ int64_t ReattentionMethod::place_selected(int32_t layer, const std::vector<int64
     std::vector<int64_t> tok(static_cast<size_t>(n));
     std::iota(tok.begin(), tok.begin() + G, int64_t{0});
     std::copy(sel.begin(), sel.end(), tok.begin() + G);
-    std::vector<float> k(static_cast<size_t>(n * KV)), v(k.size());
     std::vector<int32_t> pos(static_cast<size_t>(n));
     for (int64_t j = 0; j < n; ++j) pos[j] = static_cast<int32_t>(local_pos - n + j);
-    store_.read(layer, tok.data(), n, k.data(), v.data(), KV);
-    rope_host(be_, hp, k.data(), KV, n, hp.n_head_kv, pos.data());
-    for (int32_t h = 0; h < hp.n_head_kv; ++h) {
-        window_.write_rows(layer, h, slot0, n, k.data() + h * D, v.data() + h * D, KV);
-        window_.set_head_positions(layer, h, slot0, pos.data(), n);
-    }
+    copy_to_window(layer, tok.data(), n, slot0, pos.data());
     return slot0;
 }
 
 void ReattentionMethod::fill_window(int64_t t0, int64_t t1) {
-    const Hparams &hp = model_.hparams();
-    const int64_t D = hp.head_dim, KV = int64_t(hp.n_head_kv) * D, piece = 1024;
+    const int64_t piece = 1024;   // bounds the row buffers
     std::vector<int64_t> tok;
     std::vector<int32_t> pos;
-    std::vector<float> k, v;
     for (int64_t a = t0; a < t1; a += piece) {
         const int64_t n = std::min(piece, t1 - a);
         tok.resize(static_cast<size_t>(n));
@@ -176,15 +181,7 @@ void ReattentionMethod::fill_window(int64_t t0, int64_t t1) {
             tok[j] = a + j;
             pos[j] = pos_of(a + j);
         }
-        k.resize(static_cast<size_t>(n * KV));
-        v.resize(k.size());
-        window_.set_positions(slot_of(a), pos.data(), n);
-        for (int32_t l = 0; l < hp.n_layer; ++l) {
-            store_.read(l, tok.data(), n, k.data(), v.data(), KV);
-            rope_host(be_, hp, k.data(), KV, n, hp.n_head_kv, pos.data());
-            for (int32_t h = 0; h < hp.n_head_kv; ++h)
-                window_.write_rows(l, h, slot_of(a), n, k.data() + h * D, v.data() + h * D, KV);
-        }
+        for (int32_t l = 0; l < model_.hparams().n_layer; ++l) copy_to_window(l, tok.data(), n, slot_of(a), pos.data());
     }
 }
 

@@ -71,6 +71,9 @@ private:
     void fill_window(int64_t t0, int64_t t1);
     // The winners of layer l for the step's queries q ([c][n_head * head_dim], pre-RoPE).
     std::vector<int64_t> select_spans(int32_t layer, const float *q, int64_t c, int64_t n_total);
+    // Tokens tok[0..n) of `layer`, read from the store and rotated at pos[],
+    // written into window slots [slot0, slot0 + n) (positions included).
+    void copy_to_window(int32_t layer, const int64_t *tok, int64_t n, int64_t slot0, const int32_t *pos);
     // Global tokens + spans of layer l written below slot ls; returns the first slot.
     int64_t place_selected(int32_t layer, const std::vector<int64_t> &sel, int64_t ls, int64_t local_pos);
     int64_t slot_of(int64_t t) const { return t - bs_; }
@@ -96,6 +99,7 @@ private:
     std::vector<int64_t> sel_age_;   // decode steps each layer's selection has been reused
     int64_t steps_ = 0, selecting_steps_ = 0, rebases_ = 0;
     std::vector<float> scratch_logits_;
+    std::vector<float> rows_k_, rows_v_;   // copy_to_window's rows, reused across layers and steps
 };
 
 } // namespace lctx
