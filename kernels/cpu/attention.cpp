@@ -85,9 +85,20 @@ float scale_of(const AttentionArgs &a) {
 
 } // namespace
 
-void attention(ThreadPool &pool, const AttentionArgs &a) {
-    check(a);
-    if (a.n_q == 0) return;
+// Largest [rows][n_kv] score buffer kept between the passes (floats).
+constexpr int64_t kMaxRowScores = int64_t{1} << 24;
+
+void attention(ThreadPool &pool, const AttentionArgs &args) {
+    check(args);
+    if (args.n_q == 0) return;
+    AttentionArgs a = args;
+    // Few rows per item (decode): keep the first pass's scores for the column
+    // pass, which then skips the dot products (half of a full step's work).
+    thread_local std::vector<float> row_scores_buf;
+    a.row_scores = nullptr;
+    if (a.col_sums && a.n_kv > 0 && a.obs_begin < a.n_q &&
+        a.n_q * (a.n_head / a.n_head_kv) < kAttnTiledMinRows && a.n_q * a.n_head * a.n_kv <= kMaxRowScores)
+        a.row_scores = grow(row_scores_buf, static_cast<size_t>(a.n_q * a.n_head * a.n_kv));
     const KernelTable &kt = active_kernels();
     const float scale = scale_of(a);
     const int ng = a.n_head / a.n_head_kv, hd = a.head_dim;
@@ -169,7 +180,8 @@ void attention(ThreadPool &pool, const AttentionArgs &a) {
             const int64_t c = item % per_head;
             const int64_t j0 = n_kb * c / per_head * kAttnKeyBlock;
             const int64_t j1 = std::min(a.n_kv, n_kb * (c + 1) / per_head * kAttnKeyBlock);
-            if (a.k16) kt.attn_colsum(widened(kt, a, g, j0, j1), scale, g, j0, j1, fm.data(), fl.data(), scratch.data());
+            if (a.k16 && !a.row_scores)
+                kt.attn_colsum(widened(kt, a, g, j0, j1), scale, g, j0, j1, fm.data(), fl.data(), scratch.data());
             else kt.attn_colsum(a, scale, g, j0, j1, fm.data(), fl.data(), scratch.data());
         }
     });

@@ -63,7 +63,10 @@ void swiglu(const float *gate, const float *up, float *out, int64_t n);
 // col_sums (optional, [n_head_kv][n_kv]): adds the softmax probabilities that
 // every key receives, summed over the query heads of its group and over the
 // queries i >= obs_begin (H2O/TOVA/SnapKV scores). Computing them needs the
-// final row maxima, so this variant makes a second pass over the keys.
+// final row maxima, so this variant makes a second pass over the keys. With
+// few query rows (decode) the first pass keeps every row's scores and the
+// second pass reads them instead of recomputing the dot products (RefreshKV's
+// full steps: docs/methods/refreshkv.md, "Cost").
 struct AttentionArgs {
     const float *q = nullptr; int64_t ldq = 0;
     const float *k = nullptr; const float *v = nullptr;
@@ -81,7 +84,14 @@ struct AttentionArgs {
     float *col_sums = nullptr;    // optional
     int64_t obs_begin = 0;
     bool col_max = false;         // col_sums takes the max instead of the sum (caller zeroes it)
+    // Set by attention() itself, not by callers: [n_q * n_head][n_kv] scaled
+    // scores (-inf where masked) written by the first pass, read by the
+    // column pass. Only with fewer than kAttnTiledMinRows rows per item.
+    float *row_scores = nullptr;
 };
+// Work items with at least this many (query, head-in-group) rows use the
+// tiled kernel.
+constexpr int64_t kAttnTiledMinRows = 8;
 void attention(ThreadPool &pool, const AttentionArgs &a);
 void attention_ref(const AttentionArgs &a);   // naive, materialises scores
 

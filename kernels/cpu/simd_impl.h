@@ -400,13 +400,12 @@ inline void scaled_query(const AttentionArgs &a, int64_t i, int h, float scale, 
 namespace {
 
 // Few rows (decode: one query, the heads of a group): key-at-a-time dots,
-// no transposed copy of K. Many rows: the tiled kernel.
-constexpr int64_t kTiledMinRows = 8;
+// no transposed copy of K. Many rows (kAttnTiledMinRows): the tiled kernel.
 
 void attn_partial(const AttentionArgs &a, float scale, int g, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
                   float *o, float *m, float *l, float *scratch) {
     const int ng = a.n_head / a.n_head_kv, hd = a.head_dim;
-    if ((i1 - i0) * ng >= kTiledMinRows) {
+    if ((i1 - i0) * ng >= lctx::cpu::kAttnTiledMinRows) {
         attn_partial_tiled(a, scale, g, i0, i1, j0, j1, o, m, l, scratch);
         return;
     }
@@ -427,6 +426,9 @@ void attn_partial(const AttentionArgs &a, float scale, int g, int64_t i0, int64_
                 const int64_t r = (i - i0) * ng + u;
                 scaled_query(a, i, g * ng + u, scale, qs);
                 const float bmax = block_scores(qs, kg, a.ld_kv, jb, nb, hd, a.kv_pos + g * a.kv_pos_head_stride, qp, s);
+                if (a.row_scores)
+                    std::memcpy(a.row_scores + (i * a.n_head + g * ng + u) * a.n_kv + jb, s,
+                                static_cast<size_t>(nb) * sizeof(float));
                 if (bmax == -INFINITY) continue;
                 const float mnew = fmaxf_(m[r], bmax);
                 const float factor = m[r] == -INFINITY ? 0.0f : __builtin_expf(m[r] - mnew);
@@ -442,7 +444,8 @@ void attn_partial(const AttentionArgs &a, float scale, int g, int64_t i0, int64_
 void attn_colsum(const AttentionArgs &a, float scale, int g, int64_t j0, int64_t j1, const float *m,
                  const float *l, float *scratch) {
     const int ng = a.n_head / a.n_head_kv, hd = a.head_dim;
-    const float *kg = a.k + g * a.kv_head_stride;
+    // With row_scores the keys are not read (f16 storage is not widened for it).
+    const float *kg = a.row_scores ? nullptr : a.k + g * a.kv_head_stride;
     float *s = scratch, *cs = scratch + kAttnKeyBlock, *qs = scratch + 2 * kAttnKeyBlock;
     float *col = a.col_sums + g * a.n_kv;
     const int64_t ib = a.obs_begin < 0 ? 0 : a.obs_begin;
@@ -454,8 +457,19 @@ void attn_colsum(const AttentionArgs &a, float scale, int g, int64_t j0, int64_t
                 const int h = g * ng + u;
                 const float L = l[i * a.n_head + h];
                 if (!(L > 0.0f)) continue;
-                scaled_query(a, i, h, scale, qs);
-                if (block_scores(qs, kg, a.ld_kv, jb, nb, hd, a.kv_pos + g * a.kv_pos_head_stride, a.q_pos[i], s) == -INFINITY) continue;
+                if (a.row_scores) {
+                    // The first pass's scores of this row: the same values
+                    // block_scores would compute again.
+                    const float *saved = a.row_scores + (i * a.n_head + h) * a.n_kv + jb;
+                    float bmax = -INFINITY;
+                    for (int64_t j = 0; j < nb; ++j) bmax = fmaxf_(bmax, s[j] = saved[j]);
+                    if (bmax == -INFINITY) continue;
+                } else {
+                    scaled_query(a, i, h, scale, qs);
+                    if (block_scores(qs, kg, a.ld_kv, jb, nb, hd, a.kv_pos + g * a.kv_pos_head_stride, a.q_pos[i], s) ==
+                        -INFINITY)
+                        continue;
+                }
                 exp_sum(s, nb, m[i * a.n_head + h]);
                 const F inv = V::set1(1.0f / L);
                 int64_t j = 0;

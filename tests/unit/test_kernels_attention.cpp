@@ -22,7 +22,9 @@ struct Case {
 };
 
 // Keys at shuffled, gapped positions; queries after a prefix of them.
-void run_case(const Case &c, cpu::ThreadPool &pool, std::mt19937 &rng, bool with_colsums) {
+// cols: 0 none, 1 column sums, 2 column maxima (RefreshKV's probabilities).
+void run_case(const Case &c, cpu::ThreadPool &pool, std::mt19937 &rng, int cols) {
+    const bool with_colsums = cols != 0;
     const int64_t ldq = c.n_head * c.head_dim + 3, ldo = c.n_head * c.head_dim + 1;
     const int64_t ld_kv = c.head_dim + 2, kv_head_stride = ld_kv * c.n_kv + 5;
     auto q = test::random_floats(ldq * c.n_q, rng, -2.0f, 2.0f);
@@ -42,6 +44,7 @@ void run_case(const Case &c, cpu::ThreadPool &pool, std::mt19937 &rng, bool with
     a.n_head = c.n_head; a.n_head_kv = c.n_head_kv; a.head_dim = c.head_dim;
     a.q_pos = q_pos.data(); a.kv_pos = kv_pos.data();
     a.obs_begin = c.obs_begin;
+    a.col_max = cols == 2;
 
     std::vector<float> ref(ldo * c.n_q, 0.0f), ref_cs(c.n_head_kv * c.n_kv, 0.5f);
     cpu::AttentionArgs r = a;
@@ -57,7 +60,7 @@ void run_case(const Case &c, cpu::ThreadPool &pool, std::mt19937 &rng, bool with
         cpu::attention(pool, f);
         const std::string what = std::string(name) + " heads " + std::to_string(c.n_head) + "/" +
                                  std::to_string(c.n_head_kv) + " hd " + std::to_string(c.head_dim) + " n_q " +
-                                 std::to_string(c.n_q) + " n_kv " + std::to_string(c.n_kv);
+                                 std::to_string(c.n_q) + " n_kv " + std::to_string(c.n_kv) + " cols " + std::to_string(cols);
         for (int64_t i = 0; i < c.n_q; ++i) {
             ASSERT_LE(test::max_abs_diff(out.data() + i * ldo, ref.data() + i * ldo, c.n_head * c.head_dim), 2e-6)
                 << what << " query " << i;
@@ -88,7 +91,7 @@ TEST(KernelsAttention, MatchesReference) {
         {2, 1, 13, 6, 65, 3},     {8, 1, 128, 4, 129, 0},
     };
     for (const Case &c : cases)
-        for (bool cs : {false, true}) {
+        for (int cs : {0, 1, 2}) {
             run_case(c, c.n_q % 2 ? pool1 : pool3, rng, cs);
             run_case(c, pool2, rng, cs);
             if (HasFatalFailure()) return;
@@ -100,8 +103,10 @@ TEST(KernelsAttention, LongContextKeySplits) {
     // and merges the partial softmax states.
     std::mt19937 rng(22);
     cpu::ThreadPool pool(2), pool4(4);
-    run_case({9, 3, 64, 1, 20000, 0}, pool, rng, true);
-    run_case({4, 2, 16, 3, 9000, 1}, pool4, rng, true);
+    for (int cols : {1, 2}) {
+        run_case({9, 3, 64, 1, 20000, 0}, pool, rng, cols);
+        run_case({4, 2, 16, 3, 9000, 1}, pool4, rng, cols);
+    }
 }
 
 TEST(KernelsAttention, RejectsBadShapes) {
