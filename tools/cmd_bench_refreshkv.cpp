@@ -6,8 +6,12 @@
 // caches rebuilt from the prompt's last token, and the same n tokens are
 // teacher-forced through RefreshKV decoding. Reported per configuration:
 // tokens/s and the speed ratio to dense, the effective stride, the time in
-// partial/full attention, the perplexity of the dense continuation under
-// each decoding and the share of steps whose argmax equals dense's token.
+// partial/full attention, the perplexity of the continuation under each
+// decoding and the share of steps whose argmax equals the continuation's
+// token. The continuation is dense's own greedy output, or with
+// --continuation text the file's next n tokens after the prompt (held-out
+// natural text, the paper's perplexity setting; dense is then teacher-forced
+// through it too).
 // One JSON object on stdout; a table on stderr.
 #include <algorithm>
 #include <chrono>
@@ -67,9 +71,10 @@ int cmd_bench_refreshkv(int argc, char **argv) {
         "  --stride LIST      QC strides, e.g. 5,10 (default 10)\n"
         "  --threshold LIST   cosine thresholds s, e.g. 0.8,0.9 (default: the model's); 'fixed' = fixed schedule\n"
         "  -t, --threads N    threads (default: all cores)\n"
-        "  --batch N          prefill batch (default 512)\n";
+        "  --batch N          prefill batch (default 512)\n"
+        "  --continuation C   greedy (default: dense's greedy tokens) or text (the file's next n tokens)\n";
     Args a = parse_args(argc, argv, {"--model", "--file", "--ctx", "--n-decode", "--k", "--stride", "--threshold",
-                                     "--threads", "--batch"},
+                                     "--threads", "--batch", "--continuation"},
                         {}, {{"-m", "--model"}, {"-n", "--n-decode"}, {"-t", "--threads"}}, usage);
     if (!a.has("--model")) die("%s", usage);
     const int64_t N = a.get_int("--ctx", 8192, 2, INT32_MAX), T = a.get_int("--n-decode", 128, 1, INT32_MAX);
@@ -78,10 +83,15 @@ int cmd_bench_refreshkv(int argc, char **argv) {
     int n_threads = threads_arg(a);
     if (n_threads <= 0) n_threads = int(std::max(1u, std::thread::hardware_concurrency()));
     if (N < 2 || T < 1) die("--ctx must be >= 2 and --n-decode >= 1");
+    const std::string continuation = a.get("--continuation", "greedy");
+    if (continuation != "greedy" && continuation != "text")
+        die("--continuation must be 'greedy' or 'text', not '%s'", continuation.c_str());
+    const bool text_continuation = continuation == "text";
+    if (text_continuation && !a.has("--file")) die("--continuation text needs --file");
     try {
         auto model = Model::load_file(a.get("--model"), true, n_threads);
         const Hparams &hp = model->hparams();
-        std::vector<int32_t> prompt;
+        std::vector<int32_t> prompt, held_out;
         if (a.has("--file")) {
             lctx_model_params mp;
             lctx_model_default_params(&mp);
@@ -91,6 +101,12 @@ int cmd_bench_refreshkv(int argc, char **argv) {
             const std::vector<lctx_token> ids = tokenize(m, read_file(a.get("--file")), true, false);
             lctx_model_free(m);
             if (ids.empty()) die("--file has no tokens");
+            if (text_continuation) {
+                if (int64_t(ids.size()) < N + T)
+                    die("--continuation text: --file has %lld tokens, fewer than --ctx + --n-decode = %lld "
+                        "(the text is not repeated in this mode)", (long long)ids.size(), (long long)(N + T));
+                held_out.assign(ids.begin() + N, ids.begin() + N + T);
+            }
             while (int64_t(prompt.size()) < N) prompt.insert(prompt.end(), ids.begin(), ids.end());
             prompt.resize(size_t(N));
         } else {
@@ -121,8 +137,10 @@ int cmd_bench_refreshkv(int argc, char **argv) {
         std::vector<int32_t> gen;
         double dense_nll = 0;
         t0 = std::chrono::steady_clock::now();
+        int64_t dense_agree = 0;
         for (int64_t t = 0; t < T; ++t) {
-            const int32_t tok = argmax(logits);
+            const int32_t tok = text_continuation ? held_out[size_t(t)] : argmax(logits);
+            dense_agree += argmax(logits) == tok;
             dense_nll -= logprob(logits, tok);
             gen.push_back(tok);
             const int32_t p = int32_t(N + t);
@@ -132,8 +150,9 @@ int cmd_bench_refreshkv(int argc, char **argv) {
         const double t_dense = since(t0);
         const double dense_tps = double(T) / t_dense;
         std::fprintf(stderr, "prompt %lld tokens, prefill %.1f s; dense decode %lld tokens %.2f s (%.2f tok/s), "
-                     "ppl %.3f\n", (long long)N, t_prefill, (long long)T, t_dense, dense_tps,
-                     std::exp(dense_nll / double(T)));
+                     "ppl %.3f of the %s continuation (argmax agreement %.3f)\n", (long long)N, t_prefill,
+                     (long long)T, t_dense, dense_tps, std::exp(dense_nll / double(T)), continuation.c_str(),
+                     double(dense_agree) / double(T));
         std::fprintf(stderr, "%-8s %-8s %6s %8s %8s %7s %8s %8s %8s %8s %7s\n", "sched", "s", "S", "K", "tok/s",
                      "speedup", "eff_str", "full_s", "part_s", "ppl", "agree");
 
@@ -173,15 +192,19 @@ int cmd_bench_refreshkv(int argc, char **argv) {
                              st.partial_s, std::exp(nll / double(T)), double(agree) / double(T));
                 std::string lf, lp;
                 for (size_t l = 0; l < st.layer_full.size(); ++l) {
-                    lf += (l ? "," : "") + std::to_string(st.layer_full[l]);
-                    lp += (l ? "," : "") + std::to_string(st.layer_partial[l]);
+                    if (l) {
+                        lf += ',';
+                        lp += ',';
+                    }
+                    lf += std::to_string(st.layer_full[l]);
+                    lp += std::to_string(st.layer_partial[l]);
                 }
                 char buf[1024];
                 std::snprintf(buf, sizeof buf,
                               "%s{\"schedule\": \"%s\", \"threshold\": %s, \"stride\": %s, \"partial\": %lld, "
                               "\"tokens_per_s\": %.3f, \"speedup\": %.3f, \"effective_stride\": %.3f, "
                               "\"full_attention_s\": %.3f, \"partial_attention_s\": %.3f, \"refresh_s\": %.3f, "
-                              "\"ppl_of_dense_continuation\": %.4f, \"argmax_agreement\": %.4f, ",
+                              "\"ppl_of_continuation\": %.4f, \"argmax_agreement\": %.4f, ",
                               rows.empty() ? "" : ", ", cfg.fixed ? "fixed" : "dynamic",
                               cfg.fixed ? "null" : th.c_str(), ss.c_str(), (long long)st.partial, tps,
                               tps / dense_tps, st.effective_stride(), st.full_s, st.partial_s, st.refresh_s,
@@ -189,10 +212,12 @@ int cmd_bench_refreshkv(int argc, char **argv) {
                 rows += buf + ("\"layer_full\": [" + lf + "], \"layer_partial\": [" + lp + "]}");
             }
         std::printf("{\"model\": \"%s\", \"backend\": \"%s\", \"threads\": %d, \"prompt_tokens\": %lld, "
-                    "\"decode_tokens\": %lld, \"prefill_s\": %.3f, \"dense_tokens_per_s\": %.3f, "
-                    "\"dense_ppl\": %.4f, \"runs\": [%s]}\n",
+                    "\"decode_tokens\": %lld, \"continuation\": \"%s\", \"prefill_s\": %.3f, "
+                    "\"dense_tokens_per_s\": %.3f, \"dense_ppl\": %.4f, \"dense_argmax_agreement\": %.4f, "
+                    "\"runs\": [%s]}\n",
                     a.get("--model").c_str(), be->description().c_str(), n_threads, (long long)N, (long long)T,
-                    t_prefill, dense_tps, std::exp(dense_nll / double(T)), rows.c_str());
+                    continuation.c_str(), t_prefill, dense_tps, std::exp(dense_nll / double(T)),
+                    double(dense_agree) / double(T), rows.c_str());
     } catch (const Error &e) {
         die("%s", e.what());
     }

@@ -95,6 +95,13 @@ expect_fail -- '--samples -1 is out of range' heads -m "$MODEL" --samples -1
 expect_fail -- '--depth 0 is out of range' heads -m "$MODEL" --depth 0
 expect_fail -- '--seed 4294967296 is out of range' heads -m "$MODEL" --seed 4294967296
 expect_fail -- '--n-decode 0 is out of range' bench-refreshkv -m "$MODEL" -n 0
+expect_fail -- "--continuation must be 'greedy' or 'text'" bench-refreshkv -m "$MODEL" --continuation foo
+expect_fail -- '--continuation text needs --file' bench-refreshkv -m "$MODEL" --continuation text
+printf 'A short text.' > "$T/short_text.txt"
+expect_fail -- 'fewer than --ctx + --n-decode' bench-refreshkv -m "$MODEL" --file "$T/short_text.txt" --continuation text
+if expect_ok bench-refreshkv -m "$MODEL" --file "$T/doc.txt" --ctx 8 -n 4 -t 1 --stride 2 --continuation text; then
+    grep -q '"continuation": "text"' "$T/out" || fail "bench-refreshkv --continuation text: no continuation field in $(head -c 300 "$T/out")"
+fi
 
 # --- documents: empty, blank, invalid UTF-8 (with its byte offset)
 expect_fail -- "--file $T/empty.txt is empty" run -m "$MODEL" --file "$T/empty.txt" --question "q?" -n 4
