@@ -50,11 +50,10 @@ model="$root/models/SmolLM2-135M-Instruct.Q4_1.gguf"
 [[ -f "$model" ]] || model="${LCTX_TINY_MODEL:-$root/tests/data/stories260K.gguf}"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-cat > "$tmp/doc.txt" <<'TXT'
-The lighthouse on Gull Island was built in 1871 by the engineer Mara Quill. It stands 42 metres tall
-and its lamp can be seen 30 kilometres out at sea. The keeper, Tom Reyes, lives there with a grey cat.
-TXT
-question="Who built the lighthouse?"
+# Every example reads a document longer than the model's trained context (a
+# ~10.5K-token haystack for SmolLM2's 8K) with the library's default method,
+# REFORM, and answers a question about the fact hidden in it.
+question="$("$python" examples/make_haystack.py "$tmp/doc.txt")"
 n=24
 declare -A out
 cc -std=c99 -Wall -Werror examples/c/ask.c -Iinclude -L"$build" -Wl,-rpath,"$build" -llctx -o "$tmp/ask"
@@ -73,5 +72,9 @@ for lang in "${!out[@]}"; do
     # Same model, same greedy decoding: every language must print the same answer.
     if [[ -n "${out[$lang]}" && "${out[$lang]}" == "${out[c]}" ]]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
 done
+# SmolLM2 finds the hidden number (stories260K, the fallback, only has to agree).
+if [[ "$model" == *SmolLM2* ]]; then
+    if [[ "${out[c]}" == *7391* ]]; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "examples: the answer misses 7391"; fi
+fi
 echo "examples: $passed passed, $failed failed"
 ((failed == 0))
