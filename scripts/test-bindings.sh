@@ -34,7 +34,23 @@ rust=OFF
 echo "test-bindings: configuring $build with the bindings"
 cmake -S . -B "$build" -DLCTX_BUILD_TESTS=ON -DLCTX_BINDINGS_PYTHON=ON -DLCTX_BINDINGS_JAVA=ON \
     -DLCTX_BINDINGS_GO=ON -DLCTX_BINDINGS_RUST=$rust -DPython3_EXECUTABLE="$python" >/dev/null
-cmake --build "$build" -j"$(nproc)" --target lctx lctx_python lctx_java lctx_abi_layout
+cmake --build "$build" -j"$(nproc)" --target lctx lctx_cli lctx_python lctx_java lctx_abi_layout
+
+echo "== shared binding cases: the committed answers are still lctx run's"
+# bindings/tests/shared_cases.json is run by the Python, Java, Go and Rust
+# tests below (test_shared_cases.py, SharedCasesTest, shared_cases_test.go,
+# shared_cases.rs); its answers come from the C command line, not a binding.
+cases_tmp="$(mktemp)"
+"$python" bindings/tests/make_shared_cases.py "$build/tools/lctx" tests/data/stories260K.gguf "$cases_tmp" 2>/dev/null
+"$python" - "$cases_tmp" <<'PY'
+import json, sys
+new, old = (json.load(open(p, encoding="utf-8")) for p in (sys.argv[1], "bindings/tests/shared_cases.json"))
+keys = ("answer_cases", "error_cases", "progress_case")
+if any(new[k] != old[k] for k in keys):
+    sys.exit("shared cases: lctx run now answers differently; regenerate with bindings/tests/make_shared_cases.py")
+print("shared cases: up to date")
+PY
+rm -f "$cases_tmp"
 
 echo "== binding tests"
 ctest --test-dir "$build" --output-on-failure -R '^(python_binding|java_binding|java_jar_portable|go_binding|rust_binding|abi_guard|packaging_install)$'

@@ -3,9 +3,11 @@ runs (Python, Java, Go, Rust), with the expected answers taken from the C
 command line `lctx run` (greedy or seeded sampling, one thread), never from a
 binding.
 
-usage: python3 bindings/tests/make_shared_cases.py LCTX_CLI [MODEL.gguf]
-       (MODEL: tests/data/stories260K.gguf; the command line that made the
-       committed file is stored in it, under "generated_by")
+usage: python3 bindings/tests/make_shared_cases.py LCTX_CLI [MODEL.gguf [OUT.json]]
+       (MODEL: tests/data/stories260K.gguf; OUT: bindings/tests/shared_cases.json;
+       the command line that made the committed file is stored in it, under
+       "generated_by"; scripts/test-bindings.sh regenerates the cases into a
+       temporary file and fails when they differ from the committed ones)
 
 How a binding runs an "answer" case (bindings/README.md, "Shared cases"):
 session with `method` (by registry name; absent: the library default) and
@@ -123,6 +125,10 @@ def main() -> int:
             turn["answer"] = cut_at_stop(full, turn["stop"])
             history = question + "\n" + turn["answer"] + "\n\n"
         print(f"{case['name']}: {[t['answer'] for t in case['turns']]}", file=sys.stderr)
+    by_name = {c["name"]: c["turns"][0]["answer"] for c in cases}
+    # The invariant the default rests on: REFORM within its budgets answers as FULL.
+    if by_name["default_short_equals_full"] != by_name["full_short"]:
+        raise SystemExit("lctx run: the default method (REFORM) and FULL disagree on the short document")
     rel_model = rel(model)
     data = {
         "about": "Cases run by the Python, Java, Go and Rust binding tests; expected answers from `lctx run` "
@@ -135,7 +141,7 @@ def main() -> int:
         "error_cases": ERROR_CASES,
         "progress_case": PROGRESS_CASE,
     }
-    out = pathlib.Path(__file__).with_name("shared_cases.json")
+    out = pathlib.Path(sys.argv[3]) if len(sys.argv) > 3 else pathlib.Path(__file__).with_name("shared_cases.json")
     out.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"wrote {out}", file=sys.stderr)
     return 0
