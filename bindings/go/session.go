@@ -415,7 +415,7 @@ func LoadIndex(m *Model, path string, p *SessionParams) (*Session, error) {
 	var mem cParams
 	defer mem.free()
 	label := new(string)
-	*label = "select"
+	*label = "feed"
 	c, box := p.native(&mem, label)
 	s := &Session{model: m, progress: box, label: label}
 	if err := call("lctx_session_load_index", func() C.lctx_status {
