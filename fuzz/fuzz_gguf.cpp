@@ -28,6 +28,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         (void)fuzz::check(lctx_chat_apply(m, &msg, 1, true, buf, sizeof buf, &need), "lctx_chat_apply");
         lctx_session_params sp;
         lctx_session_default_params(&sp);
+        sp.method = LCTX_METHOD_FULL;   // this target means FULL (the library default is REFORM)
         sp.n_ctx = 32;
         sp.n_threads = 1;
         lctx_session *s = nullptr;

@@ -457,7 +457,8 @@ typedef enum lctx_kv_type {
 
 typedef struct lctx_session_params {
     uint32_t    struct_size;   /* sizeof(lctx_session_params): set by default_params */
-    lctx_method method;        /* LCTX_METHOD_* */
+    lctx_method method;        /* LCTX_METHOD_*; default LCTX_METHOD_REFORM (inputs that fit its budgets
+                                  get FULL's answer; longer ones stay within the trained context) */
     int32_t     n_ctx;         /* FULL: KV cache capacity in tokens (document + question +
                                   answer); other methods: their decode cache (see their structs).
                                   <= 0: n_ctx_train of the model. */

@@ -52,7 +52,7 @@ print("test_wheel: lctx", lctx.version(), "from", os.path.dirname(lctx.__file__)
 if not os.path.exists(sys.argv[1]):
     print("test_wheel: tiny model absent, smoke test limited to the import")
     sys.exit(0)
-with lctx.Model(sys.argv[1]) as m, m.session(n_ctx=256, n_threads=1) as s:
+with lctx.Model(sys.argv[1]) as m, m.session(n_threads=1) as s:
     s.feed("Once upon a time, there was a little girl named Lily. She loved to play outside.")
     answer = s.ask(" Lily", max_tokens=8)
 assert isinstance(answer, str) and answer, repr(answer)

@@ -34,7 +34,23 @@ rust=OFF
 echo "test-bindings: configuring $build with the bindings"
 cmake -S . -B "$build" -DLCTX_BUILD_TESTS=ON -DLCTX_BINDINGS_PYTHON=ON -DLCTX_BINDINGS_JAVA=ON \
     -DLCTX_BINDINGS_GO=ON -DLCTX_BINDINGS_RUST=$rust -DPython3_EXECUTABLE="$python" >/dev/null
-cmake --build "$build" -j"$(nproc)" --target lctx lctx_python lctx_java lctx_abi_layout
+cmake --build "$build" -j"$(nproc)" --target lctx lctx_cli lctx_python lctx_java lctx_abi_layout
+
+echo "== shared binding cases: the committed answers are still lctx run's"
+# bindings/tests/shared_cases.json is run by the Python, Java, Go and Rust
+# tests below (test_shared_cases.py, SharedCasesTest, shared_cases_test.go,
+# shared_cases.rs); its answers come from the C command line, not a binding.
+cases_tmp="$(mktemp)"
+"$python" bindings/tests/make_shared_cases.py "$build/tools/lctx" tests/data/stories260K.gguf "$cases_tmp" 2>/dev/null
+"$python" - "$cases_tmp" <<'PY'
+import json, sys
+new, old = (json.load(open(p, encoding="utf-8")) for p in (sys.argv[1], "bindings/tests/shared_cases.json"))
+keys = ("answer_cases", "error_cases", "progress_case")
+if any(new[k] != old[k] for k in keys):
+    sys.exit("shared cases: lctx run now answers differently; regenerate with bindings/tests/make_shared_cases.py")
+print("shared cases: up to date")
+PY
+rm -f "$cases_tmp"
 
 echo "== binding tests"
 ctest --test-dir "$build" --output-on-failure -R '^(python_binding|java_binding|java_jar_portable|go_binding|rust_binding|abi_guard|packaging_install)$'
@@ -50,11 +66,10 @@ model="$root/models/SmolLM2-135M-Instruct.Q4_1.gguf"
 [[ -f "$model" ]] || model="${LCTX_TINY_MODEL:-$root/tests/data/stories260K.gguf}"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-cat > "$tmp/doc.txt" <<'TXT'
-The lighthouse on Gull Island was built in 1871 by the engineer Mara Quill. It stands 42 metres tall
-and its lamp can be seen 30 kilometres out at sea. The keeper, Tom Reyes, lives there with a grey cat.
-TXT
-question="Who built the lighthouse?"
+# Every example reads a document longer than the model's trained context (a
+# ~10.5K-token haystack for SmolLM2's 8K) with the library's default method,
+# REFORM, and answers a question about the fact hidden in it.
+question="$("$python" examples/make_haystack.py "$tmp/doc.txt")"
 n=24
 declare -A out
 cc -std=c99 -Wall -Werror examples/c/ask.c -Iinclude -L"$build" -Wl,-rpath,"$build" -llctx -o "$tmp/ask"
@@ -73,5 +88,9 @@ for lang in "${!out[@]}"; do
     # Same model, same greedy decoding: every language must print the same answer.
     if [[ -n "${out[$lang]}" && "${out[$lang]}" == "${out[c]}" ]]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
 done
+# SmolLM2 finds the hidden number (stories260K, the fallback, only has to agree).
+if [[ "$model" == *SmolLM2* ]]; then
+    if [[ "${out[c]}" == *7391* ]]; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "examples: the answer misses 7391"; fi
+fi
 echo "examples: $passed passed, $failed failed"
 ((failed == 0))

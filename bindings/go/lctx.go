@@ -42,6 +42,36 @@ const (
 	ErrInternal       Status = C.LCTX_ERR_INTERNAL
 )
 
+// Kind is the status's name, the same in every binding: its LCTX_ERR_
+// suffix in lower case ("invalid_arg", "state", ...; "ok" for OK).
+func (s Status) Kind() string {
+	switch s {
+	case OK:
+		return "ok"
+	case ErrInvalidArg:
+		return "invalid_arg"
+	case ErrIO:
+		return "io"
+	case ErrFormat:
+		return "format"
+	case ErrUnsupported:
+		return "unsupported"
+	case ErrOutOfMemory:
+		return "out_of_memory"
+	case ErrState:
+		return "state"
+	case ErrBufferTooSmall:
+		return "buffer_too_small"
+	case ErrCancelled:
+		return "cancelled"
+	case ErrContextFull:
+		return "context_full"
+	case ErrInternal:
+		return "internal"
+	}
+	return fmt.Sprintf("status(%d)", int32(s))
+}
+
 // Error makes a Status usable as an error (a sentinel for errors.Is).
 func (s Status) Error() string { return StatusString(s) }
 

@@ -193,7 +193,10 @@ const (
 	KVF16 KVType = C.LCTX_KV_F16 // half the memory (docs/kv-storage.md)
 )
 
-// SessionParams: zero fields keep the library defaults (see lctx.h).
+// SessionParams: zero fields keep the library defaults (see lctx.h), except
+// Method, which is passed as given (its zero value is MethodFull): start from
+// DefaultSessionParams(), or pass nil, for the library's default method
+// (MethodReform).
 type SessionParams struct {
 	Method  Method
 	NCtx    int32
@@ -213,9 +216,23 @@ type SessionParams struct {
 	KVBudget int32
 	KVChunk  int32
 	Progress func(done float32) (cancel bool) // called during long calls
+	// OnProgress is Progress with the running call's label: "feed",
+	// "build_index", "select" or "recompute" (StageLabels). Set one of the two.
+	OnProgress func(stage string, done float32) (cancel bool)
 	// Configure, if set, edits the C params last (fields added to lctx.h
 	// before this struct knows them): p is a *C.lctx_session_params.
 	Configure func(p unsafe.Pointer)
+}
+
+// StageLabels are the labels OnProgress receives, one per long call.
+var StageLabels = []string{"feed", "build_index", "select", "recompute"}
+
+// DefaultSessionParams are the library's defaults (lctx_session_default_params):
+// Method is MethodReform, every other field zero (= derived).
+func DefaultSessionParams() SessionParams {
+	var c C.lctx_session_params
+	C.lctx_session_default_params(&c)
+	return SessionParams{Method: Method(c.method)}
 }
 
 // Session reads one document and answers questions about it. Use it from
@@ -224,6 +241,7 @@ type Session struct {
 	h        *C.lctx_session
 	model    *Model
 	progress unsafe.Pointer // handle box of the progress function
+	label    *string        // the running call's label, read by OnProgress
 }
 
 // cParams is C memory for what lctx_session_params points to during one call
@@ -255,7 +273,7 @@ func (c *cParams) free() {
 }
 
 // native fills the C params; free mem after the call that reads them.
-func (p *SessionParams) native(mem *cParams) (C.lctx_session_params, unsafe.Pointer) {
+func (p *SessionParams) native(mem *cParams, label *string) (C.lctx_session_params, unsafe.Pointer) {
 	var c C.lctx_session_params
 	C.lctx_session_default_params(&c)
 	var box unsafe.Pointer
@@ -343,8 +361,12 @@ func (p *SessionParams) native(mem *cParams) (C.lctx_session_params, unsafe.Poin
 			cf.gathered = C.bool(f.Gathered)
 			c.refreshkv = cf
 		}
-		if p.Progress != nil {
-			box = newHandleBox(cgo.NewHandle(p.Progress))
+		progress := p.Progress
+		if on := p.OnProgress; on != nil && progress == nil {
+			progress = func(done float32) bool { return on(*label, done) }
+		}
+		if progress != nil {
+			box = newHandleBox(cgo.NewHandle(progress))
 			c.progress = C.lctx_progress_fn(C.lctxgo_progress)
 			c.progress_user_data = box
 		}
@@ -355,12 +377,25 @@ func (p *SessionParams) native(mem *cParams) (C.lctx_session_params, unsafe.Poin
 	return c, box
 }
 
-// NewSession creates a session on m (free it before the model).
+func checkProgress(p *SessionParams) error {
+	if p != nil && p.Progress != nil && p.OnProgress != nil {
+		return &Error{Op: "lctx_session_create", Status: ErrInvalidArg, Message: "set Progress or OnProgress, not both"}
+	}
+	return nil
+}
+
+// NewSession creates a session on m (free it before the model). p nil: the
+// library defaults (MethodReform).
 func NewSession(m *Model, p *SessionParams) (*Session, error) {
+	if err := checkProgress(p); err != nil {
+		return nil, err
+	}
 	var mem cParams
 	defer mem.free()
-	c, box := p.native(&mem)
-	s := &Session{model: m, progress: box}
+	label := new(string)
+	*label = "feed"
+	c, box := p.native(&mem, label)
+	s := &Session{model: m, progress: box, label: label}
 	if err := call("lctx_session_create", func() C.lctx_status { return C.lctx_session_create(m.h, &c, &s.h) }); err != nil {
 		freeHandleBox(box)
 		return nil, err
@@ -372,12 +407,17 @@ func NewSession(m *Model, p *SessionParams) (*Session, error) {
 // LoadIndex creates a REFORM session in stage Indexed from a file written
 // by SaveIndex.
 func LoadIndex(m *Model, path string, p *SessionParams) (*Session, error) {
+	if err := checkProgress(p); err != nil {
+		return nil, err
+	}
 	cpath := C.CString(path)
 	defer C.free(unsafe.Pointer(cpath))
 	var mem cParams
 	defer mem.free()
-	c, box := p.native(&mem)
-	s := &Session{model: m, progress: box}
+	label := new(string)
+	*label = "feed"
+	c, box := p.native(&mem, label)
+	s := &Session{model: m, progress: box, label: label}
 	if err := call("lctx_session_load_index", func() C.lctx_status {
 		return C.lctx_session_load_index(m.h, cpath, &c, &s.h)
 	}); err != nil {
@@ -411,14 +451,24 @@ func tokPtr(t []Token) *C.lctx_token {
 	return (*C.lctx_token)(unsafe.Pointer(&t[0]))
 }
 
+func (s *Session) setLabel(l string) {
+	if s.label != nil {
+		*s.label = l
+	}
+}
+
 // Feed appends document tokens (stage 1).
 func (s *Session) Feed(tokens []Token) error {
+	s.setLabel("feed")
 	return call("lctx_feed_chunk", func() C.lctx_status {
 		return C.lctx_feed_chunk(s.h, tokPtr(tokens), C.size_t(len(tokens)))
 	})
 }
 
-// FeedText tokenizes text (with BOS before the first chunk) and feeds it.
+// FeedText tokenizes text and feeds it, the rule of every binding: BOS
+// (when the model adds one) before the first chunk only, and special-token
+// text such as "<|im_start|>" is NOT parsed: a document is data, read as
+// plain text. To feed control tokens, Tokenize with parseSpecial and Feed.
 func (s *Session) FeedText(text string) error {
 	toks, err := s.model.Tokenize(text, s.NFed() == 0, false)
 	if err != nil {
@@ -429,6 +479,7 @@ func (s *Session) FeedText(text string) error {
 
 // BuildIndex seals the document (stage 2).
 func (s *Session) BuildIndex() error {
+	s.setLabel("build_index")
 	return call("lctx_build_index", func() C.lctx_status { return C.lctx_build_index(s.h) })
 }
 
@@ -445,6 +496,7 @@ type Selection struct{ h *C.lctx_selection }
 // Select chooses document tokens for a question (stage 3).
 func (s *Session) Select(query []Token) (*Selection, error) {
 	sel := &Selection{}
+	s.setLabel("select")
 	if err := call("lctx_select", func() C.lctx_status {
 		return C.lctx_select(s.h, tokPtr(query), C.size_t(len(query)), &sel.h)
 	}); err != nil {
@@ -479,6 +531,7 @@ func (sel *Selection) Scores() []float32 {
 
 // Recompute builds the decode cache from a selection (stage 4).
 func (s *Session) Recompute(sel *Selection) error {
+	s.setLabel("recompute")
 	return call("lctx_recompute", func() C.lctx_status { return C.lctx_recompute(s.h, sel.h) })
 }
 
@@ -491,6 +544,9 @@ type Sampling struct {
 	RepeatPenalty float32 // 0 means off (1)
 	RepeatLastN   int32   // 0 keeps the default window
 	Seed          uint64
+	// Stop strings: generation ends before the first occurrence of any of
+	// them; the stop string and what follows are not returned.
+	Stop []string
 }
 
 func (sp *Sampling) native() C.lctx_sampling_params {
@@ -593,10 +649,33 @@ func (s *Session) Logits() []float32 {
 	return out
 }
 
-// Generate decodes up to maxTokens tokens, stopping at end-of-generation,
-// and calls yield with each text piece (UTF-8 characters split over tokens
-// are held back until complete). yield returning false stops early.
+// Generate decodes up to maxTokens tokens, stopping at end-of-generation
+// or before the first of sp.Stop, and calls yield with each text piece
+// (UTF-8 characters split over tokens are held back until complete, and so
+// is text that may begin a stop string). yield returning false stops early.
 func (s *Session) Generate(maxTokens int, sp *Sampling, yield func(piece string) bool) error {
+	var stops []string
+	if sp != nil {
+		stops = sp.Stop
+	}
+	f := newStopFilter(stops)
+	out := func(piece string) bool {
+		t := f.push(piece)
+		if t != "" && !yield(t) {
+			return false
+		}
+		return !f.done
+	}
+	if err := s.generate(maxTokens, sp, out); err != nil {
+		return err
+	}
+	if t := f.flush(); t != "" {
+		yield(t)
+	}
+	return nil
+}
+
+func (s *Session) generate(maxTokens int, sp *Sampling, yield func(piece string) bool) error {
 	var pending []byte
 	for i := 0; i < maxTokens; i++ {
 		t, err := s.Decode(sp)

@@ -30,12 +30,13 @@ static void lctxsw_throw(JNIEnv *jenv, lctx_status st) {
     if (!msg || !*msg) msg = lctx_status_string(st);
     jclass cls = (*jenv)->FindClass(jenv, "org/lctx/LctxException");
     if (!cls) return;
-    jmethodID ctor = (*jenv)->GetMethodID(jenv, cls, "<init>", "(I[B)V");
+    /* LctxException.of picks the subclass of the status (InvalidArgException, ...). */
+    jmethodID of = (*jenv)->GetStaticMethodID(jenv, cls, "of", "(I[B)Lorg/lctx/LctxException;");
     jsize n = (jsize)strlen(msg);
     jbyteArray bytes = (*jenv)->NewByteArray(jenv, n);
-    if (!ctor || !bytes) return;
+    if (!of || !bytes) return;
     (*jenv)->SetByteArrayRegion(jenv, bytes, 0, n, (const jbyte *)msg);
-    jobject exc = (*jenv)->NewObject(jenv, cls, ctor, (jint)st, bytes);
+    jobject exc = (*jenv)->CallStaticObjectMethod(jenv, cls, of, (jint)st, bytes);
     if (exc) (*jenv)->Throw(jenv, (jthrowable)exc);
 }
 

@@ -1,5 +1,9 @@
-// ask: load a model, read a text file, ask a question, stream the answer.
+// ask: load a model, read a (long) text file, ask a question, stream the answer.
 // usage: go run . MODEL.gguf FILE.txt "question" [max_tokens]
+//
+// The session uses the library's default method, REFORM, so FILE.txt may be
+// far longer than the model's trained context (examples/make_haystack.py
+// writes one). Progress goes to stderr with the stage of each long call.
 package main
 
 import (
@@ -35,20 +39,29 @@ func run(modelPath, textPath, question string, maxTokens int) error {
 		return err
 	}
 	defer m.Close()
-	s, err := lctx.NewSession(m, nil)
+	p := lctx.DefaultSessionParams() // REFORM
+	p.OnProgress = func(stage string, done float32) bool {
+		end := ""
+		if done >= 1 {
+			end = "\n"
+		}
+		fmt.Fprintf(os.Stderr, "\r%s %3.0f%%%s", stage, 100*done, end)
+		return false // true would cancel
+	}
+	s, err := lctx.NewSession(m, &p)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	prefix, suffix := m.PromptParts()
-	toks, err := m.Tokenize(prefix+string(doc), true, true)
+	chat, err := lctx.NewConversation(s, true) // the model's chat template, history kept
 	if err != nil {
 		return err
 	}
-	if err := s.Feed(toks); err != nil {
+	if err := chat.FeedText(string(doc)); err != nil {
 		return err
 	}
-	err = s.Ask("\n\n"+question+suffix, maxTokens, nil, func(piece string) bool {
+	fmt.Fprintf(os.Stderr, "ask: %d tokens (trained context %d)\n", s.NFed(), m.NCtxTrain())
+	_, err = chat.Ask(question, maxTokens, nil, func(piece string) bool {
 		fmt.Print(piece)
 		return true
 	})

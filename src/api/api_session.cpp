@@ -36,7 +36,7 @@ LCTX_API void lctx_session_default_params(lctx_session_params *out) {
     if (!out) return;
     *out = lctx_session_params{};
     out->struct_size = sizeof(lctx_session_params);
-    out->method = LCTX_METHOD_FULL;
+    out->method = LCTX_METHOD_REFORM;   // the library default (issue 16): long inputs work out of the box
     out->n_ctx = 0;
     out->n_threads = 0;
     out->n_batch = 512;

@@ -32,6 +32,7 @@ protected:
     lctx_session *new_session(int32_t n_ctx = 256, lctx_progress_fn progress = nullptr, void *ud = nullptr) {
         lctx_session_params sp;
         lctx_session_default_params(&sp);
+        sp.method = LCTX_METHOD_FULL;   // these tests mean FULL (the library default is REFORM)
         sp.n_ctx = n_ctx;
         sp.n_batch = 16;
         sp.progress = progress;

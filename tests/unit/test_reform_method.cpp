@@ -141,6 +141,20 @@ TEST(ReformMethod, InfiniteBudgetsEqualFullStories260K) {
     expect_equals_full(*model, doc, query, p);
 }
 
+// The library default (issue 16): default params are REFORM, and an input
+// that fits its default budgets (recompute = n_ctx_train / 2) gets FULL's
+// logits and greedy tokens, with nothing set but the thread count.
+TEST(ReformMethod, DefaultIsReformAndShortInputsGetFullsAnswer) {
+    auto model = Model::load_file(engine_test::stories260k_path(), true, 2);
+    session_test::SessionParams p;
+    ASSERT_EQ(p.method, LCTX_METHOD_REFORM);
+    p.n_threads = 2;
+    const int32_t V = model->hparams().n_vocab;
+    auto doc = random_tokens(model->hparams().n_ctx_train / 2 - 24, 7, 3, V - 1);
+    auto query = random_tokens(10, 8, 3, V - 1);
+    expect_equals_full(*model, doc, query, p);
+}
+
 // I3 + I1b: without eviction, the embeddings are the same for any chunk size
 // and equal those of one plain forward over the whole document.
 TEST(ReformMethod, EmbeddingsIndependentOfChunkingAndMatchFullForward) {

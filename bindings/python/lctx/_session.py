@@ -4,13 +4,29 @@ from __future__ import annotations
 import codecs
 from array import array
 from dataclasses import dataclass
-from typing import Callable, Iterator, List, Optional, Union
+from typing import Callable, Iterator, List, Optional, Sequence, Union
 
 from . import capi
 from ._enums import Method, Stage
 from ._model import Model, Tokens
 
 Progress = Callable[[float], Optional[bool]]
+# on_progress(stage, done): stage is the running call's label, one of STAGE_LABELS.
+StageProgress = Callable[[str, float], Optional[bool]]
+STAGE_LABELS = ("feed", "build_index", "select", "recompute")
+
+try:  # numpy is optional: arrays when installed, lists otherwise
+    import numpy as _np
+except ImportError:  # pragma: no cover - depends on the environment
+    _np = None
+
+
+def _as_array(values: array, dtype: str):
+    """numpy array (zero-copy view of the array('q'/'f') the extension returned)
+    when numpy is installed, else a list."""
+    if _np is not None:
+        return _np.frombuffer(values, dtype=dtype) if len(values) else _np.zeros(0, dtype=dtype)
+    return list(values)
 
 
 @dataclass
@@ -23,13 +39,54 @@ class Sampling:
     repeat_penalty: float = 1.0
     repeat_last_n: int = 64
     seed: int = 0
+    # Stop strings: generation ends before the first occurrence of any of
+    # them; the stop string and what follows are not returned.
+    stop: Sequence[str] = ()
 
     def _native(self):
         p = capi.lctx_sampling_params()
         capi.lctx_sampling_default_params(p)
         for k, v in self.__dict__.items():
-            setattr(p, k, v)
+            if k != "stop":
+                setattr(p, k, v)
         return p
+
+
+class _StopFilter:
+    """Streams text pieces, holding back a tail that may begin a stop string;
+    stops at the first complete one (which is dropped)."""
+
+    def __init__(self, stops: Sequence[str]) -> None:
+        self.stops = [s for s in stops if s]
+        self.text = ""
+        self.sent = 0
+        self.done = False
+
+    def push(self, piece: str) -> str:
+        self.text += piece
+        if not self.stops:
+            out, self.sent = self.text[self.sent:], len(self.text)
+            return out
+        cut = min((i for i in (self.text.find(s, max(0, self.sent - len(s) + 1)) for s in self.stops) if i >= 0),
+                  default=-1)
+        if cut >= 0:
+            self.done = True
+            out, self.sent = self.text[self.sent:cut], cut
+            return out
+        hold = 0
+        for s in self.stops:  # longest tail of the text that is a prefix of a stop string
+            for k in range(min(len(s) - 1, len(self.text)), hold, -1):
+                if self.text.endswith(s[:k]):
+                    hold = k
+                    break
+        safe = max(self.sent, len(self.text) - hold)
+        out, self.sent = self.text[self.sent:safe], safe
+        return out
+
+    def flush(self) -> str:
+        out = "" if self.done else self.text[self.sent:]
+        self.sent = len(self.text)
+        return out
 
 
 class Selection:
@@ -53,14 +110,15 @@ class Selection:
         return capi.lctx_selection_size(self._h)
 
     @property
-    def positions(self) -> array:
-        """array('q') of document positions."""
-        return capi.lctx_selection_positions(self._h)
+    def positions(self):
+        """Document positions, ascending: a numpy int64 array when numpy is
+        installed, else a list."""
+        return _as_array(capi.lctx_selection_positions(self._h), "int64")
 
     @property
-    def scores(self) -> array:
-        """array('f') of the scores of those positions."""
-        return capi.lctx_selection_scores(self._h)
+    def scores(self):
+        """Scores of those positions: a numpy float32 array, else a list."""
+        return _as_array(capi.lctx_selection_scores(self._h), "float32")
 
 
 @dataclass
@@ -141,33 +199,44 @@ class Session:
     structs' fields by prefixed name (reform_chunk, kv_budget, snapkv_kernel,
     infinipot_catalyst, infllm_block, ilre_budget, ilre_max_kernels,
     reattention_n_local, reattention_span, refreshkv_partial, refreshkv_schedule,
-    ...; each struct starts from its lctx_*_default_params). progress(done) is called during
-    long calls; returning True cancels (CancelledError). chat=True frames the
-    document and each question as one user turn of the model's chat template
-    (see Model.prompt_parts)."""
+    ...; each struct starts from its lctx_*_default_params). method=None
+    (the default) is the library's default, Method.REFORM. progress(done) is
+    called during long calls; returning True cancels (CancelledError).
+    on_progress(stage, done) is the same with the running call's label
+    ("feed", "build_index", "select", "recompute"); give one or the other.
+    chat=True frames the document and each question as one user turn of the
+    model's chat template (see Model.prompt_parts)."""
 
-    def __init__(self, model: Model, *, method: Method = Method.FULL, progress: Optional[Progress] = None,
-                 chat: bool = False, **params) -> None:
+    def __init__(self, model: Model, *, method: Optional[Method] = None, progress: Optional[Progress] = None,
+                 on_progress: Optional[StageProgress] = None, chat: bool = False, **params) -> None:
         self._h = None
         self.model = model
         p, self._subs = _session_params(method, params)
-        self._progress = progress  # must outlive the native session
-        capi.lctxsw_session_params_set_progress(p, progress)
+        self._set_progress(p, progress, on_progress)
         self._params = p
         self._h = capi.lctx_session_create(model.handle, p)
         model._sessions.add(self)
         self._chat = model.prompt_parts() if chat else None
 
+    def _set_progress(self, p, progress, on_progress) -> None:
+        if progress is not None and on_progress is not None:
+            raise TypeError("give progress or on_progress, not both")
+        self._stage_label = ["feed"]  # a cell, so the callback holds no reference to self
+        if on_progress is not None:
+            label = self._stage_label
+            progress = lambda done: on_progress(label[0], done)  # noqa: E731
+        self._progress = progress  # must outlive the native session
+        capi.lctxsw_session_params_set_progress(p, progress)
+
     @classmethod
-    def load_index(cls, model: Model, path: str, *, progress: Optional[Progress] = None, chat: bool = False,
-                   **params) -> "Session":
+    def load_index(cls, model: Model, path: str, *, progress: Optional[Progress] = None,
+                   on_progress: Optional[StageProgress] = None, chat: bool = False, **params) -> "Session":
         """A REFORM session in stage INDEXED from a file written by save_index()."""
         self = cls.__new__(cls)
         self._h = None
         self.model = model
         p, self._subs = _session_params(None, params)
-        self._progress = progress
-        capi.lctxsw_session_params_set_progress(p, progress)
+        self._set_progress(p, progress, on_progress)
         self._params = p
         import os
         self._h = capi.lctx_session_load_index(model.handle, os.fspath(path), p)
@@ -209,32 +278,50 @@ class Session:
         capi.lctx_session_cancel(self.handle)
 
     @property
-    def logits(self) -> array:
-        """array('f') copy of the logits the next decode samples from (empty before recompute)."""
-        return capi.lctx_session_logits(self.handle, self.model.handle)
+    def logits(self):
+        """Copy of the logits the next decode samples from (empty before
+        recompute): a numpy float32 array when numpy is installed, else a list."""
+        return _as_array(capi.lctx_session_logits(self.handle, self.model.handle), "float32")
 
     # -- the five stages ------------------------------------------------
     def feed(self, document: Union[str, bytes, Tokens]) -> int:
-        """Stage 1: append document text (tokenized; BOS and, with chat=True,
-        the turn prefix before the first chunk) or token ids. Returns the
+        """Stage 1: append document text (as feed_text; with chat=True the
+        turn prefix goes before the first chunk) or token ids. Returns the
         number of tokens fed."""
         if isinstance(document, (str, bytes)):
-            first = self.n_fed == 0
-            if self._chat is not None and first:
-                document = self._chat[0] + (document if isinstance(document, str) else document.decode())
-            document = self.model.tokenize(document, add_special=first, parse_special=self._chat is not None)
+            text = document if isinstance(document, str) else document.decode("utf-8", "replace")
+            if self._chat is not None and self.n_fed == 0:
+                prefix = self.model.tokenize(self._chat[0], add_special=True, parse_special=True)
+                body = self.model.tokenize(text, add_special=False, parse_special=False)
+                document = array("i", prefix) + array("i", body)
+            else:
+                document = self.model.tokenize(text, add_special=self.n_fed == 0, parse_special=False)
+        self._stage_label[0] = "feed"
         capi.lctx_feed_chunk(self.handle, document)
         return len(document)
 
+    def feed_text(self, text: str) -> int:
+        """Stage 1 with text, the rule of every binding: BOS (when the model
+        adds one) before the first chunk only, and special-token text such as
+        "<|im_start|>" is NOT parsed: a document is data, read as plain text.
+        To feed control tokens, tokenize with parse_special=True and feed the
+        ids. Returns the number of tokens fed."""
+        return self.feed(text)
+
     def build_index(self) -> None:
+        self._stage_label[0] = "build_index"
         capi.lctx_build_index(self.handle)
 
     def select(self, query: Union[str, bytes, Tokens]) -> Selection:
+        """Stage 3. Text is tokenized without BOS and with special tokens
+        parsed (a question may carry the chat template's markers)."""
         if isinstance(query, (str, bytes)):
             query = self.model.tokenize(query, add_special=False, parse_special=True)
+        self._stage_label[0] = "select"
         return Selection(capi.lctx_select(self.handle, query))
 
     def recompute(self, selection: Selection) -> None:
+        self._stage_label[0] = "recompute"
         capi.lctx_recompute(self.handle, selection._h)
 
     def decode(self, sampling: Optional[Sampling] = None) -> int:
@@ -273,19 +360,28 @@ class Session:
                 return
             yield tok
 
-    def generate(self, max_tokens: int = 256, sampling: Optional[Sampling] = None) -> Iterator[str]:
+    def generate(self, max_tokens: int = 256, sampling: Optional[Sampling] = None,
+                 stop: Optional[Sequence[str]] = None) -> Iterator[str]:
         """Text pieces of the decoded tokens; a UTF-8 character split over
-        tokens is held back until complete."""
+        tokens is held back until complete. Generation ends at an
+        end-of-generation token, after max_tokens, or before the first stop
+        string (stop, else sampling.stop), which is not returned."""
+        sampling = sampling or Sampling()
+        filt = _StopFilter(sampling.stop if stop is None else stop)
         dec = codecs.getincrementaldecoder("utf-8")("replace")
         for tok in self.tokens(max_tokens, sampling):
-            piece = dec.decode(self.model.token_to_piece(tok))
+            piece = filt.push(dec.decode(self.model.token_to_piece(tok)))
             if piece:
                 yield piece
-        tail = dec.decode(b"", final=True)
+            if filt.done:
+                return
+        tail = filt.push(dec.decode(b"", final=True))
+        tail += filt.flush()
         if tail:
             yield tail
 
-    def ask_stream(self, question: str, max_tokens: int = 256, sampling: Optional[Sampling] = None) -> Iterator[str]:
+    def ask_stream(self, question: str, max_tokens: int = 256, sampling: Optional[Sampling] = None,
+                   stop: Optional[Sequence[str]] = None) -> Iterator[str]:
         """Seals the document on the first question, then select + recompute +
         generate. Ask as many questions as you like: the document is read once."""
         if self.stage == Stage.FEEDING:
@@ -294,10 +390,11 @@ class Session:
             question = "\n\n" + question + self._chat[1]
         with self.select(question) as sel:
             self.recompute(sel)
-        return self.generate(max_tokens, sampling)
+        return self.generate(max_tokens, sampling, stop)
 
-    def ask(self, question: str, max_tokens: int = 256, sampling: Optional[Sampling] = None) -> str:
-        return "".join(self.ask_stream(question, max_tokens, sampling))
+    def ask(self, question: str, max_tokens: int = 256, sampling: Optional[Sampling] = None,
+            stop: Optional[Sequence[str]] = None) -> str:
+        return "".join(self.ask_stream(question, max_tokens, sampling, stop))
 
     def __repr__(self) -> str:
         if self._h is None:

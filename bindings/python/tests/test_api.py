@@ -42,7 +42,7 @@ def test_exception_hierarchy():
 def test_default_params_are_initialised():
     p = capi.lctx_session_params()
     capi.lctx_session_default_params(p)
-    assert p.struct_size > 0 and p.method == capi.LCTX_METHOD_FULL
+    assert p.struct_size > 0 and p.method == capi.LCTX_METHOD_REFORM  # the library default
     s = capi.lctx_sampling_params()
     capi.lctx_sampling_default_params(s)
     assert s.temperature <= 0 and s.struct_size > 0

@@ -59,7 +59,7 @@ def test_chat_apply_unsupported(model):
 
 def test_closed_model_raises(tiny_path):
     m = lctx.Model(tiny_path)
-    s = m.session(n_ctx=64)
+    s = m.session(method=lctx.Method.FULL, n_ctx=64)
     m.close()
     m.close()  # idempotent
     with pytest.raises(ValueError):

@@ -11,7 +11,7 @@ DOC = ("Once upon a time, there was a little girl named Lily. She loved to play 
 
 @pytest.fixture
 def session(model):
-    with model.session(n_ctx=512, n_threads=1) as s:
+    with model.session(method=lctx.Method.FULL, n_ctx=512, n_threads=1) as s:
         yield s
 
 
@@ -51,7 +51,7 @@ def test_bad_token_in_feed(model, session):
 def test_ask_many_is_deterministic(model):
     answers = []
     for _ in range(2):
-        with model.session(n_ctx=512, n_threads=1) as s:
+        with model.session(method=lctx.Method.FULL, n_ctx=512, n_threads=1) as s:
             s.feed(DOC)
             first = s.ask(" Lily saw a", max_tokens=16)
             second = s.ask(" The ball was", max_tokens=16)
@@ -61,7 +61,7 @@ def test_ask_many_is_deterministic(model):
 
 
 def test_generate_pieces_join_to_detokenized_tokens(model):
-    with model.session(n_ctx=512, n_threads=1) as a, model.session(n_ctx=512, n_threads=1) as b:
+    with model.session(method=lctx.Method.FULL, n_ctx=512, n_threads=1) as a, model.session(method=lctx.Method.FULL, n_ctx=512, n_threads=1) as b:
         for s in (a, b):
             s.feed(DOC)
             s.build_index()
@@ -76,7 +76,7 @@ def test_generate_pieces_join_to_detokenized_tokens(model):
 def test_sampling_seed_reproducible(model):
     outs = []
     for seed in (7, 7, 8):
-        with model.session(n_ctx=512, n_threads=1) as s:
+        with model.session(method=lctx.Method.FULL, n_ctx=512, n_threads=1) as s:
             s.feed(DOC)
             outs.append(s.ask(" She", 20, lctx.Sampling(temperature=1.0, top_k=40, seed=seed)))
     assert outs[0] == outs[1]
@@ -84,11 +84,11 @@ def test_sampling_seed_reproducible(model):
 
 def test_progress_callback_and_cancel(model):
     seen = []
-    with model.session(n_ctx=512, n_threads=1, n_batch=16, progress=lambda d: seen.append(d)) as s:
+    with model.session(method=lctx.Method.FULL, n_ctx=512, n_threads=1, n_batch=16, progress=lambda d: seen.append(d)) as s:
         s.feed(DOC)
     assert seen and all(0.0 <= d <= 1.0 for d in seen)
 
-    with model.session(n_ctx=512, n_threads=1, n_batch=16, progress=lambda d: True) as s:
+    with model.session(method=lctx.Method.FULL, n_ctx=512, n_threads=1, n_batch=16, progress=lambda d: True) as s:
         with pytest.raises(lctx.CancelledError):
             s.feed(DOC)
         assert s.stage == lctx.Stage.FEEDING  # left valid
@@ -98,7 +98,7 @@ def test_progress_exception_propagates(model):
     def boom(done):
         raise KeyError("from the callback")
 
-    with model.session(n_ctx=512, n_threads=1, n_batch=16, progress=boom) as s:
+    with model.session(method=lctx.Method.FULL, n_ctx=512, n_threads=1, n_batch=16, progress=boom) as s:
         with pytest.raises(KeyError, match="from the callback"):
             s.feed(DOC)
 
@@ -110,7 +110,7 @@ def test_cancel_from_another_thread(model):
         started.set()
         return None
 
-    with model.session(n_ctx=2048, n_threads=1, n_batch=8, progress=progress) as s:
+    with model.session(method=lctx.Method.FULL, n_ctx=2048, n_threads=1, n_batch=8, progress=progress) as s:
         t = threading.Timer(0.0, lambda: (started.wait(5), s.cancel()))
         t.start()
         try:
@@ -133,7 +133,7 @@ def test_log_handler_receives_messages(model):
     got = []
     lctx.set_log_handler(lambda level, msg: got.append((level, msg)), lctx.LogLevel.DEBUG)
     try:
-        with model.session(n_ctx=128, n_threads=1) as s:
+        with model.session(method=lctx.Method.FULL, n_ctx=128, n_threads=1) as s:
             s.feed("Hello")
         try:  # REFORM without a head profile for this model logs a warning
             with model.session(method=lctx.Method.REFORM, n_threads=1) as s:
@@ -143,3 +143,54 @@ def test_log_handler_receives_messages(model):
     finally:
         lctx.set_log_handler(None)
     assert all(isinstance(m, str) and isinstance(l, lctx.LogLevel) for l, m in got)
+
+
+def test_numpy_arrays_when_installed_lists_otherwise(model, monkeypatch):
+    np = pytest.importorskip("numpy")
+    from lctx import _session
+    with model.session(method=lctx.Method.FULL, n_ctx=512, n_threads=1) as s:
+        s.feed_text("Once upon a time there was a cat.")
+        s.build_index()
+        with s.select(" The cat") as sel:
+            assert isinstance(sel.positions, np.ndarray) and sel.positions.dtype == np.int64
+            assert isinstance(sel.scores, np.ndarray) and sel.scores.dtype == np.float32
+            s.recompute(sel)
+            assert isinstance(s.logits, np.ndarray) and s.logits.shape == (model.n_vocab,)
+            monkeypatch.setattr(_session, "_np", None)   # as without numpy
+            assert isinstance(sel.positions, list) and sel.positions == list(range(len(sel)))
+            assert isinstance(s.logits, list) and len(s.logits) == model.n_vocab
+
+
+@pytest.mark.parametrize("pieces,stops,want", [
+    (["ab", "c\nd", "e"], ["\n"], ["ab", "c"]),
+    (["a<", "/s", ">b"], ["</s>"], ["a"]),
+    (["a<", "b"], ["</s>"], ["a", "<b"]),
+    (["x", "y"], [], ["x", "y"]),
+])
+def test_stop_filter_holds_back_possible_stops(pieces, stops, want):
+    from lctx._session import _StopFilter
+    f = _StopFilter(stops)
+    out = []
+    for p in pieces:
+        t = f.push(p)
+        if t:
+            out.append(t)
+        if f.done:
+            break
+    t = f.flush()
+    if t:
+        out.append(t)
+    assert out == want
+
+
+def test_conversation_second_question_sees_the_first(model):
+    with model.session(method=lctx.Method.FULL, n_threads=1) as s:
+        chat = lctx.Conversation(s, chat=False)
+        chat.feed_text("Lily had a red ball.")
+        a1 = chat.ask("What did Lily have?", 4)
+        assert chat.query("Why?") == f"\n\nWhat did Lily have?\n{a1}\n\nWhy?\n"
+        chat.ask("Why?", 4)
+        assert [q for q, _ in chat.history] == ["What did Lily have?", "Why?"]
+    with model.session(n_threads=1) as s, pytest.raises(ValueError):
+        s.feed_text("already fed")
+        lctx.Conversation(s)

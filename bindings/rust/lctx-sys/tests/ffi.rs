@@ -11,7 +11,7 @@ fn version_and_params_through_raw_ffi() {
         let mut p: lctx_session_params = std::mem::zeroed();
         lctx_session_default_params(&mut p);
         assert_eq!(p.struct_size as usize, std::mem::size_of::<lctx_session_params>());
-        assert_eq!(p.method, LCTX_METHOD_FULL);
+        assert_eq!(p.method, LCTX_METHOD_REFORM); // the library default
         let mut s: lctx_sampling_params = std::mem::zeroed();
         lctx_sampling_default_params(&mut s);
         assert_eq!(s.struct_size as usize, std::mem::size_of::<lctx_sampling_params>());

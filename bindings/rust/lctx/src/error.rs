@@ -51,6 +51,24 @@ impl Status {
         }
     }
 
+    /// The status's name, the same in every binding: its LCTX_ERR_ suffix in
+    /// lower case ("invalid_arg", "state", ...).
+    pub fn kind(self) -> String {
+        match self {
+            Status::InvalidArg => "invalid_arg".into(),
+            Status::Io => "io".into(),
+            Status::Format => "format".into(),
+            Status::Unsupported => "unsupported".into(),
+            Status::OutOfMemory => "out_of_memory".into(),
+            Status::State => "state".into(),
+            Status::BufferTooSmall => "buffer_too_small".into(),
+            Status::Cancelled => "cancelled".into(),
+            Status::ContextFull => "context_full".into(),
+            Status::Internal => "internal".into(),
+            Status::Other(c) => format!("status({c})"),
+        }
+    }
+
     /// The library's static text for this status.
     pub fn text(self) -> String {
         crate::c_text(unsafe { sys::lctx_status_string(self.raw()) })

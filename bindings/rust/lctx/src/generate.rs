@@ -136,6 +136,90 @@ impl Iterator for Pieces<'_, '_> {
     }
 }
 
+impl<'s, 'm> Pieces<'s, 'm> {
+    /// Ends the text before the first occurrence of any of `stops` (the stop
+    /// string and what follows are not returned); text that may begin a stop
+    /// string is held back until it is known not to.
+    pub fn stop_at<S: AsRef<str>>(self, stops: &[S]) -> StopAt<Pieces<'s, 'm>> {
+        StopAt::new(self, stops)
+    }
+}
+
+/// A text-piece iterator cut before the first stop string ([`Pieces::stop_at`]).
+pub struct StopAt<I> {
+    inner: I,
+    stops: Vec<String>,
+    text: String,
+    sent: usize,
+    done: bool,
+}
+
+impl<I: Iterator<Item = Result<String>>> StopAt<I> {
+    pub fn new<S: AsRef<str>>(inner: I, stops: &[S]) -> StopAt<I> {
+        let stops = stops.iter().map(|s| s.as_ref().to_string()).filter(|s| !s.is_empty()).collect();
+        StopAt { inner, stops, text: String::new(), sent: 0, done: false }
+    }
+
+    /// The part of the text that can be returned after `piece`.
+    fn push(&mut self, piece: &str) -> String {
+        self.text.push_str(piece);
+        let mut cut: Option<usize> = None;
+        for s in &self.stops {
+            let mut from = self.sent.saturating_sub(s.len() - 1);
+            while !self.text.is_char_boundary(from) {
+                from -= 1;
+            }
+            if let Some(i) = self.text[from..].find(s.as_str()) {
+                cut = Some(cut.map_or(from + i, |c| c.min(from + i)));
+            }
+        }
+        if let Some(c) = cut {
+            self.done = true;
+            let out = self.text[self.sent..c].to_string();
+            self.sent = c;
+            return out;
+        }
+        let mut hold = 0;
+        for s in &self.stops {
+            // longest tail of the text that begins a stop string
+            for k in (hold + 1..=(s.len() - 1).min(self.text.len())).rev() {
+                if s.is_char_boundary(k) && self.text.ends_with(&s[..k]) {
+                    hold = k;
+                    break;
+                }
+            }
+        }
+        let safe = (self.text.len() - hold).max(self.sent);
+        let out = self.text[self.sent..safe].to_string();
+        self.sent = safe;
+        out
+    }
+}
+
+impl<I: Iterator<Item = Result<String>>> Iterator for StopAt<I> {
+    type Item = Result<String>;
+    fn next(&mut self) -> Option<Result<String>> {
+        while !self.done {
+            match self.inner.next() {
+                Some(Ok(piece)) => {
+                    let out = self.push(&piece);
+                    if !out.is_empty() {
+                        return Some(Ok(out));
+                    }
+                }
+                Some(Err(e)) => return Some(Err(e)),
+                None => {
+                    self.done = true;
+                    let out = self.text[self.sent..].to_string();
+                    self.sent = self.text.len();
+                    return (!out.is_empty()).then_some(Ok(out));
+                }
+            }
+        }
+        None
+    }
+}
+
 impl<'m> Session<'m> {
     /// Iterator over up to `max_tokens` generated token ids (after recompute).
     pub fn tokens(&mut self, max_tokens: usize, sampling: &Sampling) -> Tokens<'_, 'm> {
@@ -150,6 +234,21 @@ impl<'m> Session<'m> {
 #[cfg(test)]
 mod tests {
     use super::complete_utf8;
+    use super::StopAt;
+
+    fn cut(pieces: &[&str], stops: &[&str]) -> Vec<String> {
+        let it = pieces.iter().map(|p| Ok(p.to_string()));
+        StopAt::new(it, stops).map(|r| r.unwrap()).collect()
+    }
+
+    #[test]
+    fn stop_strings() {
+        assert_eq!(cut(&["ab", "c\nd", "e"], &["\n"]).concat(), "abc");
+        assert_eq!(cut(&["a<", "/s", ">b"], &["</s>"]).concat(), "a");
+        assert_eq!(cut(&["a<", "b"], &["</s>"]), vec!["a", "<b"]);
+        assert_eq!(cut(&["x", "y"], &[] as &[&str]).concat(), "xy");
+        assert_eq!(cut(&["é<", "/"], &["</s>"]).concat(), "é</");
+    }
     #[test]
     fn utf8_holdback() {
         assert_eq!(complete_utf8(b"h\xc3\xa9"), 3);

@@ -2,29 +2,32 @@
 //!
 //! ```no_run
 //! let model = lctx::Model::load("model.gguf", &lctx::ModelParams::default())?;
-//! let mut session = model.session(&lctx::SessionParams::default())?;
-//! session.feed_text("a long document ...")?;
-//! for piece in session.ask_stream("\n\nWho built it?\n", 128, &lctx::Sampling::greedy())? {
-//!     print!("{}", piece?);
-//! }
+//! let mut session = model.session(&lctx::SessionParams::default())?; // REFORM, the default
+//! let mut chat = lctx::Conversation::new(&mut session, true)?;
+//! chat.feed_text("a long document ...")?; // longer than the trained context is fine
+//! chat.ask_with("Who built it?", 128, &lctx::Sampling::greedy(), &["\n\n"], |piece| print!("{piece}"))?;
+//! let again = chat.ask("When?", 64, &lctx::Sampling::greedy())?; // sees the first question and answer
 //! # Ok::<(), lctx::Error>(())
 //! ```
 //!
 //! Threading follows lctx.h: a [`Model`] is immutable and `Send + Sync`; a
 //! [`Session`] borrows its model (so it is freed first), is `Send` but not
 //! `Sync`; [`Canceller`] stops a running call from any thread.
+mod conversation;
 mod error;
 mod generate;
 mod log;
 mod model;
 mod session;
 
+pub use conversation::Conversation;
 pub use error::{Error, Result, Status};
-pub use generate::{Pieces, Sampling, Tokens};
+pub use generate::{Pieces, Sampling, StopAt, Tokens};
 pub use log::{set_logger, LogLevel};
 pub use model::{ChatMessage, Model, ModelParams};
 pub use session::{
-    Canceller, KvType, Method, RefreshKvSchedule, RefreshKvStats, Selection, Session, SessionParams, Stage,
+    Canceller, KvType, Method, ProgressFn, RefreshKvSchedule, RefreshKvStats, Selection, Session, SessionParams, Stage,
+    StageProgressFn, STAGE_LABELS,
 };
 
 /// The raw FFI (bindgen output), for calls this crate does not wrap yet.

@@ -9,6 +9,7 @@ use std::marker::PhantomData;
 use std::os::raw::{c_int, c_void};
 use std::path::Path;
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Method of reading a long document (lctx_method).
@@ -220,6 +221,12 @@ pub struct RefreshKvStats {
 /// Progress of a long call, in [0, 1]; return true to cancel it.
 pub type ProgressFn = Arc<dyn Fn(f32) -> bool + Send + Sync>;
 
+/// Progress with the running call's label (one of [`STAGE_LABELS`]) and done in [0, 1].
+pub type StageProgressFn = Arc<dyn Fn(&str, f32) -> bool + Send + Sync>;
+
+/// The labels [`SessionParams::on_progress`] receives, one per long call.
+pub const STAGE_LABELS: [&str; 4] = ["feed", "build_index", "select", "recompute"];
+
 /// Session parameters; `default()` gives the library's defaults (see lctx.h
 /// for each field; 0 in a reform_* field derives it from the model). The
 /// reform_* fields go to lctx_reform_params, kv_*, snapkv_* and infinipot_*
@@ -310,6 +317,9 @@ pub struct SessionParams {
     /// Called on the calling thread during long calls. A panic in it cancels
     /// the call and is resumed after the call returns.
     pub progress: Option<ProgressFn>,
+    /// `progress` with the running call's label ("feed", "build_index",
+    /// "select", "recompute"); set one of the two.
+    pub on_progress: Option<StageProgressFn>,
 }
 
 impl Default for SessionParams {
@@ -385,6 +395,7 @@ impl Default for SessionParams {
             refreshkv_max_partial_run: f.max_partial_run,
             refreshkv_gathered: f.gathered,
             progress: None,
+            on_progress: None,
         }
     }
 }
@@ -551,6 +562,7 @@ pub struct Session<'m> {
     h: NonNull<sys::lctx_session>,
     model: &'m Model,
     progress: Option<Box<ProgressBox>>,
+    label: Arc<AtomicUsize>,
     cancel: Arc<CancelSlot>,
     _not_sync: PhantomData<Cell<()>>,
 }
@@ -573,7 +585,16 @@ impl<'m> Session<'m> {
         params: &SessionParams,
         make: impl FnOnce(&sys::lctx_session_params, &mut *mut sys::lctx_session) -> sys::lctx_status,
     ) -> Result<Session<'m>> {
-        let progress = params.progress.clone().map(|f| Box::new(ProgressBox { f, panic: Cell::new(None) }));
+        if params.progress.is_some() && params.on_progress.is_some() {
+            return Err(crate::error::invalid("set progress or on_progress, not both"));
+        }
+        let label = Arc::new(AtomicUsize::new(0));
+        let staged = params.on_progress.clone().map(|on| {
+            let label = label.clone();
+            Arc::new(move |done: f32| on(STAGE_LABELS[label.load(Ordering::Relaxed)], done)) as ProgressFn
+        });
+        let progress =
+            params.progress.clone().or(staged).map(|f| Box::new(ProgressBox { f, panic: Cell::new(None) }));
         let raw = params.raw(progress.as_deref())?;
         let mut out = std::ptr::null_mut();
         let st = make(&raw.p, &mut out);
@@ -585,7 +606,7 @@ impl<'m> Session<'m> {
         let h = NonNull::new(out)
             .ok_or_else(|| Error { status: Status::Internal, message: "NULL session with LCTX_OK".into() })?;
         let cancel = Arc::new(CancelSlot(Mutex::new(h.as_ptr() as usize)));
-        Ok(Session { h, model, progress, cancel, _not_sync: PhantomData })
+        Ok(Session { h, model, progress, label, cancel, _not_sync: PhantomData })
     }
 
     /// A session reading one document (Model::session is the same).
@@ -646,18 +667,28 @@ impl<'m> Session<'m> {
         Canceller(self.cancel.clone())
     }
 
+    fn set_label(&self, index: usize) {
+        self.label.store(index, Ordering::Relaxed);
+    }
+
     /// Stage 1: appends document tokens.
     pub fn feed(&mut self, tokens: &[Token]) -> Result<()> {
+        self.set_label(0);
         self.call(|h| unsafe { sys::lctx_feed_chunk(h, tokens.as_ptr(), tokens.len()) })
     }
-    /// Tokenizes text (BOS before the first chunk, special tokens parsed) and feeds it.
+    /// Tokenizes text and feeds it, the rule of every binding: BOS (when the
+    /// model adds one) before the first chunk only, and special-token text
+    /// such as "<|im_start|>" is NOT parsed: a document is data, read as
+    /// plain text. To feed control tokens, tokenize with parse_special and
+    /// call feed.
     pub fn feed_text(&mut self, text: &str) -> Result<usize> {
-        let toks = self.model.tokenize(text, self.n_fed() == 0, true)?;
+        let toks = self.model.tokenize(text, self.n_fed() == 0, false)?;
         self.feed(&toks)?;
         Ok(toks.len())
     }
     /// Stage 2: seals the document.
     pub fn build_index(&mut self) -> Result<()> {
+        self.set_label(1);
         self.call(|h| unsafe { sys::lctx_build_index(h) })
     }
     /// Writes the REFORM index of an indexed session.
@@ -669,6 +700,7 @@ impl<'m> Session<'m> {
     /// Stage 3: chooses the document tokens that matter for a question.
     pub fn select(&mut self, query: &[Token]) -> Result<Selection> {
         let mut out = std::ptr::null_mut();
+        self.set_label(2);
         self.call(|h| unsafe { sys::lctx_select(h, query.as_ptr(), query.len(), &mut out) })?;
         NonNull::new(out)
             .map(|h| Selection { h })
@@ -676,6 +708,7 @@ impl<'m> Session<'m> {
     }
     /// Stage 4: builds the decode cache from a selection and its query.
     pub fn recompute(&mut self, selection: &Selection) -> Result<()> {
+        self.set_label(3);
         self.call(|h| unsafe { sys::lctx_recompute(h, selection.h.as_ptr()) })
     }
     /// Stage 5: samples the next token and appends it.

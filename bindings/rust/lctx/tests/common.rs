@@ -28,5 +28,6 @@ pub fn tiny_model() -> lctx::Model {
 }
 
 pub fn small_params() -> lctx::SessionParams {
-    lctx::SessionParams { n_ctx: 512, n_threads: 1, ..Default::default() }
+    // These tests mean FULL (the library default is REFORM).
+    lctx::SessionParams { method: lctx::Method::Full, n_ctx: 512, n_threads: 1, ..Default::default() }
 }

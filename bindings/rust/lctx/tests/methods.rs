@@ -96,7 +96,7 @@ fn kv_type_and_backend() {
     let m = common::tiny_model();
     assert_eq!(SessionParams::default().kv_type, KvType::F32);
     for kv_type in [KvType::F32, KvType::F16] {
-        let mut s = m.session(&SessionParams { n_ctx: 128, n_threads: 1, kv_type, ..Default::default() }).unwrap();
+        let mut s = m.session(&SessionParams { method: Method::Full, n_ctx: 128, n_threads: 1, kv_type, ..Default::default() }).unwrap();
         s.feed_text("Once upon a time").unwrap();
     }
     let e = m.session(&SessionParams { kv_type: KvType::Other(7), ..Default::default() }).err().unwrap();
@@ -106,7 +106,7 @@ fn kv_type_and_backend() {
     let path = common::tiny_model_path();
     let cpu_params = ModelParams { n_threads: 1, backend: Some("cpu".into()), ..Default::default() };
     let cpu = Model::load(&path, &cpu_params).unwrap();
-    let mut s = cpu.session(&SessionParams { n_ctx: 128, n_threads: 1, ..Default::default() }).unwrap();
+    let mut s = cpu.session(&SessionParams { method: Method::Full, n_ctx: 128, n_threads: 1, ..Default::default() }).unwrap();
     s.feed_text("Once upon a time").unwrap();
     let e = Model::load(&path, &ModelParams { backend: Some("c\0pu".into()), ..Default::default() }).err().unwrap();
     assert_eq!(e.status, Status::InvalidArg);

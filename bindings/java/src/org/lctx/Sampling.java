@@ -9,6 +9,15 @@ public final class Sampling {
     public float repeatPenalty = 1f;
     public int repeatLastN = 64;
     public long seed = 0;
+    /** Stop strings: generation ends before the first occurrence of any of
+     * them; the stop string and what follows are not returned. */
+    public java.util.List<String> stop = java.util.List.of();
+
+    /** Sets the stop strings; returns this. */
+    public Sampling stop(String... stops) {
+        stop = java.util.List.of(stops);
+        return this;
+    }
 
     public static Sampling greedy() {
         return new Sampling();

@@ -19,6 +19,27 @@ public final class Session implements AutoCloseable {
         boolean onProgress(float done);
     }
 
+    /** {@link Progress} with the running call's label, one of {@link #STAGE_LABELS}. */
+    @FunctionalInterface
+    public interface StageProgress {
+        boolean onProgress(String stage, float done);
+    }
+
+    /** The labels a {@link StageProgress} receives, one per long call. */
+    public static final java.util.List<String> STAGE_LABELS =
+            java.util.List.of("feed", "build_index", "select", "recompute");
+
+    /** The library's default method (lctx_session_default_params): LCTX_METHOD_REFORM. */
+    public static int defaultMethod() {
+        lctx_session_params p = new lctx_session_params();
+        try {
+            LctxNative.lctx_session_default_params(p);
+            return p.getMethod();
+        } finally {
+            p.delete();
+        }
+    }
+
     /**
      * Session parameters; {@link #configure} reaches every lctx_session_params
      * field, and {@link #reform}, {@link #kv}, {@link #infllm}, {@link #ilre},
@@ -26,11 +47,13 @@ public final class Session implements AutoCloseable {
      * from its lctx_*_default_params; unset: defaults).
      */
     public static final class Params {
-        public int method = lctx_method.LCTX_METHOD_FULL;
+        /** The library's default unless set: LCTX_METHOD_REFORM. */
+        public int method = defaultMethod();
         public int nCtx = 0;
         public int nThreads = 0;
         public int nBatch = 0;
         public Progress progress;
+        public StageProgress onProgress;
         public Consumer<lctx_session_params> configure;
         public Consumer<lctx_reform_params> reform;
         public Consumer<lctx_kv_params> kv;
@@ -44,6 +67,8 @@ public final class Session implements AutoCloseable {
         public Params nThreads(int n) { nThreads = n; return this; }
         public Params nBatch(int n) { nBatch = n; return this; }
         public Params progress(Progress p) { progress = p; return this; }
+        /** Progress with the running call's label ("feed", "build_index", "select", "recompute"). */
+        public Params onProgress(StageProgress p) { onProgress = p; return this; }
         public Params configure(Consumer<lctx_session_params> c) { configure = c; return this; }
         /** REFORM's knobs, e.g. {@code r -> r.setChunk(1024)}. */
         public Params reform(Consumer<lctx_reform_params> c) { reform = c; return this; }
@@ -85,6 +110,7 @@ public final class Session implements AutoCloseable {
     }
 
     private final Model model;
+    private final String[] label = {"feed"};   // the running call's label, read by onProgress
     private final Handle handle;
     private final Cleaner.Cleanable cleanable;
 
@@ -94,6 +120,8 @@ public final class Session implements AutoCloseable {
 
     private Session(Model model, Params params, String indexPath) {
         this.model = model;
+        if (params.progress != null && params.onProgress != null)
+            throw new IllegalArgumentException("set progress or onProgress, not both");
         lctx_session_params p = new lctx_session_params();
         LctxNative.lctx_session_default_params(p);
         p.setMethod(params.method);
@@ -145,6 +173,11 @@ public final class Session implements AutoCloseable {
         }
         if (params.configure != null) params.configure.accept(p);
         Progress prog = params.progress;
+        if (prog == null && params.onProgress != null) {
+            StageProgress on = params.onProgress;
+            String[] cell = label;
+            prog = done -> on.onProgress(cell[0], done);
+        }
         long ref = LctxNative.lctxsw_session_params_set_progress(p,
                 prog == null ? null : new ProgressAdapter(prog));
         long[] out = new long[1];
@@ -204,26 +237,40 @@ public final class Session implements AutoCloseable {
     public void cancel() { LctxNative.lctx_session_cancel(ptr()); }
 
     /** Stage 1: append document tokens. */
-    public void feed(int[] tokens) { LctxNative.lctx_feed_chunk(ptr(), tokens); }
+    public void feed(int[] tokens) {
+        label[0] = "feed";
+        LctxNative.lctx_feed_chunk(ptr(), tokens);
+    }
 
-    /** Tokenizes text (BOS before the first chunk) and feeds it; returns the token count. */
+    /** Tokenizes text and feeds it, the rule of every binding: BOS (when the
+     * model adds one) before the first chunk only, and special-token text such
+     * as "&lt;|im_start|&gt;" is NOT parsed: a document is data, read as plain
+     * text (to feed control tokens, tokenize with parseSpecial and call
+     * {@link #feed}). Returns the token count. */
     public int feedText(String text) {
         int[] t = model.tokenize(text, nFed() == 0, false);
         feed(t);
         return t.length;
     }
 
-    public void buildIndex() { LctxNative.lctx_build_index(ptr()); }
+    public void buildIndex() {
+        label[0] = "build_index";
+        LctxNative.lctx_build_index(ptr());
+    }
 
     public void saveIndex(String path) { LctxNative.lctx_index_save(ptr(), path); }
 
     public Selection select(int[] query) {
         long[] out = new long[1];
+        label[0] = "select";
         LctxNative.lctx_select(ptr(), query, out);
         return new Selection(new SWIGTYPE_p_lctx_selection(out[0], false));
     }
 
-    public void recompute(Selection sel) { LctxNative.lctx_recompute(ptr(), sel.ptr()); }
+    public void recompute(Selection sel) {
+        label[0] = "recompute";
+        LctxNative.lctx_recompute(ptr(), sel.ptr());
+    }
 
     public int decode(Sampling sampling) {
         lctx_sampling_params p = (sampling == null ? Sampling.greedy() : sampling).toNative();
@@ -299,9 +346,22 @@ public final class Session implements AutoCloseable {
         return l == null ? new float[0] : l;
     }
 
-    /** Decodes up to maxTokens tokens (stops at end of generation), passing
-     * each text piece to onPiece; UTF-8 split over tokens is held back. */
+    /** Decodes up to maxTokens tokens (stops at end of generation, or before
+     * the first of sampling's stop strings, which is not passed on), passing
+     * each text piece to onPiece; UTF-8 split over tokens, and text that may
+     * begin a stop string, is held back. */
     public void generate(int maxTokens, Sampling sampling, Consumer<String> onPiece) {
+        StopFilter f = new StopFilter(sampling == null ? java.util.List.of() : sampling.stop);
+        generatePieces(maxTokens, sampling, piece -> {
+            String t = f.push(piece);
+            if (!t.isEmpty()) onPiece.accept(t);
+            return !f.done;
+        });
+        String t = f.flush();
+        if (!t.isEmpty()) onPiece.accept(t);
+    }
+
+    private void generatePieces(int maxTokens, Sampling sampling, java.util.function.Predicate<String> onPiece) {
         CharsetDecoder dec = StandardCharsets.UTF_8.newDecoder()
                 .onMalformedInput(CodingErrorAction.REPLACE).onUnmappableCharacter(CodingErrorAction.REPLACE);
         ByteBuffer pending = ByteBuffer.allocate(64);
@@ -323,14 +383,14 @@ public final class Session implements AutoCloseable {
             dec.decode(pending, chars, false);
             pending.compact();
             chars.flip();
-            if (chars.hasRemaining()) onPiece.accept(chars.toString());
+            if (chars.hasRemaining() && !onPiece.test(chars.toString())) return;
         }
         pending.flip();
         chars.clear();
         dec.decode(pending, chars, true);
         dec.flush(chars);
         chars.flip();
-        if (chars.hasRemaining()) onPiece.accept(chars.toString());
+        if (chars.hasRemaining()) onPiece.test(chars.toString());
     }
 
     /** Seals the document on the first question, selects, recomputes and

@@ -96,7 +96,7 @@ class BindingTest {
 
     @Test
     void stagesAndGreedyIsArgmax() {
-        try (Session s = model.newSession(new Session.Params().nCtx(512).nThreads(1))) {
+        try (Session s = model.newSession(new Session.Params().method(lctx_method.LCTX_METHOD_FULL).nCtx(512).nThreads(1))) {
             LctxException e = assertThrows(LctxException.class, () -> s.decode(null));
             assertEquals(lctx_status.LCTX_ERR_STATE, e.status());
             assertEquals(e.getMessage(), s.lastError());
@@ -123,7 +123,7 @@ class BindingTest {
     void askManyIsDeterministic() {
         String[] a = new String[2];
         for (int r = 0; r < 2; r++) {
-            try (Session s = model.newSession(new Session.Params().nCtx(512).nThreads(1))) {
+            try (Session s = model.newSession(new Session.Params().method(lctx_method.LCTX_METHOD_FULL).nCtx(512).nThreads(1))) {
                 s.feedText(DOC + DOC);
                 a[r] = s.ask(" Lily saw a", 16) + "|" + s.ask(" The ball was", 16);
             }
@@ -135,14 +135,14 @@ class BindingTest {
     @Test
     void progressCancelAndExceptionPropagation() {
         AtomicInteger calls = new AtomicInteger();
-        try (Session s = model.newSession(new Session.Params().nCtx(512).nThreads(1).nBatch(8)
+        try (Session s = model.newSession(new Session.Params().method(lctx_method.LCTX_METHOD_FULL).nCtx(512).nThreads(1).nBatch(8)
                 .progress(d -> calls.incrementAndGet() > 1))) {
             LctxException e = assertThrows(LctxException.class, () -> s.feedText(DOC));
             assertTrue(e.isCancelled());
             assertTrue(calls.get() >= 2);
             assertEquals(lctx_stage.LCTX_STAGE_FEEDING, s.stage());
         }
-        try (Session s = model.newSession(new Session.Params().nCtx(512).nThreads(1).nBatch(8)
+        try (Session s = model.newSession(new Session.Params().method(lctx_method.LCTX_METHOD_FULL).nCtx(512).nThreads(1).nBatch(8)
                 .progress(d -> { throw new IllegalStateException("from the callback"); }))) {
             IllegalStateException e = assertThrows(IllegalStateException.class, () -> s.feedText(DOC));
             assertEquals("from the callback", e.getMessage());
@@ -152,7 +152,7 @@ class BindingTest {
     @Test
     void closeIsIdempotentAndModelClosesSessions() {
         Model m = new Model(tinyPath().toString());
-        Session s = m.newSession(new Session.Params().nCtx(64));
+        Session s = m.newSession(new Session.Params().method(lctx_method.LCTX_METHOD_FULL).nCtx(64));
         m.close();
         m.close();
         assertThrows(IllegalStateException.class, s::nFed);
@@ -163,7 +163,7 @@ class BindingTest {
     void logHandlerAndUnknownMethod() {
         List<String> got = new ArrayList<>();
         Lctx.setLogHandler((level, msg) -> got.add(msg), Lctx.LOG_DEBUG);
-        try (Session s = model.newSession(new Session.Params().nCtx(64).nThreads(1))) {
+        try (Session s = model.newSession(new Session.Params().method(lctx_method.LCTX_METHOD_FULL).nCtx(64).nThreads(1))) {
             s.feedText("Hello");
         } finally {
             Lctx.setLogHandler(null, Lctx.LOG_ERROR);
@@ -184,7 +184,7 @@ class BindingTest {
 
     static void sessionLoop(int n) {
         for (int i = 0; i < n; i++) {
-            try (Session s = model.newSession(new Session.Params().nCtx(4096).nThreads(1))) {
+            try (Session s = model.newSession(new Session.Params().method(lctx_method.LCTX_METHOD_FULL).nCtx(4096).nThreads(1))) {
                 s.feedText(DOC + DOC);
                 s.ask(" Lily saw a", 4);
             }

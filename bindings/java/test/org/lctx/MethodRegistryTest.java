@@ -207,7 +207,7 @@ class MethodRegistryTest {
                 }
                 assertEquals(lctx_stage.LCTX_STAGE_DECODING, s.stage());
             }
-            try (Session f = m.newSession(new Session.Params().nCtx(512).nThreads(1))) {
+            try (Session f = m.newSession(new Session.Params().method(lctx_method.LCTX_METHOD_FULL).nCtx(512).nThreads(1))) {
                 f.feedText(DOC.repeat(8));
                 f.buildIndex();
                 try (Selection sel = f.select(question)) {
@@ -292,7 +292,7 @@ class MethodRegistryTest {
                 LctxException e = assertThrows(LctxException.class, () -> s.decodeToken(m.nVocab() + 5));
                 assertEquals(lctx_status.LCTX_ERR_INVALID_ARG, e.status(), e.getMessage());
             }
-            try (Session f = m.newSession(new Session.Params().nCtx(256).nThreads(1))) {
+            try (Session f = m.newSession(new Session.Params().method(lctx_method.LCTX_METHOD_FULL).nCtx(256).nThreads(1))) {
                 LctxException e = assertThrows(LctxException.class, f::refreshkvStats);
                 assertEquals(lctx_status.LCTX_ERR_UNSUPPORTED, e.status(), e.getMessage());
             }
