@@ -62,9 +62,9 @@ class Server:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     data = tmp_path_factory.mktemp("serve-data")
-    # Two slots of one thread each (CI has two cores), a short wait line, a
-    # 2 MB body limit for the oversized-body test.
-    s = Server(["--parallel", "2", "--queue", "8", "--threads", "1", "--max-body", "2000000",
+    # Two slots (CI has two cores; the document's encoding takes both), a
+    # short wait line, a 2 MB body limit for the oversized-body test.
+    s = Server(["--parallel", "2", "--queue", "8", "--threads", "2", "--max-body", "2000000",
                 "--timeout", "170", "--data-dir", str(data)])
     s.data_dir = data
     yield s
