@@ -263,6 +263,13 @@ def test_bad_requests(server):
     error_of(raw(server, "DELETE", "/v1/documents/nope"), 404)
     with pytest.raises(openai.BadRequestError):
         client(server).chat.completions.create(model=MODEL_ID, messages=QUESTION, max_tokens=-1)
+    # Not HTTP at all, and a request cut off in its headers.
+    import socket
+    for junk in (b"\x00\xff GARBAGE\r\n\r\n", b"POST /v1/chat/completions HTTP/1.1\r\nContent-Length: 99"):
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+            sock.sendall(junk)
+            sock.shutdown(socket.SHUT_WR)
+            sock.recv(4096)
     # Still serving.
     assert post(server, json.dumps(ok)).status_code == 200
 
@@ -287,3 +294,31 @@ def test_full_queue_then_sigterm(tmp_path):
     finally:
         if s.proc.poll() is None:
             s.proc.kill()
+
+
+def test_saved_document_survives_restart(tmp_path):
+    """A REFORM document's encoding is kept in --data-dir: a server started
+    again on it lists the document as ready and answers from it as before."""
+    text = ("The lighthouse on Gull Island was built in 1871 by the engineer Mara Quill. It stands 42 metres tall "
+            "and its lamp can be seen 30 kilometres out at sea.\n") * 4
+    ask = [{"role": "user", "content": "Who built the lighthouse?"}]
+    answers = []
+    s = Server(["--threads", "2", "--data-dir", str(tmp_path)])
+    try:
+        d, _ = wait_ready(s, upload(s, text)["id"], 60)
+        assert d["state"] == "ready" and d["persisted"], d
+        answers.append(client(s).chat.completions.create(model=MODEL_ID, messages=ask, temperature=0, max_tokens=16,
+                                                         extra_body={"document_id": d["id"]}))
+    finally:
+        assert s.stop() == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"{d['id']}.index", f"{d['id']}.json"]
+    s = Server(["--threads", "2", "--data-dir", str(tmp_path)])
+    try:
+        again = raw(s, "GET", f"/v1/documents/{d['id']}").json()
+        assert again["state"] == "ready" and again["tokens_total"] == d["tokens_total"], again
+        answers.append(client(s).chat.completions.create(model=MODEL_ID, messages=ask, temperature=0, max_tokens=16,
+                                                         extra_body={"document_id": d["id"]}))
+    finally:
+        assert s.stop() == 0
+    assert "Quill" in answers[0].choices[0].message.content
+    assert answers[1].choices[0].message.content == answers[0].choices[0].message.content

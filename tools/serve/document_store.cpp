@@ -117,11 +117,16 @@ void DocumentStore::load_saved() {
         auto doc = std::make_shared<Document>();
         doc->id = id;
         doc->method = method;
-        doc->name = m.value("name", "");
-        doc->created = m.value("created", int64_t(0));
+        try {   // fields of the wrong type (a file edited by hand) throw
+            doc->name = m.value("name", "");
+            doc->created = m.value("created", int64_t(0));
+            doc->tokens_total = doc->tokens_done = m.value("tokens_total", int64_t(0));
+            doc->encode_s = m.value("encode_seconds", 0.0);
+        } catch (const json::exception &e) {
+            std::fprintf(stderr, "lctx serve: skipping %s/%s (%s)\n", data_dir_.c_str(), n.c_str(), e.what());
+            continue;
+        }
         doc->state = doc->stage = "ready";
-        doc->tokens_total = doc->tokens_done = m.value("tokens_total", int64_t(0));
-        doc->encode_s = m.value("encode_seconds", 0.0);
         doc->persisted = true;
         std::lock_guard<std::mutex> lock(mu_);
         docs_[id] = doc;
