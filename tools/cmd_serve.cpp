@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <httplib.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -99,18 +100,14 @@ int cmd_serve(int argc, char **argv) {
     eo.n_threads = a.has("--threads") ? threads_arg(a) : int32_t(std::max(1u, cores / unsigned(api.parallel)));
     eo.max_memory = max_memory_mib << 20;
 
-    // The data directory, before the model loads (a bad one fails fast).
+    // --data-dir before the model loads (a bad one fails fast).
     std::string data_dir = a.get("--data-dir");
     const bool temp_dir = data_dir.empty();
-    if (temp_dir) {
-        const char *tmp = std::getenv("TMPDIR");
-        std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/lctx-serve-XXXXXX";
-        if (!mkdtemp(tmpl.data())) die("cannot make a temporary data directory in %s", tmp ? tmp : "/tmp");
-        data_dir = tmpl;
-    } else if (mkdir(data_dir.c_str(), 0755) != 0 && errno != EEXIST) {
-        die("cannot create --data-dir %s", data_dir.c_str());
+    if (!temp_dir) {
+        if (mkdir(data_dir.c_str(), 0755) != 0 && errno != EEXIST) die("cannot create --data-dir %s", data_dir.c_str());
+        if (access(data_dir.c_str(), W_OK | X_OK) != 0)
+            die("--data-dir %s is not a writable directory", data_dir.c_str());
     }
-    if (access(data_dir.c_str(), W_OK | X_OK) != 0) die("--data-dir %s is not a writable directory", data_dir.c_str());
 
     // SIGINT/SIGTERM go to one thread that waits for them (below); every
     // thread started from here on inherits the mask. A closed client socket
@@ -123,6 +120,13 @@ int cmd_serve(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN);
 
     lctx_model *m = load_model(a);
+    int status = 0;
+    if (temp_dir) {   // made once nothing else can fail before the end removes it
+        const char *tmp = std::getenv("TMPDIR");
+        std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/lctx-serve-XXXXXX";
+        if (!mkdtemp(tmpl.data())) die("cannot make a temporary data directory in %s", tmp ? tmp : "/tmp");
+        data_dir = tmpl;
+    }
     {
         serve::Engine engine(m, a.has("--alias") ? a.get("--alias") : model_id_of(a.get("--model")), eo);
         serve::DocumentStore docs(engine, data_dir, max_documents);
@@ -134,6 +138,13 @@ int cmd_serve(int argc, char **argv) {
         const size_t n_threads = size_t(api.parallel) + size_t(api.queue) + 8;
         svr.new_task_queue = [n_threads] { return new httplib::ThreadPool(n_threads); };
         svr.set_keep_alive_timeout(2);
+        // httplib's default also sets SO_REUSEPORT, with which a second server
+        // binds a port already served and takes part of its requests: only
+        // SO_REUSEADDR (a restart may bind a port in TIME_WAIT).
+        svr.set_socket_options([](socket_t sock) {
+            int yes = 1;
+            setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+        });
         svr.set_logger([](const httplib::Request &req, const httplib::Response &res) {
             std::fprintf(stderr, "lctx serve: %s %s %d\n", req.method.c_str(), req.path.c_str(), res.status);
         });
@@ -142,40 +153,47 @@ int cmd_serve(int argc, char **argv) {
         int bound = port;
         if (port == 0) bound = svr.bind_to_any_port(host);
         else if (!svr.bind_to_port(host, port)) bound = -1;
-        if (bound < 0) die("cannot listen on %s:%d (in use, or not an address of this machine)", host.c_str(), port);
-
-        std::atomic<bool> done{false};
-        std::thread waiter([&] {
-            const timespec tick{0, 200 * 1000 * 1000};
-            while (!done) {
-                const int sig = sigtimedwait(&stop_signals, nullptr, &tick);
-                if (sig == SIGINT || sig == SIGTERM) {
-                    std::fprintf(stderr, "lctx serve: %s, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
-                    http.begin_shutdown();
-                    docs.shutdown();
-                    // stop() does nothing before listen has started: repeat it until listen returns.
-                    while (!done) {
-                        svr.stop();
-                        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        if (bound < 0) {
+            std::fprintf(stderr, "lctx: cannot listen on %s:%d (in use, or not an address of this machine)\n",
+                         host.c_str(), port);
+            status = 1;
+        } else {
+            std::atomic<bool> done{false};
+            std::thread waiter([&] {
+                const timespec tick{0, 200 * 1000 * 1000};
+                while (!done) {
+                    const int sig = sigtimedwait(&stop_signals, nullptr, &tick);
+                    if (sig == SIGINT || sig == SIGTERM) {
+                        std::fprintf(stderr, "lctx serve: %s, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+                        http.begin_shutdown();
+                        docs.shutdown();
+                        // stop() does nothing before listen has started: repeat it until listen returns.
+                        while (!done) {
+                            svr.stop();
+                            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+                        }
+                        return;
                     }
-                    return;
                 }
+            });
+            std::fprintf(stderr, "lctx serve: %s (%s) on http://%s:%d, %d slot(s) x %d thread(s), data in %s\n",
+                         engine.model_id().c_str(), lctx_build_info(), host.c_str(), bound, api.parallel,
+                         eo.n_threads, data_dir.c_str());
+            std::fflush(stderr);
+            const bool ok = svr.listen_after_bind();
+            done = true;
+            waiter.join();
+            if (!ok) {
+                std::fprintf(stderr, "lctx serve: the server stopped with an error\n");
+                status = 1;
             }
-        });
-        std::fprintf(stderr, "lctx serve: %s (%s) on http://%s:%d, %d slot(s) x %d thread(s), data in %s\n",
-                     engine.model_id().c_str(), lctx_build_info(), host.c_str(), bound, api.parallel, eo.n_threads,
-                     data_dir.c_str());
-        std::fflush(stderr);
-        const bool ok = svr.listen_after_bind();
-        done = true;
-        waiter.join();
+        }
         http.begin_shutdown();
         docs.shutdown();
-        if (!ok) std::fprintf(stderr, "lctx serve: the server stopped with an error\n");
     }   // sessions, documents and the model are freed here, after every request thread has ended
     if (temp_dir) remove_tree(data_dir);
     std::fprintf(stderr, "lctx serve: stopped\n");
-    return 0;
+    return status;
 }
 
 } // namespace lctx::cli

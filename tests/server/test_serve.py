@@ -6,6 +6,7 @@ Runtime: about 3 minutes on 2 busy cores (load 12), most of it the document's
 encoding and REFORM's recompute of 4096 gathered tokens per question."""
 import concurrent.futures
 import json
+import subprocess
 import sys
 import threading
 import time
@@ -15,7 +16,7 @@ import http.client
 import openai
 import pytest
 
-from conftest import MODEL_ID, ROOT, Server
+from conftest import BUILD, MODEL_ID, ROOT, SMOLLM2, Server
 
 sys.path.insert(0, str(ROOT / "bench"))
 import needle_data  # noqa: E402
@@ -287,6 +288,10 @@ def test_full_queue_then_sigterm(tmp_path):
         r = raw(s, "POST", "/v1/chat/completions", {"model": MODEL_ID, "messages": QUESTION})
         e = error_of(r, 503)
         assert e["code"] == "server_busy" and r.headers.get("retry-after")
+        # A second server on the same port is refused (no SO_REUSEPORT sharing of the port).
+        second = subprocess.run([str(BUILD / "tools" / "lctx"), "serve", "-m", str(SMOLLM2), "--port", str(s.port)],
+                                capture_output=True, text=True, timeout=60)
+        assert second.returncode == 1 and "cannot listen" in second.stderr, second.stderr
         t0 = time.time()
         assert s.stop() == 0, "\n".join(s.log[-20:])
         assert time.time() - t0 < 15
