@@ -327,3 +327,22 @@ def test_saved_document_survives_restart(tmp_path):
         assert s.stop() == 0
     assert "Quill" in answers[0].choices[0].message.content
     assert answers[1].choices[0].message.content == answers[0].choices[0].message.content
+
+
+def test_timeout(tmp_path):
+    """--timeout bounds a request: a long answer is stopped with 504 (plain)
+    or an error event (streamed), and the slot is free again."""
+    s = Server(["--threads", "1", "--timeout", "1", "--data-dir", str(tmp_path)])
+    try:
+        long = [{"role": "user", "content": "Count from 1 to 1000, separated by commas."}]
+        e = error_of(raw(s, "POST", "/v1/chat/completions", {"model": MODEL_ID, "messages": long, "temperature": 0,
+                                                             "max_tokens": 4000}), 504)
+        assert e["code"] == "timeout"
+        with pytest.raises(openai.APIError) as err:
+            for _ in client(s).chat.completions.create(model=MODEL_ID, messages=long, temperature=0, max_tokens=4000,
+                                                       stream=True):
+                pass
+        assert "--timeout" in str(err.value)
+        assert wait_idle(s, 10)["slots_busy"] == 0
+    finally:
+        assert s.stop() == 0
