@@ -259,6 +259,17 @@ def test_bad_requests(server):
     e = error_of(post(server, json.dumps({**ok, "messages": [{"role": "user", "content": "word " * 9000}]})), 400)
     assert e["code"] == "context_length_exceeded"
     e = error_of(post(server, b"x" * 3_000_000), 413)               # past --max-body 2000000
+    assert e["code"] == "payload_too_large"
+    # The same without Content-Length (chunked): the server stops reading at the limit.
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+    try:
+        conn.request("POST", "/v1/chat/completions", body=(b"y" * 100_000 for _ in range(30)), encode_chunked=True,
+                     headers={"Transfer-Encoding": "chunked", "Content-Type": "application/json"})
+    except (BrokenPipeError, ConnectionResetError):
+        pass   # the answer came before the whole body was sent
+    r = conn.getresponse()
+    assert r.status == 413 and json.loads(r.read())["error"]["code"] == "payload_too_large"
+    conn.close()
     error_of(raw(server, "GET", "/v1/nothing"), 404)
     error_of(raw(server, "GET", "/v1/documents/doc-0000000000000000"), 404)
     error_of(raw(server, "DELETE", "/v1/documents/nope"), 404)

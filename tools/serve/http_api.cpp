@@ -51,18 +51,47 @@ std::string random_hex(size_t n) {
     return s;
 }
 
-// Runs a handler, turning what it throws into the error response.
+// Runs fn, turning what it throws into the error response.
+template <class F> void run_guarded(httplib::Response &res, F &&fn) {
+    try {
+        fn();
+    } catch (const ApiError &e) {
+        send_error(res, e);
+    } catch (const std::bad_alloc &) {
+        send_error(res, ApiError(503, "server_error", "out of memory", "out_of_memory"));
+    } catch (const std::exception &e) {
+        send_error(res, ApiError(500, "server_error", std::string("internal error: ") + e.what()));
+    }
+}
+
 template <class F> httplib::Server::Handler guarded(F f) {
-    return [f](const httplib::Request &req, httplib::Response &res) {
-        try {
-            f(req, res);
-        } catch (const ApiError &e) {
-            send_error(res, e);
-        } catch (const std::bad_alloc &) {
-            send_error(res, ApiError(503, "server_error", "out of memory", "out_of_memory"));
-        } catch (const std::exception &e) {
-            send_error(res, ApiError(500, "server_error", std::string("internal error: ") + e.what()));
-        }
+    return [f](const httplib::Request &req, httplib::Response &res) { run_guarded(res, [&] { f(req, res); }); };
+}
+
+// A handler of a request body, read here with the --max-body limit (httplib's
+// own limit does not cover chunked bodies): f(req, res, body).
+template <class F> httplib::Server::HandlerWithContentReader with_body(size_t max_body, F f) {
+    return [max_body, f](const httplib::Request &req, httplib::Response &res, const httplib::ContentReader &reader) {
+        run_guarded(res, [&] {
+            if (req.is_multipart_form_data()) throw bad_request("multipart bodies are not accepted: send text or JSON");
+            std::string body;
+            bool too_large = false;
+            reader([&](const char *data, size_t n) {
+                if (body.size() + n > max_body) {
+                    too_large = true;
+                    return false;
+                }
+                body.append(data, n);
+                return true;
+            });
+            if (too_large) {
+                res.set_header("Connection", "close");
+                throw ApiError(413, "invalid_request_error",
+                               "the body is larger than the server's --max-body (" + std::to_string(max_body) + " bytes)",
+                               "payload_too_large");
+            }
+            f(req, res, body);
+        });
     };
 }
 
@@ -208,7 +237,7 @@ void HttpApi::install(httplib::Server &svr) {
         if (res.status == 404) msg = "no endpoint " + req.method + " " + req.path, code = "unknown_url";
         else if (res.status == 413) msg = "the body is larger than the server's --max-body", code = "payload_too_large";
         else if (res.status >= 500) msg = "internal error", type = "server_error";
-        else msg = "bad request";
+        else msg = "bad request (a malformed request, or a method this endpoint does not take)";
         send_error(res, ApiError(res.status, type, msg, code));
         return httplib::Server::HandlerResponse::Handled;
     }));
@@ -249,7 +278,8 @@ void HttpApi::install(httplib::Server &svr) {
         send_json(res, 200, model_json());
     }));
 
-    svr.Post("/v1/chat/completions", guarded([this](const httplib::Request &req, httplib::Response &res) {
+    svr.Post("/v1/chat/completions", with_body(opts_.max_body, [this](const httplib::Request &, httplib::Response &res,
+                                                                        std::string &body) {
         if (shutting_down_) throw ApiError(503, "server_error", "the server is shutting down", "shutting_down");
         auto job = std::make_shared<ChatJob>();
         job->engine = &engine_;
@@ -257,7 +287,7 @@ void HttpApi::install(httplib::Server &svr) {
         job->shutting_down = &shutting_down_;
         job->deadline = std::chrono::steady_clock::now() +
                         std::chrono::milliseconds(static_cast<int64_t>(opts_.timeout_s * 1000));
-        job->req = parse_chat_request(parse_json_body(req.body));
+        job->req = parse_chat_request(parse_json_body(body));
         const ChatRequest &cr = job->req;
         if (cr.model != engine_.model_id())
             throw ApiError(404, "invalid_request_error",
@@ -344,14 +374,15 @@ void HttpApi::install(httplib::Server &svr) {
         send_json(res, 200, out);
     }));
 
-    svr.Post("/v1/documents", guarded([this](const httplib::Request &req, httplib::Response &res) {
+    svr.Post("/v1/documents", with_body(opts_.max_body, [this](const httplib::Request &req, httplib::Response &res,
+                                                                 std::string &body_text) {
         if (shutting_down_) throw ApiError(503, "server_error", "the server is shutting down", "shutting_down");
         std::string text, method_name = "reform", name;
         if (req.has_param("method")) method_name = req.get_param_value("method");
         if (req.has_param("name")) name = req.get_param_value("name");
         const std::string ctype = req.get_header_value("Content-Type");
         if (ctype.compare(0, 16, "application/json") == 0) {
-            const json body = parse_json_body(req.body);
+            const json body = parse_json_body(body_text);
             if (!body.is_object()) throw bad_request("the body must be a JSON object with 'text'");
             if (!body.contains("text")) throw bad_request("'text' (the document) is required", "text");
             if (!body["text"].is_string())
@@ -363,7 +394,7 @@ void HttpApi::install(httplib::Server &svr) {
             if (body.contains("method") && body["method"].is_string()) method_name = body["method"];
             if (body.contains("name") && body["name"].is_string()) name = body["name"];
         } else {
-            text = req.body;   // the document as it is (text/plain or anything else)
+            text = std::move(body_text);   // the document as it is (text/plain or anything else)
         }
         if (std::all_of(text.begin(), text.end(), [](char c) { return std::isspace(static_cast<unsigned char>(c)); }))
             throw bad_request("the document is empty", "text");
