@@ -193,6 +193,13 @@ def test_document_as_text_and_methods(server):
         r = raw(server, "POST", "/v1/documents", body)
         assert r.status_code == 400 and "message" in r.json()["error"], (body, r.text)
     raw(server, "DELETE", f"/v1/documents/{d['id']}")
+    # Deleted while it waits or is encoded: gone at once, its encoding stops, nothing is left on disk.
+    big = upload(server, "All work and no play. " * 20000)
+    assert raw(server, "DELETE", f"/v1/documents/{big['id']}").json()["deleted"] is True
+    assert raw(server, "GET", f"/v1/documents/{big['id']}").status_code == 404
+    assert all(d["id"] != big["id"] for d in raw(server, "GET", "/v1/documents").json()["data"])
+    time.sleep(1)
+    assert not list(server.data_dir.glob(big["id"] + ".*"))
 
 
 def test_concurrent_clients(server):

@@ -241,10 +241,11 @@ void DocumentStore::shutdown() {
         std::lock_guard<std::mutex> lock(mu_);
         if (stopping_ && !encoder_.joinable()) return;
         stopping_ = true;
-        for (auto &d : queue_) d->cancelled = true;
+        // Every document not encoded yet, the one the encoder has just taken
+        // from the queue included (neither queued nor marked encoding yet).
         for (auto &kv : docs_) {
             std::lock_guard<std::mutex> dl(kv.second->mu);
-            if (kv.second->state == "encoding") kv.second->cancelled = true;
+            if (kv.second->state != "ready" && kv.second->state != "failed") kv.second->cancelled = true;
         }
     }
     cv_.notify_all();
@@ -266,6 +267,7 @@ void DocumentStore::encoder_loop() {
 }
 
 void DocumentStore::encode(const std::shared_ptr<Document> &doc) {
+    if (doc->cancelled) return;   // deleted (or the server stopped) while it waited
     auto set = [&](const char *state, const char *stage) {
         std::lock_guard<std::mutex> lock(doc->mu);
         doc->state = state;
