@@ -364,3 +364,22 @@ def test_timeout(tmp_path):
         assert wait_idle(s, 10)["slots_busy"] == 0
     finally:
         assert s.stop() == 0
+
+
+def test_memory_bound(tmp_path):
+    """--max-memory bounds every session: a request past it gets 400
+    memory_limit_exceeded, a document's encoding fails with the reason, and
+    a document still encoding or failed cannot be asked about (409)."""
+    s = Server(["--threads", "1", "--max-memory", "1", "--data-dir", str(tmp_path)])
+    try:
+        with pytest.raises(openai.BadRequestError) as e:
+            client(s).chat.completions.create(model=MODEL_ID, messages=QUESTION, max_tokens=3)
+        assert e.value.body["code"] == "memory_limit_exceeded"
+        d, _ = wait_ready(s, upload(s, "a short document")["id"], 30)
+        assert d["state"] == "failed" and "max_memory" in d["message"], d
+        e = error_of(raw(s, "POST", "/v1/chat/completions", {"model": MODEL_ID, "messages": QUESTION,
+                                                             "document_id": d["id"]}), 409)
+        assert e["code"] == "document_not_ready"
+        assert raw(s, "GET", "/health").json()["status"] == "ok"
+    finally:
+        assert s.stop() == 0
