@@ -15,6 +15,9 @@ set(CPACK_DEBIAN_PACKAGE_SECTION libs)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS OFF)
 set(CPACK_DEBIAN_PACKAGE_DEPENDS "libc6, libstdc++6, libgcc-s1")
+if(LCTX_CLI_DEB_DEPENDS)   # set by tools/CMakeLists.txt when bin/lctx links a shared library of its own
+  string(APPEND CPACK_DEBIAN_PACKAGE_DEPENDS ", ${LCTX_CLI_DEB_DEPENDS}")
+endif()
 set(CPACK_SET_DESTDIR OFF)
 # the .deb installs where lctx.pc and the CMake package say it is
 set(CPACK_PACKAGING_INSTALL_PREFIX ${CMAKE_INSTALL_PREFIX})

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Sets up a fresh machine for building and testing lctx: system packages
-# (apt), a Python venv with the reference tools (.venv), the default model,
+# (apt), a Python venv with the reference tools and the openai client (.venv), the default model,
 # and a release build in build/release. Safe to run again: every step skips
 # what is already done.
 set -euo pipefail
@@ -8,7 +8,8 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
 need_apt=()
-for pkg in cmake g++ make libgtest-dev libgmock-dev pkg-config unzip; do
+# libcpp-httplib-dev, nlohmann-json3-dev: lctx serve (tools/serve).
+for pkg in cmake g++ make libgtest-dev libgmock-dev pkg-config unzip libcpp-httplib-dev nlohmann-json3-dev; do
     dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
 done
 if ((${#need_apt[@]})); then
@@ -22,7 +23,7 @@ if [[ ! -x .venv/bin/python ]]; then
     echo "setup: creating .venv"
     python3 -m venv .venv
 fi
-if ! .venv/bin/python -c "import gguf, numpy, pytest, jinja2, matplotlib" 2>/dev/null; then
+if ! .venv/bin/python -c "import gguf, numpy, pytest, jinja2, matplotlib, openai" 2>/dev/null; then
     echo "setup: installing Python reference tools"
     .venv/bin/pip install --quiet --upgrade pip
     .venv/bin/pip install --quiet -r requirements-dev.txt

@@ -2,8 +2,8 @@
 # Sets up (scripts/setup.sh) and runs every test: the GoogleTest unit tests
 # of the release build, the same unit tests under ASan+UBSan, the thread
 # stress test under ThreadSanitizer, the libFuzzer targets (60 s each; set
-# LCTX_FUZZ_SECONDS to change), and the Python reference tests (numpy
-# forward, gguf dequantizer, llama.cpp).
+# LCTX_FUZZ_SECONDS to change), the Python reference tests (numpy
+# forward, gguf dequantizer, llama.cpp), and lctx serve with the openai client.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -31,6 +31,10 @@ bash scripts/fuzz.sh "${LCTX_FUZZ_SECONDS:-60}"
 echo "== reference tests (pytest)"
 LCTX_BUILD_DIR="$root/build/release" LCTX_MODELS_DIR="$root/models" \
     .venv/bin/python -m pytest -q tests/reference
+
+echo "== server tests (lctx serve, openai client)"
+LCTX_BUILD_DIR="$root/build/release" LCTX_MODELS_DIR="$root/models" \
+    .venv/bin/python -m pytest -q tests/server
 
 echo "== bindings, examples, packages, ABI guard"
 bash scripts/test-bindings.sh

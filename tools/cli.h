@@ -108,5 +108,6 @@ int cmd_heads_ilre(int argc, char **argv);   // lctx heads --ilre
 int cmd_bench(int argc, char **argv);
 int cmd_bench_refreshkv(int argc, char **argv);   // lctx bench-refreshkv
 int cmd_eval(int argc, char **argv);
+int cmd_serve(int argc, char **argv);   // lctx serve (built when cpp-httplib and nlohmann-json are found)
 
 } // namespace lctx::cli

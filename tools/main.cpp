@@ -16,6 +16,7 @@ static const char *kUsage =
     "  run -m MODEL --file DOC --question TEXT   answer a question about a long document (REFORM)\n"
     "  heads -m MODEL                 measure a REFORM head profile (JSON)\n"
     "  eval -m MODEL --methods M,...  RULER-style tasks over methods and lengths (docs/eval.md)\n"
+    "  serve -m MODEL                 OpenAI-compatible HTTP server (chat completions, long documents)\n"
     "  version                        print the library version and build\n"
     "\n"
     "Run 'lctx COMMAND --help' for the options of a command.\n";
@@ -34,6 +35,16 @@ int main(int argc, char **argv) {
     if (!std::strcmp(cmd, "eval")) return lctx::cli::cmd_eval(argc - 2, argv + 2);
     if (!std::strcmp(cmd, "run")) return lctx::cli::cmd_run(argc - 2, argv + 2);
     if (!std::strcmp(cmd, "heads")) return lctx::cli::cmd_heads(argc - 2, argv + 2);
+    if (!std::strcmp(cmd, "serve")) {
+#ifdef LCTX_HAVE_SERVE
+        return lctx::cli::cmd_serve(argc - 2, argv + 2);
+#else
+        std::fputs("lctx: this build has no 'serve': cpp-httplib and nlohmann-json were not found when it was "
+                   "configured (apt-get install libcpp-httplib-dev nlohmann-json3-dev, then configure again)\n",
+                   stderr);
+        return 1;
+#endif
+    }
     if (!std::strcmp(cmd, "version") || !std::strcmp(cmd, "--version")) {
         std::printf("%s\n", lctx_build_info());
         return 0;
