@@ -5,12 +5,14 @@
 // the CPU with the CPU's answers. On a machine with a device the fallback
 // does not apply and the test is skipped (test_cuda_backend_gpu runs there).
 #include <gtest/gtest.h>
+#include <dlfcn.h>
 
 #include <cstdlib>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "backend/module_abi.h"
 #include "backend/registry.h"
 #include "engine_tiny_model.h"
 #include "lctx.h"
@@ -110,4 +112,23 @@ TEST(CudaModule, WithoutADeviceItScoresZeroAndSessionsFallBackToTheCpu) {
     unsetenv("LCTX_BACKEND_PATH");
     backends_rescan();
     lctx_log_set(nullptr, LCTX_LOG_WARN, nullptr);
+}
+
+// The module's create() called directly, as if the registry ignored the
+// score: without a device it refuses with a message, it does not crash.
+TEST(CudaModule, CreateWithoutADeviceFailsWithAMessage) {
+    void *h = dlopen(LCTX_CUDA_MODULE, RTLD_NOW | RTLD_LOCAL);
+    ASSERT_NE(h, nullptr) << dlerror();
+    auto get = reinterpret_cast<lctx_backend_module_get_fn>(dlsym(h, LCTX_BACKEND_MODULE_SYMBOL));
+    ASSERT_NE(get, nullptr);
+    const lctx_backend_module *t = get();
+    ASSERT_NE(t, nullptr);
+    EXPECT_EQ(t->api_version, static_cast<uint32_t>(LCTX_BACKEND_API_VERSION));
+    EXPECT_STREQ(t->name, "cuda");
+    if (t->score() > 0) GTEST_SKIP() << "a CUDA device is present";
+    char err[512] = "";
+    void *b = t->create(1, err, sizeof err);
+    EXPECT_EQ(b, nullptr);
+    EXPECT_NE(std::string(err).find("cuda"), std::string::npos) << err;
+    if (b) t->destroy(b);
 }
