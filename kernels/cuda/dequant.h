@@ -15,7 +15,7 @@
 namespace lctx::cuda {
 
 constexpr int kSub = 32;            // elements per sub-block
-constexpr int kGemvThreads = 128;   // threads per output row of the GEMV
+constexpr int kGemvThreads = 128;   // threads per block of the GEMV (split over rows)
 constexpr int kGemvMaxTok = 8;      // GEMV for up to this many tokens; more: the GEMM
 constexpr int kRowsThreads = 64;    // threads per row of the dequantizing row copy
 
@@ -143,7 +143,10 @@ LCTX_HD void dequant_rows_body(Ctx &c, const DequantRowsArgs &a) {
 }
 
 // --- GEMV: y[t * n_rows + r] = sum_c W[r, c] * x[t * ldx + c] for t < n_tok
-// (<= kGemvMaxTok). grid.x = n_rows; shared: nthreads floats.
+// (<= kGemvMaxTok). A block computes kGemvThreads / threads_per_row rows,
+// each with threads_per_row threads striding over its sub-blocks (a power of
+// two chosen by gemv_dims from the row length, so short rows do not leave
+// most threads idle). shared: nthreads floats.
 struct GemvArgs {
     uint32_t type;
     const uint8_t *w;
@@ -152,21 +155,33 @@ struct GemvArgs {
     const float *x;
     int64_t ldx, n_tok;
     float *y;
+    int threads_per_row;   // set from gemv_threads_per_row(n_cols)
 };
 
-inline LaunchDims gemv_dims(int64_t n_rows) {
-    return {{static_cast<unsigned>(n_rows), 1, 1}, kGemvThreads, kGemvThreads * sizeof(float)};
+inline int gemv_threads_per_row(int64_t n_cols) {
+    const int64_t n_sub = ceil_div(n_cols, kSub);
+    int t = 16;
+    while (t < kGemvThreads && t < n_sub) t *= 2;
+    return t;
+}
+
+inline LaunchDims gemv_dims(int64_t n_rows, int threads_per_row) {
+    const int64_t rows_per_block = kGemvThreads / threads_per_row;
+    return {{static_cast<unsigned>(ceil_div(n_rows, rows_per_block)), 1, 1}, kGemvThreads,
+            kGemvThreads * sizeof(float)};
 }
 
 template <class Ctx>
 LCTX_HD void gemv_body(Ctx &c, const GemvArgs &a) {
-    const int64_t r = c.bx();
-    const uint8_t *row = a.w + static_cast<size_t>(r) * a.row_bytes;
-    const int64_t n_sub = ceil_div(a.n_cols, kSub);
+    const int tpr = a.threads_per_row, lane = c.tid() % tpr;
+    const int64_t r = c.bx() * (c.nthreads() / tpr) + c.tid() / tpr;
+    const bool live = r < a.n_rows;   // dead threads still take part in the barriers
+    const uint8_t *row = a.w + static_cast<size_t>(live ? r : 0) * a.row_bytes;
+    const int64_t n_sub = live ? ceil_div(a.n_cols, kSub) : 0;
     float acc[kGemvMaxTok];
     for (int t = 0; t < kGemvMaxTok; ++t) acc[t] = 0.0f;
     float buf[kSub];
-    for (int64_t sb = c.tid(); sb < n_sub; sb += c.nthreads()) {
+    for (int64_t sb = lane; sb < n_sub; sb += tpr) {
         const int64_t c0 = sb * kSub;
         const int nv = static_cast<int>(a.n_cols - c0 < kSub ? a.n_cols - c0 : kSub);
         dequant_sub(a.type, row, sb, buf, nv);
@@ -177,10 +192,17 @@ LCTX_HD void gemv_body(Ctx &c, const GemvArgs &a) {
             acc[t] += s;
         }
     }
+    // per-row sums: a tree within each segment of tpr threads
     float *red = reinterpret_cast<float *>(c.shared());
     for (int t = 0; t < a.n_tok; ++t) {
-        const float s = block_sum(c, red, acc[t]);
-        if (c.tid() == 0) a.y[t * a.n_rows + r] = s;
+        red[c.tid()] = acc[t];
+        c.sync();
+        for (int s = tpr / 2; s > 0; s >>= 1) {
+            if (lane < s) red[c.tid()] += red[c.tid() + s];
+            c.sync();
+        }
+        if (lane == 0 && live) a.y[t * a.n_rows + r] = red[c.tid()];
+        c.sync();
     }
 }
 

@@ -33,9 +33,14 @@ void launch_rope(const RopeArgs &a, int64_t n_tok, int32_t n_heads, void *s) {
 void launch_dequant_rows(const DequantRowsArgs &a, int64_t n_rows, void *s) {
     launch<DequantRowsArgs, dequant_rows_body<DeviceCtx>>(dequant_rows_dims(n_rows), a, s);
 }
-void launch_gemv(const GemvArgs &a, void *s) { launch<GemvArgs, gemv_body<DeviceCtx>>(gemv_dims(a.n_rows), a, s); }
+void launch_gemv(const GemvArgs &a, void *s) {
+    launch<GemvArgs, gemv_body<DeviceCtx>>(gemv_dims(a.n_rows, a.threads_per_row), a, s);
+}
 void launch_attention(const AttnArgs &a, void *s) {
-    launch<AttnArgs, attention_body<DeviceCtx>>(attention_dims(a.n_q, a.n_head, a.head_dim), a, s);
+    launch<AttnArgs, attention_body<DeviceCtx>>(attention_dims(a.n_q, a.n_head, a.head_dim, a.n_split), a, s);
+    if (a.n_split <= 1) return;
+    launch<AttnArgs, attn_combine_body<DeviceCtx>>(attn_combine_dims(a.n_q, a.n_head), a, s);
+    if (a.col_sums) launch<AttnArgs, attn_cols_body<DeviceCtx>>(attn_cols_dims(a.n_q, a.n_head, a.head_dim, a.n_split), a, s);
 }
 void launch_gather_rows(const GatherArgs &a, int64_t n, void *s) {
     launch<GatherArgs, gather_rows_body<DeviceCtx>>(kv_rows_dims(n), a, s);

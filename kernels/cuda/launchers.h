@@ -22,6 +22,8 @@ void launch_add(const AddArgs &a, void *stream);
 void launch_rope(const RopeArgs &a, int64_t n_tok, int32_t n_heads, void *stream);
 void launch_dequant_rows(const DequantRowsArgs &a, int64_t n_rows, void *stream);
 void launch_gemv(const GemvArgs &a, void *stream);
+// attention_body, and with a.n_split > 1 attn_combine_body and (col_sums)
+// attn_cols_body after it.
 void launch_attention(const AttnArgs &a, void *stream);
 void launch_gather_rows(const GatherArgs &a, int64_t n, void *stream);
 void launch_convert_rows(const RowConvertArgs &a, int64_t n, void *stream);

@@ -173,7 +173,11 @@ TEST(CudaEmulated, GetRowsDequantizesLikeTheReferenceForEveryType) {
 
 TEST(CudaEmulated, QuantizedGemvMatchesMatmulRefForEveryTypeAndTokenCount) {
     std::mt19937 rng(6);
-    for (const TypeShape &s : kShapes) {
+    // short rows share a block (16 or 32 threads a row); long ones take all 128
+    std::vector<TypeShape> shapes(std::begin(kShapes), std::end(kShapes));
+    shapes.push_back({GgmlType::Q8_0, 3200});
+    shapes.push_back({GgmlType::F32, 4100});
+    for (const TypeShape &s : shapes) {
         const int64_t n_rows = 37;
         test::RandomWeight w(s.type, n_rows, s.n_cols, rng);
         for (int64_t n_tok : {int64_t{1}, int64_t{3}, int64_t{kGemvMaxTok}}) {
@@ -182,8 +186,8 @@ TEST(CudaEmulated, QuantizedGemvMatchesMatmulRefForEveryTypeAndTokenCount) {
             std::vector<float> y(n_tok * n_rows, NAN), ref(n_tok * n_rows);
             cpu::matmul_ref(w.view, x.data(), ldx, n_tok, ref.data());
             const GemvArgs a{static_cast<uint32_t>(s.type), w.view.data, w.view.row_bytes, n_rows, s.n_cols,
-                             x.data(), ldx, n_tok, y.data()};
-            emulate_launch(gemv_dims(n_rows), [&](HostCtx &c) { gemv_body(c, a); });
+                             x.data(), ldx, n_tok, y.data(), gemv_threads_per_row(s.n_cols)};
+            emulate_launch(gemv_dims(n_rows, a.threads_per_row), [&](HostCtx &c) { gemv_body(c, a); });
             EXPECT_LT(test::nmse(y.data(), ref.data(), y.size()), 1e-10) << ggml_type_name(s.type) << " tokens " << n_tok;
             EXPECT_LT(max_rel_err(y.data(), ref.data(), y.size()), 1e-5) << ggml_type_name(s.type) << " tokens " << n_tok;
         }
@@ -199,7 +203,7 @@ struct AttnCase {
     int64_t obs_begin;
 };
 
-void check_attention(const AttnCase &t, uint32_t seed) {
+void check_attention(const AttnCase &t, uint32_t seed, int32_t n_split = 1) {
     std::mt19937 rng(seed);
     const int64_t hd = t.head_dim, ldq = t.n_head * hd + 3, ld_kv = hd + 2, head_stride = ld_kv * t.n_kv + 7;
     const auto q = test::random_floats(t.n_q * ldq, rng, -2.0f, 2.0f);
@@ -246,7 +250,19 @@ void check_attention(const AttnCase &t, uint32_t seed) {
     a.q_pos = q_pos.data(); a.kv_pos = kv_pos.data(); a.kv_pos_head_stride = pos_stride;
     a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
     a.col_sums = t.with_cols ? cols.data() : nullptr; a.obs_begin = t.obs_begin; a.col_max = t.col_max;
-    emulate_launch(attention_dims(t.n_q, t.n_head, t.head_dim), [&](HostCtx &c) { attention_body(c, a); });
+    // the launch sequence of launch_attention (kernels.cu)
+    std::vector<float> part(t.n_q * t.n_head * n_split * (hd + 2), NAN), row_ml(t.n_q * t.n_head * 2, NAN);
+    a.n_split = n_split;
+    if (n_split > 1) {
+        a.part = part.data();
+        a.row_ml = row_ml.data();
+    }
+    emulate_launch(attention_dims(t.n_q, t.n_head, t.head_dim, n_split), [&](HostCtx &c) { attention_body(c, a); });
+    if (n_split > 1) {
+        emulate_launch(attn_combine_dims(t.n_q, t.n_head), [&](HostCtx &c) { attn_combine_body(c, a); });
+        if (a.col_sums)
+            emulate_launch(attn_cols_dims(t.n_q, t.n_head, t.head_dim, n_split), [&](HostCtx &c) { attn_cols_body(c, a); });
+    }
 
     EXPECT_LT(max_rel_err(out.data(), ref.data(), out.size()), 2e-5);
     for (int64_t d = 0; d < t.n_head * hd; ++d) EXPECT_EQ(out[d], 0.0f) << "the first query sees no slot";
@@ -268,6 +284,19 @@ TEST(CudaEmulated, FlashAttentionColumnSumsAndMaximaMatchTheReference) {
     check_attention({6, 300, 6, 2, 40, true, true, false, true, 0}, 12);
     check_attention({6, 300, 6, 2, 40, false, false, true, true, 3}, 13);   // col_max
     check_attention({1, 200, 4, 1, 64, true, false, true, true, 0}, 14);    // decode, group max
+}
+
+TEST(CudaEmulated, FlashAttentionKeySplitMatchesTheReference) {
+    // 300 keys in 3 ranges of 128/128/44; 1000 keys in 5 ranges of 256 (the last empty)
+    check_attention({5, 300, 6, 2, 40, false, false, false, false, 0}, 21, 3);
+    check_attention({1, 1000, 4, 1, 64, true, false, false, true, 0}, 22, 5);    // decode with column sums
+    check_attention({3, 1000, 6, 2, 40, false, true, true, true, 1}, 23, 5);     // col_max, per-head positions
+    check_attention({2, 130, 3, 3, 160, false, false, false, true, 0}, 24, 2);   // head_dim > threads
+    // the split rule: many rows or few keys, no split; a decode row over a long cache, many
+    EXPECT_EQ(attention_splits(600, 100000, 528), 1);
+    EXPECT_EQ(attention_splits(9, 300, 528), 1);
+    EXPECT_EQ(attention_splits(9, 100000, 528), 59);
+    EXPECT_EQ(attention_splits(1, 4096, 528), 8);
 }
 
 TEST(CudaEmulated, KvRowsGatherStoreLoadMatchTheCpuBackendSemantics) {

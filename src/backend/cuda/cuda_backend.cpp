@@ -13,7 +13,9 @@
 // was not prepared is uploaded on first use.
 //
 // Everything runs on the legacy default stream, so the synchronous copies
-// order themselves after the kernels.
+// order themselves after the kernels. Ops may be called from several host
+// threads at once (methods fill KV heads in parallel): temporaries are per
+// call, and the weight table and the cuBLAS handle are behind a mutex.
 #include "backend/cuda/cuda_backend.h"
 
 #include <cublas_v2.h>
@@ -23,6 +25,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <vector>
 
 #include "common/error.h"
@@ -154,6 +157,7 @@ public:
         check(cudaSetDevice(0), "cudaSetDevice(0)");
         cudaDeviceProp prop{};
         check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
+        n_sm_ = std::max(1, prop.multiProcessorCount);
         desc_ = format("cuda (%s, sm_%d%d, %.0f GiB, %d host threads)", prop.name, prop.major, prop.minor,
                        double(prop.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0), pool_.size());
         check_blas(cublasCreate(&blas_), "cublasCreate");
@@ -187,6 +191,7 @@ public:
     }
 
     void prepare(const Model &model) override {
+        std::lock_guard<std::mutex> lock(mu_);
         upload(model.tok_embd(), false);
         upload(model.output_norm(), false);
         upload(model.output(), true);
@@ -246,7 +251,7 @@ public:
                 const int64_t nt = std::min<int64_t>(kGemvMaxTok, n_tok - t0);
                 // y rows of this chunk: y[t * n_rows + r] for t in [t0, t0 + nt)
                 const GemvArgs a{static_cast<uint32_t>(W.type), dv.raw, W.row_bytes, W.n_rows, W.n_cols,
-                                 xd + t0 * ldx, ldx, nt, yd + t0 * W.n_rows};
+                                 xd + t0 * ldx, ldx, nt, yd + t0 * W.n_rows, gemv_threads_per_row(W.n_cols)};
                 launch_gemv(a, nullptr);
                 check_launch("matmul (gemv)");
             }
@@ -322,6 +327,15 @@ public:
         d.col_sums = a.col_sums ? st.inout(a.col_sums, int64_t(a.n_head_kv) * a.n_kv) : nullptr;
         d.obs_begin = a.obs_begin;
         d.col_max = a.col_max;
+        // few (query, head) rows over many keys (decode): split the keys
+        d.n_split = attention_splits(a.n_q * a.n_head, a.n_kv, 4 * int64_t(n_sm_));
+        DevMem part, row_ml;
+        if (d.n_split > 1) {
+            part = dev_alloc(static_cast<size_t>(a.n_q * a.n_head * d.n_split * (a.head_dim + 2)) * sizeof(float));
+            row_ml = dev_alloc(static_cast<size_t>(a.n_q * a.n_head * 2) * sizeof(float));
+            d.part = static_cast<float *>(part.get());
+            d.row_ml = static_cast<float *>(row_ml.get());
+        }
         launch_attention(d, nullptr);
         check_launch("attention");
         st.finish();
@@ -390,13 +404,15 @@ public:
     void topk_dot(const TopkDotArgs &a) override;
 
 private:
-    void upload(const WeightView &W, bool matmul_weight);
+    void upload(const WeightView &W, bool matmul_weight);   // with mu_ held
     DevView view(const WeightView &W, bool want_f16);
     void gemm(const WeightView &W, const uint16_t *w16, const float *x, int64_t ldx, int64_t n_tok, float *y);
 
     cpu::ThreadPool pool_;
+    int n_sm_ = 1;
     std::string desc_;
     cublasHandle_t blas_ = nullptr;
+    std::mutex mu_;                                    // weights_ and blas_
     std::map<const uint8_t *, DevWeight> weights_;   // by host address
 };
 
@@ -429,6 +445,7 @@ void CudaBackend::upload(const WeightView &W, bool matmul_weight) {
 }
 
 DevView CudaBackend::view(const WeightView &W, bool want_f16) {
+    std::lock_guard<std::mutex> lock(mu_);
     auto find = [&]() -> const DevWeight * {
         auto it = weights_.upper_bound(W.data);
         if (it == weights_.begin()) return nullptr;
@@ -459,6 +476,7 @@ void CudaBackend::gemm(const WeightView &W, const uint16_t *w16, const float *x,
     launch_convert_rows(cv, n_tok, nullptr);
     check_launch("matmul (activations to f16)");
     const float one = 1.0f, zero = 0.0f;
+    std::lock_guard<std::mutex> lock(mu_);
     // column-major view: C (n_rows x n_tok) = A^T (A: n_cols x n_rows, lda n_cols) * B (n_cols x n_tok)
     check_blas(cublasGemmEx(blas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(W.n_rows), static_cast<int>(n_tok),
                             static_cast<int>(W.n_cols), &one, w16, CUDA_R_16F, static_cast<int>(W.n_cols), x16.get(),
