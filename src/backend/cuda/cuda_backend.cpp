@@ -5,21 +5,18 @@
 // arguments are host memory by design (token ids, positions, gather indices,
 // the column-sum arrays the forward pass adds up on the host, a method's
 // host rows): every pointer an op receives is classified with
-// cudaPointerGetAttributes, and host ones are staged through temporary
-// device copies (outputs copied back when the op ends). Weights are uploaded
+// the device runtime (cudaPointerGetAttributes), and host ones are staged
+// through temporary device copies (outputs copied back when the op ends). Weights are uploaded
 // once in prepare() (raw blocks for the GEMV and the dequantizing row copy,
 // plus an f16 copy of every matmul weight for the cuBLAS GEMM) and found by
 // their host address, a view may be a row range of a weight; a weight that
 // was not prepared is uploaded on first use.
 //
-// Everything runs on the legacy default stream, so the synchronous copies
-// order themselves after the kernels. Ops may be called from several host
+// The CUDA runtime and cuBLAS are reached only through device.h (so the tests
+// run this file on the launch emulator). Ops may be called from several host
 // threads at once (methods fill KV heads in parallel): temporaries are per
 // call, and the weight table and the cuBLAS handle are behind a mutex.
 #include "backend/cuda/cuda_backend.h"
-
-#include <cublas_v2.h>
-#include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cmath>
@@ -31,6 +28,7 @@
 #include "common/error.h"
 #include "common/ggml_type.h"
 #include "common/top_k.h"
+#include "backend/cuda/device.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/cuda/launchers.h"
 #include "kernels/cuda/rope_setup.h"
@@ -41,36 +39,12 @@ namespace {
 
 using namespace lctx::cuda;
 
-void check(cudaError_t e, const char *what) {
-    if (e == cudaSuccess) return;
-    cudaGetLastError();   // clear a sticky-free error so the next call starts clean
-    fail(e == cudaErrorMemoryAllocation ? LCTX_ERR_OUT_OF_MEMORY : LCTX_ERR_INTERNAL, "cuda: %s: %s", what,
-         cudaGetErrorString(e));
-}
-
-void check_launch(const char *op) { check(cudaGetLastError(), op); }
-
-void check_blas(cublasStatus_t s, const char *what) {
-    if (s != CUBLAS_STATUS_SUCCESS) fail(LCTX_ERR_INTERNAL, "cublas: %s failed (status %d)", what, static_cast<int>(s));
-}
-
-struct CudaFree {
-    void operator()(void *p) const { cudaFree(p); }
+struct DevFree {
+    void operator()(void *p) const { dev::free(p); }
 };
-using DevMem = std::unique_ptr<void, CudaFree>;
+using DevMem = std::unique_ptr<void, DevFree>;
 
-DevMem dev_alloc(size_t bytes) {
-    void *p = nullptr;
-    if (bytes > 0) {
-        const cudaError_t e = cudaMalloc(&p, bytes);
-        if (e != cudaSuccess) {
-            cudaGetLastError();
-            fail(LCTX_ERR_OUT_OF_MEMORY, "cuda: cannot allocate %.1f MiB of device memory: %s",
-                 double(bytes) / (1024.0 * 1024.0), cudaGetErrorString(e));
-        }
-    }
-    return DevMem(p);
-}
+DevMem dev_alloc(size_t bytes) { return DevMem(dev::alloc(bytes)); }
 
 class DeviceBuffer final : public Buffer {
 public:
@@ -83,16 +57,6 @@ private:
     size_t size_;
 };
 
-bool is_device(const void *p) {
-    if (!p) return false;
-    cudaPointerAttributes at{};
-    if (cudaPointerGetAttributes(&at, p) != cudaSuccess) {
-        cudaGetLastError();
-        return false;
-    }
-    return at.type == cudaMemoryTypeDevice || at.type == cudaMemoryTypeManaged;
-}
-
 // Elements spanned by n rows of `row` elements, ld apart.
 int64_t rows_extent(int64_t n, int64_t ld, int64_t row) { return n > 0 ? (n - 1) * ld + row : 0; }
 
@@ -100,9 +64,9 @@ int64_t rows_extent(int64_t n, int64_t ld, int64_t row) { return n > 0 ? (n - 1)
 class Staging {
 public:
     const void *in_bytes(const void *p, size_t bytes) {
-        if (!p || bytes == 0 || is_device(p)) return p;
+        if (!p || bytes == 0 || dev::is_device(p)) return p;
         DevMem d = dev_alloc(bytes);
-        check(cudaMemcpy(d.get(), p, bytes, cudaMemcpyHostToDevice), "upload of an op argument");
+        dev::copy(d.get(), p, bytes);
         const void *r = d.get();
         temps_.push_back(std::move(d));
         return r;
@@ -115,13 +79,13 @@ public:
     template <class T>
     T *inout(T *p, int64_t count) {
         const size_t bytes = static_cast<size_t>(count) * sizeof(T);
-        if (!p || bytes == 0 || is_device(p)) return p;
+        if (!p || bytes == 0 || dev::is_device(p)) return p;
         T *d = const_cast<T *>(static_cast<const T *>(in_bytes(p, bytes)));
         back_.push_back({p, d, bytes});
         return d;
     }
     void finish() {
-        for (const Back &b : back_) check(cudaMemcpy(b.host, b.dev, b.bytes, cudaMemcpyDeviceToHost), "download of an op result");
+        for (const Back &b : back_) dev::copy(b.host, b.dev, b.bytes);
         back_.clear();
     }
 
@@ -142,28 +106,23 @@ struct DevWeight {
     GgmlType type = GgmlType::F32;
     int64_t n_rows = 0, n_cols = 0;
     size_t row_bytes = 0;
+    uint64_t generation = 0;   // the prepare() call that uploaded it
     DevMem raw, f16;
 };
 
-// A view resolved to device memory.
+// A view resolved to device memory: into a prepared weight, or (a view of
+// memory prepare() did not see) uploaded for the one op that holds it.
 struct DevView {
     const uint8_t *raw = nullptr;
-    const uint16_t *f16 = nullptr;   // null: no f16 copy for this view
+    const uint16_t *f16 = nullptr;   // null: no f16 copy
+    DevMem own_raw, own_f16;
 };
 
 class CudaBackend final : public Backend {
 public:
     explicit CudaBackend(int n_threads) : pool_(std::max(1, n_threads)) {
-        check(cudaSetDevice(0), "cudaSetDevice(0)");
-        cudaDeviceProp prop{};
-        check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
-        n_sm_ = std::max(1, prop.multiProcessorCount);
-        desc_ = format("cuda (%s, sm_%d%d, %.0f GiB, %d host threads)", prop.name, prop.major, prop.minor,
-                       double(prop.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0), pool_.size());
-        check_blas(cublasCreate(&blas_), "cublasCreate");
-    }
-    ~CudaBackend() override {
-        if (blas_) cublasDestroy(blas_);
+        desc_ = "cuda (" + dev::init(&n_sm_) + ", " + std::to_string(pool_.size()) + " host threads)";
+        gemm_ = std::make_unique<dev::Gemm>();
     }
 
     const char *name() const override { return "cuda"; }
@@ -172,26 +131,27 @@ public:
 
     std::unique_ptr<Buffer> alloc(size_t bytes) override { return std::make_unique<DeviceBuffer>(bytes); }
     bool host_memory() const override { return false; }
-    void to_host(void *dst, const void *src, size_t bytes) override {
-        if (bytes) check(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), "to_host");
-    }
-    void from_host(void *dst, const void *src, size_t bytes) override {
-        if (bytes) check(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), "from_host");
-    }
+    void to_host(void *dst, const void *src, size_t bytes) override { dev::copy(dst, src, bytes); }
+    void from_host(void *dst, const void *src, size_t bytes) override { dev::copy(dst, src, bytes); }
     void copy(void *dst, const void *src, size_t bytes) override {
         if (!bytes || dst == src) return;
         const auto *d = static_cast<const uint8_t *>(dst), *s = static_cast<const uint8_t *>(src);
         if (d < s + bytes && s < d + bytes) {   // overlapping: cudaMemcpy does not allow it
             DevMem tmp = dev_alloc(bytes);
-            check(cudaMemcpy(tmp.get(), src, bytes, cudaMemcpyDefault), "copy");
-            check(cudaMemcpy(dst, tmp.get(), bytes, cudaMemcpyDefault), "copy");
+            dev::copy(tmp.get(), src, bytes);
+            dev::copy(dst, tmp.get(), bytes);
             return;
         }
-        check(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), "copy");
+        dev::copy(dst, src, bytes);
     }
 
+    // Uploads the model's weights. A model seen before is skipped; another
+    // model replaces entries at the same host addresses (a freed model's
+    // memory reused), so lookups never return another model's weights.
     void prepare(const Model &model) override {
         std::lock_guard<std::mutex> lock(mu_);
+        if (&model == prepared_model_ && model.n_params() == prepared_params_) return;
+        ++generation_;
         upload(model.tok_embd(), false);
         upload(model.output_norm(), false);
         upload(model.output(), true);
@@ -200,6 +160,8 @@ public:
             upload(L.ffn_norm, false);
             for (const WeightView *w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.ffn_gate, &L.ffn_up, &L.ffn_down}) upload(*w, true);
         }
+        prepared_model_ = &model;
+        prepared_params_ = model.n_params();
     }
 
     void parallel_for(int64_t n, const std::function<void(int64_t, int64_t, int)> &fn) override {
@@ -219,7 +181,7 @@ public:
         DequantRowsArgs a{static_cast<uint32_t>(W.type), dv.raw, W.row_bytes, W.n_cols, st.in(h.data(), n),
                           st.inout(out, n * W.n_cols), false};
         launch_dequant_rows(a, n, nullptr);
-        check_launch("get_rows");
+        dev::check_launch("get_rows");
         st.finish();
     }
 
@@ -227,11 +189,12 @@ public:
         if (n_rows <= 0 || n <= 0) return;
         if (!w.empty() && (w.type != GgmlType::F32 || w.n_rows * w.n_cols < n))
             fail(LCTX_ERR_INVALID_ARG, "rms_norm: the scale weight must be F32 with %lld values", (long long)n);
-        const float *wd = w.empty() ? nullptr : reinterpret_cast<const float *>(view(w, false).raw);
+        const DevView wv = w.empty() ? DevView() : view(w, false);
+        const float *wd = reinterpret_cast<const float *>(wv.raw);
         Staging st;
         const RmsNormArgs a{st.in(x, n_rows * n), wd, st.inout(y, n_rows * n), n, eps};
         launch_rms_norm(a, n_rows, nullptr);
-        check_launch("rms_norm");
+        dev::check_launch("rms_norm");
         st.finish();
     }
 
@@ -240,7 +203,7 @@ public:
         if (W.empty() || W.n_rows <= 0 || W.n_cols <= 0 || ldx < W.n_cols)
             fail(LCTX_ERR_INVALID_ARG, "matmul: empty weight or row stride %lld below %lld columns", (long long)ldx,
                  (long long)W.n_cols);
-        const DevView dv = view(W, true);
+        const DevView dv = view(W, n_tok > kGemvMaxTok);
         Staging st;
         const float *xd = st.in(x, rows_extent(n_tok, ldx, W.n_cols));
         float *yd = st.inout(y, n_tok * W.n_rows);
@@ -253,7 +216,7 @@ public:
                 const GemvArgs a{static_cast<uint32_t>(W.type), dv.raw, W.row_bytes, W.n_rows, W.n_cols,
                                  xd + t0 * ldx, ldx, nt, yd + t0 * W.n_rows, gemv_threads_per_row(W.n_cols)};
                 launch_gemv(a, nullptr);
-                check_launch("matmul (gemv)");
+                dev::check_launch("matmul (gemv)");
             }
         }
         st.finish();
@@ -270,7 +233,7 @@ public:
         const RopeArgs a{rope_setup(hp), st.inout(x, rows_extent(n_tok, ld, int64_t(n_heads) * hp.head_dim)), ld,
                          st.in(pos, n_tok)};
         launch_rope(a, n_tok, n_heads, nullptr);
-        check_launch("rope");
+        dev::check_launch("rope");
         st.finish();
     }
 
@@ -280,7 +243,7 @@ public:
         Staging st;
         const SwigluArgs a{st.in(gate, total), st.in(up, total), st.inout(out, total), total};
         launch_swiglu(a, nullptr);
-        check_launch("swiglu");
+        dev::check_launch("swiglu");
         st.finish();
     }
 
@@ -289,7 +252,7 @@ public:
         Staging st;
         const AddArgs a{st.inout(x, n), st.in(y, n), n};
         launch_add(a, nullptr);
-        check_launch("add");
+        dev::check_launch("add");
         st.finish();
     }
 
@@ -337,7 +300,7 @@ public:
             d.row_ml = static_cast<float *>(row_ml.get());
         }
         launch_attention(d, nullptr);
-        check_launch("attention");
+        dev::check_launch("attention");
         st.finish();
     }
 
@@ -360,8 +323,8 @@ public:
         DevMem tmp = overlap ? dev_alloc(n * row_bytes) : DevMem();
         const GatherArgs a{overlap ? tmp.get() : d, s, st.in(h.data(), n), row, static_cast<int>(es)};
         launch_gather_rows(a, n, nullptr);
-        check_launch("gather_rows");
-        if (overlap) check(cudaMemcpy(d, tmp.get(), n * row_bytes, cudaMemcpyDeviceToDevice), "gather_rows");
+        dev::check_launch("gather_rows");
+        if (overlap) dev::copy(d, tmp.get(), n * row_bytes);
         st.finish();
     }
 
@@ -375,7 +338,7 @@ public:
                       : static_cast<void *>(st.inout(static_cast<float *>(dst), dst_elems));
         const RowConvertArgs a{d, ld_dst, f16, st.in(src, rows_extent(n, ld_src, row)), ld_src, false, row};
         launch_convert_rows(a, n, nullptr);
-        check_launch("store_rows");
+        dev::check_launch("store_rows");
         st.finish();
     }
 
@@ -388,7 +351,7 @@ public:
                                st.in_bytes(src, static_cast<size_t>(rows_extent(n, ld_src, row)) * kv_type_size(type)),
                                ld_src, f16, row};
         launch_convert_rows(a, n, nullptr);
-        check_launch("load_rows");
+        dev::check_launch("load_rows");
         st.finish();
     }
 
@@ -405,66 +368,92 @@ public:
 
 private:
     void upload(const WeightView &W, bool matmul_weight);   // with mu_ held
+    void make_f16(const uint8_t *raw, const WeightView &W, DevMem &out);
     DevView view(const WeightView &W, bool want_f16);
     void gemm(const WeightView &W, const uint16_t *w16, const float *x, int64_t ldx, int64_t n_tok, float *y);
 
     cpu::ThreadPool pool_;
     int n_sm_ = 1;
     std::string desc_;
-    cublasHandle_t blas_ = nullptr;
-    std::mutex mu_;                                    // weights_ and blas_
-    std::map<const uint8_t *, DevWeight> weights_;   // by host address
+    std::unique_ptr<dev::Gemm> gemm_;
+    std::mutex mu_;                                    // weights_ and gemm_
+    std::map<const uint8_t *, DevWeight> weights_;   // prepared weights by host address
+    std::vector<DevWeight> retired_;                   // replaced entries (views handed out may point into them)
+    uint64_t generation_ = 0;
+    const Model *prepared_model_ = nullptr;
+    uint64_t prepared_params_ = 0;
 };
+
+void CudaBackend::make_f16(const uint8_t *raw, const WeightView &W, DevMem &out) {
+    out = dev_alloc(static_cast<size_t>(W.n_rows * W.n_cols) * sizeof(uint16_t));
+    const DequantRowsArgs a{static_cast<uint32_t>(W.type), raw, W.row_bytes, W.n_cols, nullptr, out.get(), true};
+    launch_dequant_rows(a, W.n_rows, nullptr);
+    dev::check_launch("f16 copy of a weight");
+}
 
 void CudaBackend::upload(const WeightView &W, bool matmul_weight) {
     if (W.empty()) return;
     if (!weight_type_supported(W.type))
         fail(LCTX_ERR_UNSUPPORTED, "cuda backend: weight type %s is not supported (F32, F16, Q4_0, Q4_1, Q8_0, Q4_K, Q6_K)",
              ggml_type_name(W.type));
+    const size_t bytes = static_cast<size_t>(W.n_rows) * W.row_bytes;
     auto it = weights_.find(W.data);
+    if (it != weights_.end() && (it->second.generation != generation_ || it->second.bytes != bytes ||
+                                 it->second.type != W.type || it->second.row_bytes != W.row_bytes)) {
+        // from an earlier model (or another view of the same start): keep its
+        // memory alive for views handed out before, upload this one
+        retired_.push_back(std::move(it->second));
+        weights_.erase(it);
+        it = weights_.end();
+    }
     if (it == weights_.end()) {
         DevWeight dw;
         dw.host = W.data;
-        dw.bytes = static_cast<size_t>(W.n_rows) * W.row_bytes;
+        dw.bytes = bytes;
         dw.type = W.type;
         dw.n_rows = W.n_rows;
         dw.n_cols = W.n_cols;
         dw.row_bytes = W.row_bytes;
+        dw.generation = generation_;
         dw.raw = dev_alloc(dw.bytes);
-        check(cudaMemcpy(dw.raw.get(), W.data, dw.bytes, cudaMemcpyHostToDevice), "weight upload");
+        dev::copy(dw.raw.get(), W.data, dw.bytes);
         it = weights_.emplace(W.data, std::move(dw)).first;
     }
     DevWeight &dw = it->second;
-    if (matmul_weight && !dw.f16) {
-        dw.f16 = dev_alloc(static_cast<size_t>(dw.n_rows * dw.n_cols) * sizeof(uint16_t));
-        const DequantRowsArgs a{static_cast<uint32_t>(dw.type), static_cast<const uint8_t *>(dw.raw.get()), dw.row_bytes,
-                                dw.n_cols, nullptr, dw.f16.get(), true};
-        launch_dequant_rows(a, dw.n_rows, nullptr);
-        check_launch("f16 copy of a weight");
-    }
+    if (matmul_weight && !dw.f16) make_f16(static_cast<const uint8_t *>(dw.raw.get()), W, dw.f16);
 }
 
 DevView CudaBackend::view(const WeightView &W, bool want_f16) {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto find = [&]() -> const DevWeight * {
-        auto it = weights_.upper_bound(W.data);
-        if (it == weights_.begin()) return nullptr;
-        --it;
-        const DevWeight &dw = it->second;
-        const size_t off = static_cast<size_t>(W.data - dw.host);
-        if (off + static_cast<size_t>(W.n_rows) * W.row_bytes > dw.bytes) return nullptr;
-        return &dw;
-    };
-    const DevWeight *dw = find();
-    if (!dw) {   // not prepared: upload this view as a weight of its own
-        upload(W, want_f16);
-        dw = find();
-    }
     DevView v;
-    const size_t off = static_cast<size_t>(W.data - dw->host);
-    v.raw = static_cast<const uint8_t *>(dw->raw.get()) + off;
-    if (dw->f16 && W.type == dw->type && W.n_cols == dw->n_cols && W.row_bytes == dw->row_bytes && off % dw->row_bytes == 0)
-        v.f16 = static_cast<const uint16_t *>(dw->f16.get()) + static_cast<int64_t>(off / dw->row_bytes) * dw->n_cols;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        auto it = weights_.upper_bound(W.data);
+        if (it != weights_.begin()) {
+            const DevWeight &dw = (--it)->second;
+            const size_t off = static_cast<size_t>(W.data - dw.host);
+            // a row range of a prepared weight (same layout)
+            if (off + static_cast<size_t>(W.n_rows) * W.row_bytes <= dw.bytes && W.type == dw.type &&
+                W.row_bytes == dw.row_bytes && W.n_cols == dw.n_cols && off % dw.row_bytes == 0) {
+                v.raw = static_cast<const uint8_t *>(dw.raw.get()) + off;
+                if (dw.f16)
+                    v.f16 = static_cast<const uint16_t *>(dw.f16.get()) + static_cast<int64_t>(off / dw.row_bytes) * dw.n_cols;
+                if (v.f16 || !want_f16) return v;
+            }
+        }
+    }
+    // not prepared (or without its f16 copy): this op's own upload
+    if (!weight_type_supported(W.type))
+        fail(LCTX_ERR_UNSUPPORTED, "cuda backend: weight type %s is not supported (F32, F16, Q4_0, Q4_1, Q8_0, Q4_K, Q6_K)",
+             ggml_type_name(W.type));
+    if (!v.raw) {
+        v.own_raw = dev_alloc(static_cast<size_t>(W.n_rows) * W.row_bytes);
+        dev::copy(v.own_raw.get(), W.data, static_cast<size_t>(W.n_rows) * W.row_bytes);
+        v.raw = static_cast<const uint8_t *>(v.own_raw.get());
+    }
+    if (want_f16) {
+        make_f16(v.raw, W, v.own_f16);
+        v.f16 = static_cast<const uint16_t *>(v.own_f16.get());
+    }
     return v;
 }
 
@@ -474,15 +463,9 @@ void CudaBackend::gemm(const WeightView &W, const uint16_t *w16, const float *x,
     DevMem x16 = dev_alloc(static_cast<size_t>(n_tok * W.n_cols) * sizeof(uint16_t));
     const RowConvertArgs cv{x16.get(), W.n_cols, true, x, ldx, false, W.n_cols};
     launch_convert_rows(cv, n_tok, nullptr);
-    check_launch("matmul (activations to f16)");
-    const float one = 1.0f, zero = 0.0f;
+    dev::check_launch("matmul (activations to f16)");
     std::lock_guard<std::mutex> lock(mu_);
-    // column-major view: C (n_rows x n_tok) = A^T (A: n_cols x n_rows, lda n_cols) * B (n_cols x n_tok)
-    check_blas(cublasGemmEx(blas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(W.n_rows), static_cast<int>(n_tok),
-                            static_cast<int>(W.n_cols), &one, w16, CUDA_R_16F, static_cast<int>(W.n_cols), x16.get(),
-                            CUDA_R_16F, static_cast<int>(W.n_cols), &zero, y, CUDA_R_32F, static_cast<int>(W.n_rows),
-                            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-               "cublasGemmEx");
+    gemm_->f16(W.n_rows, n_tok, W.n_cols, w16, static_cast<const uint16_t *>(x16.get()), y);
 }
 
 // Scores of a chunk of keys on the device, the per-row top-k of the chunk on
@@ -521,13 +504,13 @@ void CudaBackend::topk_dot(const TopkDotArgs &a) {
                 const int64_t R = std::min(kRowChunk, a.n_rows - r0);
                 const DotScoresArgs d{q + r0 * a.ldq, a.ldq, kd, f16, a.ld_keys, n, a.dim, static_cast<float *>(scores.get())};
                 launch_dot_scores(d, R, nullptr);
-                check_launch("topk_dot (scores)");
+                dev::check_launch("topk_dot (scores)");
                 const RowTopkArgs t{static_cast<const float *>(scores.get()), n, seg.index_base + j0, a.tile_max, a.k,
                                     static_cast<float *>(cs.get()), static_cast<int64_t *>(ci.get())};
                 launch_row_topk(t, R, nullptr);
-                check_launch("topk_dot (selection)");
-                check(cudaMemcpy(hs.data(), cs.get(), static_cast<size_t>(R * k) * sizeof(float), cudaMemcpyDeviceToHost), "topk_dot");
-                check(cudaMemcpy(hi.data(), ci.get(), static_cast<size_t>(R * k) * sizeof(int64_t), cudaMemcpyDeviceToHost), "topk_dot");
+                dev::check_launch("topk_dot (selection)");
+                dev::copy(hs.data(), cs.get(), static_cast<size_t>(R * k) * sizeof(float));
+                dev::copy(hi.data(), ci.get(), static_cast<size_t>(R * k) * sizeof(int64_t));
                 for (int64_t r = 0; r < R; ++r)
                     merge_topk(a.best_score + (r0 + r) * k, a.best_index + (r0 + r) * k, hs.data() + r * k,
                                hi.data() + r * k, a.k);
@@ -539,14 +522,7 @@ void CudaBackend::topk_dot(const TopkDotArgs &a) {
 
 } // namespace
 
-int cuda_device_count() {
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess) {
-        cudaGetLastError();
-        return 0;
-    }
-    return n;
-}
+int cuda_device_count() { return dev::device_count(); }
 
 std::unique_ptr<Backend> make_cuda_backend(int n_threads) { return std::make_unique<CudaBackend>(n_threads); }
 
