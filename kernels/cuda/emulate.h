@@ -12,9 +12,30 @@
 //     variable: true concurrency (races for ThreadSanitizer), but slow.
 // Shared memory is refilled with NaN bytes before every block, so reading it
 // before writing does not pass by luck. Host only (tests).
+// Sanitizers: under AddressSanitizer the fiber switches are announced to it
+// (__sanitizer_start/finish_switch_fiber); under ThreadSanitizer, which does
+// not follow swapcontext, the default mode is Threads.
 #pragma once
 
 #include <ucontext.h>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define LCTX_EMU_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define LCTX_EMU_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define LCTX_EMU_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define LCTX_EMU_TSAN 1
+#endif
+#endif
+#ifdef LCTX_EMU_ASAN
+#include <sanitizer/common_interface_defs.h>
+#endif
 
 #include <condition_variable>
 #include <cstring>
@@ -53,6 +74,27 @@ private:
 };
 
 enum class EmulateMode { Fibers, Threads };
+#ifdef LCTX_EMU_TSAN
+constexpr EmulateMode kDefaultEmulateMode = EmulateMode::Threads;
+#else
+constexpr EmulateMode kDefaultEmulateMode = EmulateMode::Fibers;
+#endif
+
+// Announces a stack switch to AddressSanitizer (no-ops without it).
+inline void fiber_switch_start(void **fake_stack, const void *bottom, size_t size) {
+#ifdef LCTX_EMU_ASAN
+    __sanitizer_start_switch_fiber(fake_stack, bottom, size);
+#else
+    (void)fake_stack, (void)bottom, (void)size;
+#endif
+}
+inline void fiber_switch_finish(void *fake_stack, const void **bottom_old, size_t *size_old) {
+#ifdef LCTX_EMU_ASAN
+    __sanitizer_finish_switch_fiber(fake_stack, bottom_old, size_old);
+#else
+    (void)fake_stack, (void)bottom_old, (void)size_old;
+#endif
+}
 
 // The fibers of one block and the scheduler's context.
 struct FiberSet {
@@ -61,6 +103,9 @@ struct FiberSet {
     std::vector<std::unique_ptr<char[]>> stacks;
     std::vector<char> done;
     int current = 0;
+    size_t stack_size = 0;
+    const void *main_bottom = nullptr;   // the scheduler's stack (AddressSanitizer)
+    size_t main_size = 0;
 };
 
 struct HostLaunchState {
@@ -87,8 +132,15 @@ struct HostCtx {
     int64_t gz() const { return st->grid.z; }
     char *shared() const { return st->shared.data(); }
     void sync() const {
-        if (st->fibers) swapcontext(&st->fibers->ctx[static_cast<size_t>(t)], &st->fibers->main);
-        else st->barrier.wait();
+        if (!st->fibers) {
+            st->barrier.wait();
+            return;
+        }
+        FiberSet &f = *st->fibers;
+        void *fake = nullptr;
+        fiber_switch_start(&fake, f.main_bottom, f.main_size);
+        swapcontext(&f.ctx[static_cast<size_t>(t)], &f.main);
+        fiber_switch_finish(fake, nullptr, nullptr);
     }
     void atomic_add(float *p, float v) const {
         std::lock_guard<std::mutex> lock(st->atomic_mu);
@@ -120,16 +172,19 @@ FiberJob<Body> *&fiber_job() {
 template <class Body>
 void fiber_entry() {
     FiberJob<Body> job = *fiber_job<Body>();
+    FiberSet &f = *job.st->fibers;
+    fiber_switch_finish(nullptr, &f.main_bottom, &f.main_size);
     HostCtx c{job.st, job.t, job.x, job.y, job.z};
     (*job.body)(c);
-    job.st->fibers->done[static_cast<size_t>(job.t)] = 1;   // uc_link returns to the scheduler
+    f.done[static_cast<size_t>(job.t)] = 1;
+    fiber_switch_start(nullptr, f.main_bottom, f.main_size);   // this fiber ends: uc_link returns to the scheduler
 }
 
 template <class Body>
 void run_block_fibers(HostLaunchState &st, Body &body, int64_t x, int64_t y, int64_t z) {
     FiberSet &f = *st.fibers;
     const int n = st.block;
-    constexpr size_t kStack = 256 * 1024;
+    const size_t kStack = f.stack_size;
     std::fill(f.done.begin(), f.done.end(), 0);
     for (int t = 0; t < n; ++t) {
         ucontext_t &u = f.ctx[static_cast<size_t>(t)];
@@ -150,7 +205,10 @@ void run_block_fibers(HostLaunchState &st, Body &body, int64_t x, int64_t y, int
                 jobs[static_cast<size_t>(t)] = {&st, &body, x, y, z, t};
                 fiber_job<Body>() = &jobs[static_cast<size_t>(t)];
             }
+            void *fake = nullptr;
+            fiber_switch_start(&fake, f.stacks[static_cast<size_t>(t)].get(), kStack);
             swapcontext(&f.main, &f.ctx[static_cast<size_t>(t)]);
+            fiber_switch_finish(fake, nullptr, nullptr);
             ++ran;
             finished += f.done[static_cast<size_t>(t)];
         }
@@ -167,13 +225,14 @@ void run_block_fibers(HostLaunchState &st, Body &body, int64_t x, int64_t y, int
 // body(HostCtx &) for every thread of every block of grid; `block` threads
 // per block, `shmem` bytes of shared memory.
 template <class Body>
-void emulate_launch(Dim3 grid, int block, size_t shmem, Body body, EmulateMode mode = EmulateMode::Fibers) {
+void emulate_launch(Dim3 grid, int block, size_t shmem, Body body, EmulateMode mode = kDefaultEmulateMode) {
     HostLaunchState st(grid, block, shmem);
     if (mode == EmulateMode::Fibers) {
         FiberSet f;
+        f.stack_size = 256 * 1024;
         f.ctx.resize(static_cast<size_t>(block));
         f.done.resize(static_cast<size_t>(block));
-        for (int t = 0; t < block; ++t) f.stacks.emplace_back(new char[256 * 1024]);
+        for (int t = 0; t < block; ++t) f.stacks.emplace_back(new char[f.stack_size]);
         st.fibers = &f;
         for (int64_t z = 0; z < grid.z; ++z)
             for (int64_t y = 0; y < grid.y; ++y)
@@ -201,7 +260,7 @@ void emulate_launch(Dim3 grid, int block, size_t shmem, Body body, EmulateMode m
 }
 
 template <class Body>
-void emulate_launch(const LaunchDims &d, Body body, EmulateMode mode = EmulateMode::Fibers) {
+void emulate_launch(const LaunchDims &d, Body body, EmulateMode mode = kDefaultEmulateMode) {
     emulate_launch(d.grid, d.block, d.shmem, body, mode);
 }
 

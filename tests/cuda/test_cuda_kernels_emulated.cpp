@@ -425,6 +425,7 @@ TEST(CudaEmulated, TopkDotMatchesTheReferenceWithTiesTilesAndSegments) {
 // without a sync() between must give a wrong answer, a divergent barrier
 // must be reported, and OS-thread mode must agree with the fibers.
 TEST(CudaEmulator, CatchesAMissingSyncAndADivergentBarrier) {
+    if (kDefaultEmulateMode != EmulateMode::Fibers) GTEST_SKIP() << "fibers are off under ThreadSanitizer";
     const int n = 64;
     std::vector<float> out(n, 0.0f);
     auto neighbour = [&](HostCtx &c, bool with_sync) {
