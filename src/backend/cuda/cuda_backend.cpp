@@ -1,19 +1,21 @@
-// CudaBackend: the Backend interface (backend/backend.h) on one CUDA device.
+// CudaBackend: the Backend interface (backend/backend.h) on one CUDA device
+// (docs/backends/cuda.md).
 //
 // Memory. alloc() returns device memory (host_memory() is false), so the
 // engine's activations, scratch and KV storage live on the device. Some op
 // arguments are host memory by design (token ids, positions, gather indices,
 // the column-sum arrays the forward pass adds up on the host, a method's
-// host rows): every pointer an op receives is classified with
-// the device runtime (cudaPointerGetAttributes), and host ones are staged
-// through temporary device copies (outputs copied back when the op ends). Weights are uploaded
-// once in prepare() (raw blocks for the GEMV and the dequantizing row copy,
-// plus an f16 copy of every matmul weight for the cuBLAS GEMM) and found by
-// their host address, a view may be a row range of a weight; a weight that
-// was not prepared is uploaded on first use.
+// host rows): every pointer an op receives is classified by the device
+// runtime, and host ones are staged through temporary device copies (outputs
+// copied back when the op ends). prepare() uploads the model's weights once
+// (raw blocks for the GEMV and the dequantizing row copy, plus an f16 copy of
+// every matmul weight for the cuBLAS GEMM); they are found by host address (a
+// view may be a row range of one). Any other weight view is uploaded for the
+// op that uses it, never cached: its host memory may be reused by the time
+// of the next call.
 //
 // The CUDA runtime and cuBLAS are reached only through device.h (so the tests
-// run this file on the launch emulator). Ops may be called from several host
+// run this file on an emulated device). Ops may be called from several host
 // threads at once (methods fill KV heads in parallel): temporaries are per
 // call, and the weight table and the cuBLAS handle are behind a mutex.
 #include "backend/cuda/cuda_backend.h"
@@ -25,10 +27,10 @@
 #include <mutex>
 #include <vector>
 
+#include "backend/cuda/device.h"
 #include "common/error.h"
 #include "common/ggml_type.h"
 #include "common/top_k.h"
-#include "backend/cuda/device.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/cuda/launchers.h"
 #include "kernels/cuda/rope_setup.h"
