@@ -100,7 +100,7 @@ inline void fiber_switch_finish(void *fake_stack, const void **bottom_old, size_
 struct FiberSet {
     ucontext_t main{};
     std::vector<ucontext_t> ctx;
-    std::vector<std::unique_ptr<char[]>> stacks;
+    std::vector<char *> stacks;   // from fiber_stacks(): kept per host thread across launches
     std::vector<char> done;
     int current = 0;
     size_t stack_size = 0;
@@ -154,6 +154,21 @@ struct HostCtx {
 
 namespace detail {
 
+// n fiber stacks of `size` bytes, allocated once per host thread and reused
+// by its later launches (allocating 128 x 256 KiB per launch dominated).
+inline std::vector<char *> fiber_stacks(int n, size_t size) {
+    thread_local std::vector<std::unique_ptr<char[]>> pool;
+    thread_local size_t pool_size = 0;
+    if (pool_size != size) {
+        pool.clear();
+        pool_size = size;
+    }
+    while (static_cast<int>(pool.size()) < n) pool.emplace_back(new char[size]);
+    std::vector<char *> out(static_cast<size_t>(n));
+    for (int t = 0; t < n; ++t) out[static_cast<size_t>(t)] = pool[static_cast<size_t>(t)].get();
+    return out;
+}
+
 template <class Body>
 struct FiberJob {
     HostLaunchState *st;
@@ -189,7 +204,7 @@ void run_block_fibers(HostLaunchState &st, Body &body, int64_t x, int64_t y, int
     for (int t = 0; t < n; ++t) {
         ucontext_t &u = f.ctx[static_cast<size_t>(t)];
         getcontext(&u);
-        u.uc_stack.ss_sp = f.stacks[static_cast<size_t>(t)].get();
+        u.uc_stack.ss_sp = f.stacks[static_cast<size_t>(t)];
         u.uc_stack.ss_size = kStack;
         u.uc_link = &f.main;
         makecontext(&u, &fiber_entry<Body>, 0);
@@ -206,7 +221,7 @@ void run_block_fibers(HostLaunchState &st, Body &body, int64_t x, int64_t y, int
                 fiber_job<Body>() = &jobs[static_cast<size_t>(t)];
             }
             void *fake = nullptr;
-            fiber_switch_start(&fake, f.stacks[static_cast<size_t>(t)].get(), kStack);
+            fiber_switch_start(&fake, f.stacks[static_cast<size_t>(t)], kStack);
             swapcontext(&f.main, &f.ctx[static_cast<size_t>(t)]);
             fiber_switch_finish(fake, nullptr, nullptr);
             ++ran;
@@ -232,7 +247,7 @@ void emulate_launch(Dim3 grid, int block, size_t shmem, Body body, EmulateMode m
         f.stack_size = 256 * 1024;
         f.ctx.resize(static_cast<size_t>(block));
         f.done.resize(static_cast<size_t>(block));
-        for (int t = 0; t < block; ++t) f.stacks.emplace_back(new char[f.stack_size]);
+        f.stacks = detail::fiber_stacks(block, f.stack_size);
         st.fibers = &f;
         for (int64_t z = 0; z < grid.z; ++z)
             for (int64_t y = 0; y < grid.y; ++y)
