@@ -192,9 +192,16 @@ void KvStore::unrotated_keys(int32_t layer, int32_t head, int64_t slot0, int64_t
     std::vector<int32_t> back(static_cast<size_t>(n));
     const int32_t *p = positions(layer, head) + slot0;
     for (int64_t i = 0; i < n; ++i) back[i] = -p[i];
-    // out is host memory: rotate with the backend only when it can read it.
-    if (be_.host_memory()) be_.rope(rope_inverse_hparams(hp_), out, head_dim_, n, 1, back.data());
-    else fail(LCTX_ERR_UNSUPPORTED, "unrotated_keys: backend '%s' keeps KV off the host", be_.name());
+    // out is host memory: a backend that cannot read it rotates a copy in its own memory.
+    if (be_.host_memory()) {
+        be_.rope(rope_inverse_hparams(hp_), out, head_dim_, n, 1, back.data());
+        return;
+    }
+    const size_t bytes = static_cast<size_t>(n * head_dim_) * sizeof(float);
+    std::unique_ptr<Buffer> b = be_.alloc(bytes);
+    be_.from_host(b->data(), out, bytes);
+    be_.rope(rope_inverse_hparams(hp_), b->f32(), head_dim_, n, 1, back.data());
+    be_.to_host(out, b->data(), bytes);
 }
 
 void KvStore::write_rows(int32_t layer, int32_t head, int64_t slot0, int64_t n, const float *k, const float *v,
