@@ -25,7 +25,7 @@ if ((${#need_apt[@]})); then
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
 
-CC=clang CXX=clang++ cmake -S . -B build/fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLCTX_FUZZ=ON \
+CC=clang CXX=clang++ cmake -S . -B build/fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLCTX_FUZZ=ON -DLCTX_CUDA=OFF \
     -DLCTX_BUILD_TESTS=OFF -DLCTX_BUILD_TOOLS=OFF >/dev/null
 cmake --build build/fuzz --target fuzz_all -j"$(nproc)"
 
