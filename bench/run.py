@@ -81,7 +81,8 @@ def main():
     ap.add_argument("--before", default=None,
                     help="the lctx binary of a previous build: measured in the same repeats, reported as a ratio")
     ap.add_argument("--kv-f16", action="store_true", help="also lctx with an f16 KV store (lctx bench --kv f16)")
-    ap.add_argument("-o", "--out", default=str(ROOT / "docs" / "results" / "bench-smollm2.md"))
+    ap.add_argument("-o", "--out", default=None,
+                    help="report (default docs/results/bench-smollm2.md for SmolLM2, bench-<model file stem> otherwise)")
     args = ap.parse_args()
 
     build = Path(os.environ.get("LCTX_BUILD_DIR", ROOT / "build" / "release"))
@@ -211,7 +212,9 @@ def main():
     if not args.reform:
         md += ["", "REFORM encode throughput is not in this run: `bench/run.py --reform 32768,131072 "
                "[--reform-baseline]` adds it (see bench/README.md).", ""]
-    out = Path(args.out)
+    stem = Path(args.model).name.split(".")[0].lower()
+    default_name = "bench-smollm2.md" if stem.startswith("smollm2") else f"bench-{stem}.md"
+    out = Path(args.out) if args.out else ROOT / "docs" / "results" / default_name
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("\n".join(md))
     out.with_suffix(".json").write_text(json.dumps({"runs": runs, "profile": profile, "machine": m, "reform_baseline": baseline,

@@ -198,7 +198,7 @@ void attention_ref(const AttentionArgs &a) {
             const float *q = a.q + i * a.ldq + static_cast<int64_t>(h) * hd;
             double mx = -INFINITY;
             for (int64_t j = 0; j < a.n_kv; ++j) {
-                if (a.kv_pos[g * a.kv_pos_head_stride + j] > a.q_pos[i]) {
+                if (!key_visible(a.kv_pos[g * a.kv_pos_head_stride + j], a.q_pos[i], a.window)) {
                     p[j] = -INFINITY;
                     continue;
                 }

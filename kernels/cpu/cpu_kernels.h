@@ -52,11 +52,15 @@ void rope_ref(const Hparams &hp, float *x, int64_t ld, int64_t n_tok, int32_t n_
 // out = silu(gate) * up, n elements.
 void swiglu(const float *gate, const float *up, float *out, int64_t n);
 
+// out = gelu(gate) * up with the tanh approximation of GELU, n elements.
+void geglu(const float *gate, const float *up, float *out, int64_t n);
+
 // Attention of n_q query tokens over n_kv cached keys/values, grouped-query.
 //   q:   [n_q][n_head * head_dim]    (already rotated), row stride ldq
 //   k,v: per KV head h: k + h * kv_head_stride, rows of head_dim, row stride ld_kv
 //   mask: query i may see key j of KV head h iff kv_pos[h * kv_pos_head_stride + j] <= q_pos[i]
 //         (causal by position; stride 0: one position array for every head)
+//         and, with window > 0, q_pos[i] - kv_pos[...] < window (sliding window)
 //   out: [n_q][n_head * head_dim], row stride ldo
 // scale = 1/sqrt(head_dim). Streams over keys in blocks with an online
 // softmax (never n_q x n_kv in memory).
@@ -81,6 +85,7 @@ struct AttentionArgs {
     const int32_t *q_pos = nullptr, *kv_pos = nullptr;
     int64_t kv_pos_head_stride = 0;   // int32s between the position arrays of KV heads
     float scale = 0.0f;           // 0: 1/sqrt(head_dim)
+    int32_t window = 0;           // > 0: sliding window (see mask above)
     float *col_sums = nullptr;    // optional
     int64_t obs_begin = 0;
     bool col_max = false;         // col_sums takes the max instead of the sum (caller zeroes it)
@@ -93,6 +98,10 @@ struct AttentionArgs {
 // tiled kernel.
 constexpr int64_t kAttnTiledMinRows = 8;
 void attention(ThreadPool &pool, const AttentionArgs &a);
+// The mask above for one key (64-bit difference: positions may be far apart).
+inline bool key_visible(int32_t kv_pos, int32_t q_pos, int32_t window) {
+    return kv_pos <= q_pos && (window <= 0 || int64_t(q_pos) - kv_pos < window);
+}
 void attention_ref(const AttentionArgs &a);   // naive, materialises scores
 
 // Per-row top-k of dot products, q_r . key_j, without materialising the

@@ -1,5 +1,6 @@
 // rms_norm and swiglu: dispatch to the active SIMD variant, plus the scalar
 // reference (double accumulation, as ggml does for the sum of squares).
+// geglu (Gemma 3): scalar, the compiler vectorises what it can.
 #include <cmath>
 
 #include "cpu_kernels.h"
@@ -23,6 +24,15 @@ void rms_norm_ref(const float *x, const float *w, float *y, int64_t n, float eps
 void swiglu(const float *gate, const float *up, float *out, int64_t n) {
     if (n <= 0) return;
     active_kernels().swiglu(gate, up, out, n);
+}
+
+void geglu(const float *gate, const float *up, float *out, int64_t n) {
+    // GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+    constexpr float kC = 0.7978845608028654f;
+    for (int64_t i = 0; i < n; ++i) {
+        const float x = gate[i];
+        out[i] = 0.5f * x * (1.0f + std::tanh(kC * (x + 0.044715f * x * x * x))) * up[i];
+    }
 }
 
 } // namespace lctx::cpu

@@ -96,7 +96,7 @@ inline void tile_pv(float *const *o, const float *fac, const float *st, const fl
 // Rows [r0, r0 + R) of the call against one transposed key block.
 template <int R>
 void attn_tile(const AttentionArgs &a, float scale, int g, int64_t i0, int64_t r0, int64_t jb, int64_t nb,
-               int32_t block_max_pos, const float *kt, const float *vb, int64_t ldv, float *o, float *m, float *l,
+               int32_t block_min_pos, int32_t block_max_pos, const float *kt, const float *vb, int64_t ldv, float *o, float *m, float *l,
                float *st) {
     const int ng = a.n_head / a.n_head_kv, hd = a.head_dim;
     const int32_t *kvp = a.kv_pos + g * a.kv_pos_head_stride;
@@ -115,9 +115,10 @@ void attn_tile(const AttentionArgs &a, float scale, int g, int64_t i0, int64_t r
         const int64_t r = r0 + rr;
         const int32_t qp = a.q_pos[i0 + r / ng];
         float *s = st + rr * KB;
-        if (block_max_pos > qp)   // some key of the block is after the query
+        // some key of the block is after the query, or out of its window
+        if (block_max_pos > qp || (a.window > 0 && int64_t(qp) - block_min_pos >= a.window))
             for (int64_t j = 0; j < nb; ++j)
-                if (kvp[jb + j] > qp) s[j] = -INFINITY;
+                if (!key_visible(kvp[jb + j], qp, a.window)) s[j] = -INFINITY;
         for (int64_t j = nb; j < KB; ++j) s[j] = -INFINITY;
         F vm = V::load(s);
         for (int j = W; j < KB; j += W) vm = V::max(vm, V::load(s + j));
@@ -169,8 +170,11 @@ void attn_partial_tiled(const AttentionArgs &a, float scale, int g, int64_t i0, 
     float *kt = reinterpret_cast<float *>((reinterpret_cast<uintptr_t>(scratch) + 63) & ~static_cast<uintptr_t>(63));
     float *st = kt + static_cast<int64_t>(hd) * KB, *vcopy = st + RT * KB;
     const int64_t ldv = (hd + 15) / 16 * 16;
-    int32_t qmax = a.q_pos[i0];
-    for (int64_t i = i0; i < i1; ++i) qmax = a.q_pos[i] > qmax ? a.q_pos[i] : qmax;
+    int32_t qmax = a.q_pos[i0], qmin = a.q_pos[i0];
+    for (int64_t i = i0; i < i1; ++i) {
+        qmax = a.q_pos[i] > qmax ? a.q_pos[i] : qmax;
+        qmin = a.q_pos[i] < qmin ? a.q_pos[i] : qmin;
+    }
     for (int64_t jb = j0; jb < j1; jb += KB) {
         const int64_t nb = min64(KB, j1 - jb);
         int32_t pmin = kvp[jb];
@@ -178,6 +182,7 @@ void attn_partial_tiled(const AttentionArgs &a, float scale, int g, int64_t i0, 
         if (pmin > qmax) continue;   // every key of the block is after every query (causal prefill)
         int32_t pmax = kvp[jb];
         for (int64_t j = 1; j < nb; ++j) pmax = kvp[jb + j] > pmax ? kvp[jb + j] : pmax;
+        if (a.window > 0 && int64_t(qmin) - pmax >= a.window) continue;   // every key is out of every query's window
         transpose_keys(kg + jb * a.ld_kv, a.ld_kv, nb, hd, kt);
         if (nb < KB)
             for (int d = 0; d < hd; ++d)
@@ -185,13 +190,13 @@ void attn_partial_tiled(const AttentionArgs &a, float scale, int g, int64_t i0, 
         for (int64_t j = 0; j < nb; ++j) std::memcpy(vcopy + j * ldv, vg + (jb + j) * a.ld_kv, sizeof(float) * hd);
         const float *vb = vcopy;
         int64_t r0 = 0;
-        for (; r0 + RT <= rows; r0 += RT) attn_tile<RT>(a, scale, g, i0, r0, jb, nb, pmax, kt, vb, ldv, o, m, l, st);
+        for (; r0 + RT <= rows; r0 += RT) attn_tile<RT>(a, scale, g, i0, r0, jb, nb, pmin, pmax, kt, vb, ldv, o, m, l, st);
         switch (rows - r0) {
-        case 5: attn_tile<5>(a, scale, g, i0, r0, jb, nb, pmax, kt, vb, ldv, o, m, l, st); break;
-        case 4: attn_tile<4>(a, scale, g, i0, r0, jb, nb, pmax, kt, vb, ldv, o, m, l, st); break;
-        case 3: attn_tile<3>(a, scale, g, i0, r0, jb, nb, pmax, kt, vb, ldv, o, m, l, st); break;
-        case 2: attn_tile<2>(a, scale, g, i0, r0, jb, nb, pmax, kt, vb, ldv, o, m, l, st); break;
-        case 1: attn_tile<1>(a, scale, g, i0, r0, jb, nb, pmax, kt, vb, ldv, o, m, l, st); break;
+        case 5: attn_tile<5>(a, scale, g, i0, r0, jb, nb, pmin, pmax, kt, vb, ldv, o, m, l, st); break;
+        case 4: attn_tile<4>(a, scale, g, i0, r0, jb, nb, pmin, pmax, kt, vb, ldv, o, m, l, st); break;
+        case 3: attn_tile<3>(a, scale, g, i0, r0, jb, nb, pmin, pmax, kt, vb, ldv, o, m, l, st); break;
+        case 2: attn_tile<2>(a, scale, g, i0, r0, jb, nb, pmin, pmax, kt, vb, ldv, o, m, l, st); break;
+        case 1: attn_tile<1>(a, scale, g, i0, r0, jb, nb, pmin, pmax, kt, vb, ldv, o, m, l, st); break;
         default: break;
         }
     }

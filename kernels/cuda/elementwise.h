@@ -1,5 +1,5 @@
 // Kernel bodies of the row-wise and element-wise ops (launch.h): RMSNorm,
-// SwiGLU, add, RoPE. Semantics are those of the CPU kernels
+// SwiGLU, GeGLU, scale, add, RoPE. Semantics are those of the CPU kernels
 // (kernels/cpu/cpu_kernels.h); RoPE follows kernels/cpu/rope.cpp exactly
 // (ggml's NORMAL/NEOX layouts, linear and YaRN scaling, theta in double).
 #pragma once
@@ -54,6 +54,28 @@ LCTX_HD void swiglu_body(Ctx &c, const SwigluArgs &a) {
         const float g = a.gate[i];
         a.out[i] = g / (1.0f + expf(-g)) * a.up[i];
     }
+}
+
+// GeGLU (Gemma): gelu_tanh(gate) * up, the formula of kernels/cpu/norm_act.cpp.
+template <class Ctx>
+LCTX_HD void geglu_body(Ctx &c, const SwigluArgs &a) {
+    const int64_t stride = c.gx() * c.nthreads();
+    for (int64_t i = c.bx() * c.nthreads() + c.tid(); i < a.n; i += stride) {
+        const float x = a.gate[i];
+        a.out[i] = 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x))) * a.up[i];
+    }
+}
+
+struct ScaleArgs {
+    float *x;
+    float s;
+    int64_t n;
+};
+
+template <class Ctx>
+LCTX_HD void scale_body(Ctx &c, const ScaleArgs &a) {
+    const int64_t stride = c.gx() * c.nthreads();
+    for (int64_t i = c.bx() * c.nthreads() + c.tid(); i < a.n; i += stride) a.x[i] *= a.s;
 }
 
 struct AddArgs {

@@ -57,6 +57,7 @@ constexpr int kMaxMatmulJobs = 8;
 //   k,v: per KV head g: k + g * kv_head_stride, rows of head_dim, stride ld_kv
 //        elements of kv_type (f32 or f16)
 //   mask: query i sees slot j of KV head g iff kv_pos[g * kv_pos_head_stride + j] <= q_pos[i]
+//         and, with window > 0, q_pos[i] - kv_pos[...] < window (sliding-window layers)
 //   out: [n_q][n_head * head_dim], row stride ldo
 // col_sums (optional, [n_head_kv][n_kv]): adds the softmax probability every
 // slot receives, summed over the query heads of its group and the queries
@@ -79,6 +80,7 @@ struct AttentionArgs {
     const int32_t *kv_pos = nullptr;
     int64_t kv_pos_head_stride = 0;  // 0: one position array shared by every KV head
     float scale = 0.0f;              // 0: 1/sqrt(head_dim)
+    int32_t window = 0;              // > 0: keys at pos_q - pos_k >= window are masked
     float *col_sums = nullptr;
     int64_t obs_begin = 0;
     bool col_max = false;            // col_sums: max, not sum, of the probabilities
@@ -150,6 +152,10 @@ public:
                       const int32_t *pos) = 0;
     // out = silu(gate) * up over n_rows rows of n elements.
     virtual void swiglu(const float *gate, const float *up, float *out, int64_t n_rows, int64_t n) = 0;
+    // out = gelu_tanh(gate) * up over n_rows rows of n elements (Gemma's GeGLU).
+    virtual void geglu(const float *gate, const float *up, float *out, int64_t n_rows, int64_t n) = 0;
+    // x *= s over n elements.
+    virtual void scale(float *x, float s, int64_t n) = 0;
     // x += y over n elements.
     virtual void add(float *x, const float *y, int64_t n) = 0;
     virtual void attention(const AttentionArgs &a) = 0;

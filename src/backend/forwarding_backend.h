@@ -41,6 +41,10 @@ public:
     void swiglu(const float *g, const float *u, float *o, int64_t rows, int64_t n) override {
         in_->swiglu(g, u, o, rows, n);
     }
+    void geglu(const float *g, const float *u, float *o, int64_t rows, int64_t n) override {
+        in_->geglu(g, u, o, rows, n);
+    }
+    void scale(float *x, float s, int64_t n) override { in_->scale(x, s, n); }
     void add(float *x, const float *y, int64_t n) override { in_->add(x, y, n); }
     void attention(const AttentionArgs &a) override { in_->attention(a); }
     void gather_rows(KvType t, void *d, const void *s, const int64_t *idx, int64_t n, int64_t row) override {

@@ -27,9 +27,12 @@ struct WeightView {
 
 enum class RopeLayout { NORMAL, NEOX };  // NORMAL: pairs (2i, 2i+1); NEOX: pairs (i, i + n_rot/2)
 enum class RopeScaling { NONE, LINEAR, YARN };
+enum class Arch { LLAMA, GEMMA3 };
+enum class FfnAct { SILU, GELU_TANH };   // gate activation of the gated FFN (SwiGLU, GeGLU)
 
 struct Hparams {
-    std::string arch;         // "llama"
+    std::string arch;         // "llama" or "gemma3"
+    Arch arch_id = Arch::LLAMA;
     std::string name;
     int32_t n_layer = 0;
     int32_t n_embd = 0;
@@ -51,6 +54,37 @@ struct Hparams {
     float yarn_attn_factor = 1.0f;
     float yarn_beta_fast = 32.0f;
     float yarn_beta_slow = 1.0f;
+    // Gemma 3 (docs/models.md): per-head Q/K RMSNorm, norms after attention
+    // and FFN, GeGLU, scaled embeddings, sliding-window layers with their own
+    // RoPE base. Defaults are the llama values (all off).
+    FfnAct ffn_act = FfnAct::SILU;
+    bool qk_norm = false;
+    bool post_norms = false;
+    float embd_scale = 1.0f;         // token embeddings are multiplied by this
+    float attn_scale = 0.0f;         // 0: 1/sqrt(head_dim)
+    float final_softcap = 0.0f;      // > 0: logits = cap * tanh(logits / cap)
+    int32_t swa_window = 0;          // > 0: sliding layers see keys with pos_q - pos_k < swa_window
+    int32_t swa_pattern = 0;         // > 0: layer l slides iff l % swa_pattern < swa_pattern - 1
+    float rope_base_swa = 10000.0f;  // RoPE of the sliding layers (no scaling)
+    float rope_freq_scale_swa = 1.0f;
+
+    bool is_swa(int32_t layer) const {
+        return swa_window > 0 && swa_pattern > 0 && layer % swa_pattern < swa_pattern - 1;
+    }
+    // The attention window of a layer (0: none).
+    int32_t window_of(int32_t layer) const { return is_swa(layer) ? swa_window : 0; }
+    // The RoPE setup of a layer: sliding layers use their own base, unscaled.
+    Hparams rope_of(int32_t layer) const {
+        Hparams r = *this;
+        if (is_swa(layer)) {
+            r.rope_base = rope_base_swa;
+            r.rope_scaling = RopeScaling::NONE;
+            r.rope_freq_scale = rope_freq_scale_swa;
+            r.yarn_ext_factor = 0.0f;
+            r.yarn_attn_factor = 1.0f;
+        }
+        return r;
+    }
 };
 
 } // namespace lctx

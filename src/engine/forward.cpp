@@ -1,4 +1,4 @@
-// The llama forward pass over a KV cache. A batch is processed in sub-batches
+// The llama / gemma3 forward pass over a KV cache (docs/models.md). A batch is processed in sub-batches
 // of at most kSubBatch tokens (bounding scratch memory); each sub-batch runs
 // through all layers before the next, so its attention sees the K/V of the
 // cache and of the earlier sub-batches.
@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 
 #include "common/error.h"
@@ -48,6 +49,7 @@ double ForwardProfile::total() const {
 
 Forward::Forward(const Model &model, Backend &backend) : model_(model), be_(backend) {
     be_.prepare(model);
+    for (int32_t l = 0; l < model.hparams().n_layer; ++l) rope_hp_.push_back(model.hparams().rope_of(l));
 }
 
 float *Forward::scratch(std::unique_ptr<Buffer> &b, int64_t n) { return scratch_f32(be_, b, n); }
@@ -113,11 +115,13 @@ void Forward::run(const int32_t *tokens, const int32_t *pos, int64_t n, KvStore 
             const int64_t nb = std::min(kSubBatch, n - b0);
             const int64_t n_kv = base + b0 + nb;   // slots filled once this sub-batch is stored
             be_.get_rows(model_.tok_embd(), tokens + b0, nb, x);
+            if (hp.embd_scale != 1.0f) be_.scale(x, hp.embd_scale, nb * E);
             laps.lap(ForwardProfile::EMBED);
 
             for (int32_t l = 0; l < n_layers; ++l) {
                 if (opt.keep_going && !opt.keep_going()) fail(LCTX_ERR_CANCELLED, "forward pass cancelled");
                 const LayerWeights &L = model_.layers()[static_cast<size_t>(l)];
+                const Hparams &rope_hp = rope_hp_[static_cast<size_t>(l)];
 
                 // --- attention
                 be_.rms_norm(x, L.attn_norm, xn, nb, E, hp.rms_eps);
@@ -125,12 +129,17 @@ void Forward::run(const int32_t *tokens, const int32_t *pos, int64_t n, KvStore 
                 const MatmulJob qkv[3] = {{&L.wq, q}, {&L.wk, k}, {&L.wv, v}};
                 be_.matmul_multi(qkv, 3, xn, E, nb);
                 laps.lap(ForwardProfile::QKV);
+                if (hp.qk_norm) {   // per head, before the hooks: they see q/k as attention uses them, pre-RoPE
+                    be_.rms_norm(q, L.q_norm, q, nb * hp.n_head, D, hp.rms_eps);
+                    be_.rms_norm(k, L.k_norm, k, nb * hp.n_head_kv, D, hp.rms_eps);
+                    laps.lap(ForwardProfile::NORM);
+                }
                 const float *q_host = on_host(hq_, q, nb * Q);   // copied once for hooks and policy
                 if (hooks && hooks->on_qkv)
                     hooks->on_qkv(l, q_host, on_host(hk_, k, nb * KV), on_host(hv_, v, nb * KV), nb);
                 policy.before_attention(l, q_host, nb, cache);
-                be_.rope(hp, q, Q, nb, hp.n_head, pos + b0);
-                be_.rope(hp, k, KV, nb, hp.n_head_kv, pos + b0);
+                be_.rope(rope_hp, q, Q, nb, hp.n_head, pos + b0);
+                be_.rope(rope_hp, k, KV, nb, hp.n_head_kv, pos + b0);
                 laps.lap(ForwardProfile::ROPE);
 
                 cache.store(l, base + b0, k, v, nb, KV);
@@ -147,6 +156,8 @@ void Forward::run(const int32_t *tokens, const int32_t *pos, int64_t n, KvStore 
                 a.n_q = nb;
                 a.n_head = hp.n_head;
                 a.q_pos = pos + b0;
+                a.scale = hp.attn_scale;
+                a.window = hp.window_of(l);
                 // Column sums over queries i >= obs_begin (batch index): the
                 // kernel writes [H_kv][attended slots]; add them into
                 // [H_kv][base + n] at the slots' indices.
@@ -180,6 +191,10 @@ void Forward::run(const int32_t *tokens, const int32_t *pos, int64_t n, KvStore 
                 laps.lap(ForwardProfile::ATTENTION);
                 be_.matmul(L.wo, attn, Q, nb, xn);
                 laps.lap(ForwardProfile::ATTN_OUT);
+                if (hp.post_norms) {
+                    be_.rms_norm(xn, L.attn_post_norm, xn, nb, E, hp.rms_eps);
+                    laps.lap(ForwardProfile::NORM);
+                }
                 be_.add(x, xn, nb * E);
                 laps.lap(ForwardProfile::RESIDUAL);
 
@@ -189,10 +204,17 @@ void Forward::run(const int32_t *tokens, const int32_t *pos, int64_t n, KvStore 
                 const MatmulJob gate_up[2] = {{&L.ffn_gate, gate}, {&L.ffn_up, up}};
                 be_.matmul_multi(gate_up, 2, xn, E, nb);
                 laps.lap(ForwardProfile::FFN_GATE_UP);
-                be_.swiglu(gate, up, tmp, nb, F);
+                if (hp.ffn_act == FfnAct::GELU_TANH)
+                    be_.geglu(gate, up, tmp, nb, F);
+                else
+                    be_.swiglu(gate, up, tmp, nb, F);
                 laps.lap(ForwardProfile::SWIGLU);
                 be_.matmul(L.ffn_down, tmp, F, nb, attn);
                 laps.lap(ForwardProfile::FFN_DOWN);
+                if (hp.post_norms) {
+                    be_.rms_norm(attn, L.ffn_post_norm, attn, nb, E, hp.rms_eps);
+                    laps.lap(ForwardProfile::NORM);
+                }
                 be_.add(x, attn, nb * E);
                 laps.lap(ForwardProfile::RESIDUAL);
 
@@ -219,6 +241,10 @@ void Forward::run(const int32_t *tokens, const int32_t *pos, int64_t n, KvStore 
                     float *out = scratch(tmp_, std::max<int64_t>(nb_max * F, nr * V));
                     be_.matmul(model_.output(), xn, E, nr, out);
                     be_.to_host(dst, out, static_cast<size_t>(nr * V) * sizeof(float));
+                }
+                if (hp.final_softcap > 0.0f) {
+                    const float cap = hp.final_softcap;
+                    for (int64_t i = 0; i < nr * V; ++i) dst[i] = cap * std::tanh(dst[i] / cap);
                 }
                 laps.lap(ForwardProfile::OUTPUT);
             }

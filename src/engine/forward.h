@@ -1,4 +1,4 @@
-// The transformer forward pass (architecture "llama"). Prefill batches and
+// The transformer forward pass (architectures "llama" and "gemma3"). Prefill batches and
 // single-token decode share this one code path: a batch of tokens with
 // explicit position ids is appended to a KV store and attends to what the
 // attention policy picks (default: every filled slot), causally by position.
@@ -21,7 +21,8 @@ namespace lctx {
 // through all layers: on_qkv / on_hidden are then called once per layer per
 // sub-batch, sub-batches in token order, n_tok being the sub-batch's size.
 struct ForwardHooks {
-    // Called for each layer with the pre-RoPE q [n_tok][n_head*head_dim],
+    // Called for each layer with the pre-RoPE q [n_tok][n_head*head_dim]
+    // (after the per-head Q/K norms of gemma3),
     // k and v [n_tok][n_head_kv*head_dim] of the batch.
     std::function<void(int32_t layer, const float *q, const float *k, const float *v, int64_t n_tok)> on_qkv;
     // Called for each layer with the residual stream after the layer,
@@ -84,6 +85,7 @@ private:
     std::unique_ptr<Buffer> x_, xn_, q_, k_, v_, attn_, gate_, up_, tmp_;
     std::vector<float> hq_, hk_, hv_, hx_;   // host copies for hooks when buffers are not host memory
     KvStore::GatherScratch gather_;
+    std::vector<Hparams> rope_hp_;   // per layer: RoPE base of sliding / global layers (Hparams::rope_of)
 };
 
 } // namespace lctx

@@ -14,13 +14,18 @@
 namespace lctx {
 
 KvStore::KvStore(Backend &backend, const Hparams &hp, int64_t capacity, int32_t n_layers_used, KvType type)
-    : be_(backend), hp_(hp), rot_(rope_delta_hparams(hp)),
+    : be_(backend),
       n_layers_(n_layers_used < 0 ? hp.n_layer : n_layers_used), n_head_kv_(hp.n_head_kv),
       head_dim_(hp.head_dim), capacity_(capacity), type_(type) {
     if (capacity < 0) fail(LCTX_ERR_INVALID_ARG, "KV store capacity %lld is negative", (long long)capacity);
     if (n_layers_ > hp.n_layer)
         fail(LCTX_ERR_INVALID_ARG, "KV store for %d layers requested, the model has %d", n_layers_, hp.n_layer);
     if (n_head_kv_ <= 0 || head_dim_ <= 0) fail(LCTX_ERR_INVALID_ARG, "KV store: invalid head geometry");
+    for (int32_t l = 0; l < n_layers_; ++l) {   // gemma3's sliding layers rotate with their own base
+        hp_.push_back(hp.rope_of(l));
+        rot_.push_back(rope_delta_hparams(hp_.back()));
+        inv_.push_back(rope_inverse_hparams(hp_.back()));
+    }
     const int64_t per_layer_max = std::numeric_limits<int64_t>::max() / 8 / n_head_kv_ / head_dim_;
     if (capacity > per_layer_max)
         fail(LCTX_ERR_OUT_OF_MEMORY, "KV store of %lld slots does not fit in memory", (long long)capacity);
@@ -193,14 +198,15 @@ void KvStore::unrotated_keys(int32_t layer, int32_t head, int64_t slot0, int64_t
     const int32_t *p = positions(layer, head) + slot0;
     for (int64_t i = 0; i < n; ++i) back[i] = -p[i];
     // out is host memory: a backend that cannot read it rotates a copy in its own memory.
+    const Hparams &inverse = inv_[static_cast<size_t>(layer)];
     if (be_.host_memory()) {
-        be_.rope(rope_inverse_hparams(hp_), out, head_dim_, n, 1, back.data());
+        be_.rope(inverse, out, head_dim_, n, 1, back.data());
         return;
     }
     const size_t bytes = static_cast<size_t>(n * head_dim_) * sizeof(float);
     std::unique_ptr<Buffer> b = be_.alloc(bytes);
     be_.from_host(b->data(), out, bytes);
-    be_.rope(rope_inverse_hparams(hp_), b->f32(), head_dim_, n, 1, back.data());
+    be_.rope(inverse, b->f32(), head_dim_, n, 1, back.data());
     be_.to_host(out, b->data(), bytes);
 }
 
@@ -219,10 +225,10 @@ void KvStore::write_unrotated(int32_t layer, int32_t head, int64_t slot0, int64_
         // Rotate in place in the store, as the keys arrive (no scratch copy).
         float *kd = reinterpret_cast<float *>(head_k(layer, head)) + slot0 * D;
         std::memcpy(kd, k, static_cast<size_t>(n * D) * sizeof(float));
-        be_.rope(hp_, kd, D, n, 1, pos);
+        be_.rope(hp_[static_cast<size_t>(layer)], kd, D, n, 1, pos);
     } else {
         std::vector<float> tmp(k, k + n * D);   // local: callers fill heads in parallel
-        be_.rope(hp_, tmp.data(), D, n, 1, pos);
+        be_.rope(hp_[static_cast<size_t>(layer)], tmp.data(), D, n, 1, pos);
         be_.store_rows(type_, head_k(layer, head) + slot0 * row_bytes(), D, tmp.data(), D, n, D);
     }
     be_.store_rows(type_, head_v(layer, head) + slot0 * row_bytes(), D, v, D, n, D);
@@ -232,13 +238,13 @@ void KvStore::write_unrotated(int32_t layer, int32_t head, int64_t slot0, int64_
 void KvStore::rotate_keys(int32_t l, int32_t h, int64_t slot0, int64_t n, const int32_t *delta) {
     const int64_t D = head_dim_;
     if (type_ == KvType::F32) {
-        be_.rope(rot_, reinterpret_cast<float *>(head_k(l, h)) + slot0 * D, D, n, 1, delta);
+        be_.rope(rot_[static_cast<size_t>(l)], reinterpret_cast<float *>(head_k(l, h)) + slot0 * D, D, n, 1, delta);
         return;
     }
     // f16: widen, rotate, narrow (one rounding per move).
     std::vector<float> tmp(static_cast<size_t>(n * D));
     be_.load_rows(type_, tmp.data(), D, head_k(l, h) + slot0 * row_bytes(), D, n, D);
-    be_.rope(rot_, tmp.data(), D, n, 1, delta);
+    be_.rope(rot_[static_cast<size_t>(l)], tmp.data(), D, n, 1, delta);
     be_.store_rows(type_, head_k(l, h) + slot0 * row_bytes(), D, tmp.data(), D, n, D);
 }
 

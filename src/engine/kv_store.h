@@ -125,7 +125,9 @@ private:
     void rotate_keys(int32_t l, int32_t h, int64_t slot0, int64_t n, const int32_t *delta);
 
     Backend &be_;
-    Hparams hp_, rot_;   // rot_: hp for delta rotations (rope_delta_hparams)
+    // Per layer (Hparams::rope_of): the rotation, the delta rotation
+    // (rope_delta_hparams) and the inverse one (rope_inverse_hparams).
+    std::vector<Hparams> hp_, rot_, inv_;
     int32_t n_layers_, n_head_kv_, head_dim_;
     int64_t capacity_, size_ = 0;
     KvType type_;

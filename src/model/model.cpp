@@ -35,10 +35,32 @@ float get_finite_or(const GgufFile &f, const std::string &key, double def) {
     return static_cast<float>(v);
 }
 
+// Gemma 3 as llama.cpp reads it (docs/models.md): every 6th layer global,
+// the others sliding with RoPE base 10000 unscaled; GeGLU (tanh GELU); Q/K
+// norms and post-norms; embeddings scaled by sqrt(n_embd); queries scaled
+// by 1/sqrt(head_dim), or 1/sqrt(n_embd / n_head) for the 62-layer (27B) model.
+void read_gemma3(const GgufFile &f, const std::string &p, Hparams &hp) {
+    hp.ffn_act = FfnAct::GELU_TANH;
+    hp.qk_norm = true;
+    hp.post_norms = true;
+    hp.embd_scale = std::sqrt(static_cast<float>(hp.n_embd));
+    hp.swa_window = get_dim(f, p + "attention.sliding_window", int64_t(1) << 30);
+    hp.swa_pattern = 6;
+    hp.rope_base_swa = 10000.0f;
+    hp.rope_freq_scale_swa = 1.0f;
+    hp.attn_scale = hp.n_layer == 62 ? 1.0f / std::sqrt(static_cast<float>(hp.n_embd / hp.n_head))
+                                     : 1.0f / std::sqrt(static_cast<float>(hp.head_dim));
+}
+
 Hparams read_hparams(const GgufFile &f) {
     Hparams hp;
     hp.arch = f.get_string("general.architecture");
-    if (hp.arch != "llama") fail(LCTX_ERR_UNSUPPORTED, "architecture '%s' is not supported", hp.arch.c_str());
+    if (hp.arch == "llama")
+        hp.arch_id = Arch::LLAMA;
+    else if (hp.arch == "gemma3")
+        hp.arch_id = Arch::GEMMA3;
+    else
+        fail(LCTX_ERR_UNSUPPORTED, "architecture '%s' is not supported (llama, gemma3)", hp.arch.c_str());
     hp.name = f.get_string_or("general.name", "");
     const std::string p = hp.arch + ".";
 
@@ -69,8 +91,9 @@ Hparams read_hparams(const GgufFile &f) {
     hp.rms_eps = get_finite_or(f, p + "attention.layer_norm_rms_epsilon", 1e-5);
     if (!(hp.rms_eps > 0.0f)) fail(LCTX_ERR_FORMAT, "layer_norm_rms_epsilon must be > 0");
 
-    // RoPE. llama uses the NORMAL layout (converted checkpoints permute q/k).
-    hp.rope_layout = RopeLayout::NORMAL;
+    // RoPE. llama uses the NORMAL layout (converted checkpoints permute q/k),
+    // gemma3 the NEOX one (as llama.cpp's rope type for these architectures).
+    hp.rope_layout = hp.arch_id == Arch::GEMMA3 ? RopeLayout::NEOX : RopeLayout::NORMAL;
     hp.rope_base = get_finite_or(f, p + "rope.freq_base", 10000.0);
     if (!(hp.rope_base > 1.0f)) fail(LCTX_ERR_FORMAT, "rope.freq_base %g must be > 1", hp.rope_base);
     hp.n_rot = get_dim_or(f, p + "rope.dimension_count", hp.head_dim, kMaxDim);
@@ -102,6 +125,10 @@ Hparams read_hparams(const GgufFile &f) {
     if (!(hp.yarn_attn_factor > 0.0f)) fail(LCTX_ERR_FORMAT, "rope.scaling.yarn_attn_factor must be > 0");
     if (yarn && hp.rope_orig_ctx <= 0)
         fail(LCTX_ERR_FORMAT, "YaRN scaling needs rope.scaling.original_context_length or context_length");
+
+    hp.final_softcap = get_finite_or(f, p + "final_logit_softcapping", 0.0);
+    if (hp.final_softcap < 0.0f) fail(LCTX_ERR_FORMAT, "final_logit_softcapping %g must be >= 0", hp.final_softcap);
+    if (hp.arch_id == Arch::GEMMA3) read_gemma3(f, p, hp);
     return hp;
 }
 
@@ -188,6 +215,14 @@ void Model::init(std::unique_ptr<GgufFile> file, int32_t n_threads) {
         L.ffn_gate = weight(f, b + "ffn_gate.weight", E, F, false);
         L.ffn_up = weight(f, b + "ffn_up.weight", E, F, false);
         L.ffn_down = weight(f, b + "ffn_down.weight", F, E, false);
+        if (hp_.qk_norm) {
+            L.q_norm = weight(f, b + "attn_q_norm.weight", hp_.head_dim, 1, true);
+            L.k_norm = weight(f, b + "attn_k_norm.weight", hp_.head_dim, 1, true);
+        }
+        if (hp_.post_norms) {
+            L.attn_post_norm = weight(f, b + "post_attention_norm.weight", E, 1, true);
+            L.ffn_post_norm = weight(f, b + "post_ffw_norm.weight", E, 1, true);
+        }
     }
 
     n_params_ = 0;

@@ -25,6 +25,10 @@ struct LayerWeights {
     WeightView ffn_gate;    // n_rows = n_ff
     WeightView ffn_up;      // n_rows = n_ff
     WeightView ffn_down;    // n_rows = n_embd, n_cols = n_ff
+    // gemma3 only (empty for llama): per-head Q/K norms [head_dim] and the
+    // norms applied to the attention and FFN outputs before the residual add.
+    WeightView q_norm, k_norm;
+    WeightView attn_post_norm, ffn_post_norm;
 };
 
 class Model {

@@ -36,8 +36,11 @@ namespace {
 const char *const k_eot_texts[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
                                    "<|end_of_text|>", "<EOT>", "_<EOT>", "<｜end▁of▁sentence｜>",
                                    "<end_of_utterance>"};
+// "</s>" is on llama.cpp's list too (added for PaddleOCR): it also makes
+// Gemma 3's user-defined "</s>" (id 212) an end of generation and CONTROL,
+// so that text "</s>" is no longer matched without parse_special.
 const char *const k_eog_texts[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<end_of_turn>",
-                                   "<|endoftext|>", "<|eom_id|>", "<EOT>", "_<EOT>", "<|end_of_text|>",
+                                   "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "<|end_of_text|>",
                                    "<end_of_utterance>"};
 const char *const k_eom_texts[] = {"<|eom_id|>"};
 const char *const k_fim_pre_texts[] = {"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<｜fim▁begin｜>", "<PRE>",

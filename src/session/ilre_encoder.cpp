@@ -52,9 +52,10 @@ void IlreEncoder::project(size_t i, const float *x, int64_t n, int64_t p0, bool 
     backend_.from_host(xb, x, static_cast<size_t>(n * E) * sizeof(float));
     backend_.rms_norm(xb, L.attn_norm, xn, n, E, hp.rms_eps);
     backend_.matmul(W, xn, E, n, pb);
+    if (hp.qk_norm) backend_.rms_norm(pb, want_queries ? L.q_norm : L.k_norm, pb, n * heads, head_dim_, hp.rms_eps);
     std::vector<int32_t> pos(static_cast<size_t>(n));
     for (int64_t t = 0; t < n; ++t) pos[static_cast<size_t>(t)] = static_cast<int32_t>(p0 + t);
-    backend_.rope(hp, pb, P, n, heads, pos.data());
+    backend_.rope(hp.rope_of(layers_[i]), pb, P, n, heads, pos.data());
     proj_.resize(static_cast<size_t>(n * P));
     backend_.to_host(proj_.data(), pb, proj_.size() * sizeof(float));
     sink(i, proj_.data(), n, p0);
@@ -71,6 +72,7 @@ void IlreEncoder::run(const int32_t *tokens, int64_t n, bool want_queries, const
         std::vector<float> x(static_cast<size_t>(n * E));
         std::unique_ptr<Buffer> rows = backend_.alloc(x.size() * sizeof(float));
         backend_.get_rows(model_.tok_embd(), tokens, n, rows->f32());
+        if (hp.embd_scale != 1.0f) backend_.scale(rows->f32(), hp.embd_scale, n * E);
         backend_.to_host(x.data(), rows->data(), x.size() * sizeof(float));
         project(0, x.data(), n, p0, want_queries, sink);
     }

@@ -119,7 +119,9 @@ Selection IlreMethod::select(const std::vector<int32_t> &query, Progress &progre
     if (params_.dca && N + (q - q0) > params_.dca_after)
         args.segments = ilre_dca_segments(N, params_.sink, params_.chunk);
     last_scores_.assign(static_cast<size_t>(N), 0.0f);
-    ilre_scores(backend_, model_.hparams(), args, last_scores_.data(), [&] { return progress.keep_going(0.5); });
+    // The index layer's own RoPE (gemma3's sliding layers use another base).
+    const Hparams layer_hp = model_.hparams().rope_of(encoder_->index_layers()[0]);
+    ilre_scores(backend_, layer_hp, args, last_scores_.data(), [&] { return progress.keep_going(0.5); });
 
     Selection sel = decoder_.make_selection(ilre_allocate(last_scores_.data(), N, params_.sink, params_.budget,
                                                           params_.max_kernels, params_.avg_kernels),

@@ -204,7 +204,7 @@ bool InfllmMethod::memory_slots_consistent() const {
                         k[t * D + d] = fp16_to_fp32(k_store_[l].row(tok0 + t)[g * D + d]);
                         if (vc[t * D + d] != fp16_to_fp32(v_store_[l].row(tok0 + t)[g * D + d])) return false;
                     }
-                backend_.rope(model_.hparams(), k.data(), D, B, 1, cache_.positions(l, g) + slot0);
+                backend_.rope(model_.hparams().rope_of(l), k.data(), D, B, 1, cache_.positions(l, g) + slot0);
                 if (!std::equal(k.begin(), k.end(), kc.begin())) return false;
             }
         }

@@ -145,7 +145,7 @@ void ReattentionMethod::copy_to_window(int32_t layer, const int64_t *tok, int64_
     rows_k_.resize(static_cast<size_t>(n * KV));
     rows_v_.resize(rows_k_.size());
     store_.read(layer, tok, n, rows_k_.data(), rows_v_.data(), KV);
-    rope_host(be_, hp, rows_k_.data(), KV, n, hp.n_head_kv, pos);
+    rope_host(be_, hp.rope_of(layer), rows_k_.data(), KV, n, hp.n_head_kv, pos);
     for (int32_t h = 0; h < hp.n_head_kv; ++h) {
         window_.write_rows(layer, h, slot0, n, rows_k_.data() + h * D, rows_v_.data() + h * D, KV);
         window_.set_head_positions(layer, h, slot0, pos, n);

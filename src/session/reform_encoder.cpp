@@ -54,6 +54,8 @@ void ReformEncoder::capture_exit_layer(const float *x, int64_t n, int64_t row0, 
         sub.data = W.row(int64_t(h.head) * D);
         sub.n_rows = D;
         backend_.matmul(sub, xn, E, n, pb);
+        if (hp.qk_norm && h.kind != HeadKind::V)   // as the forward pass's on_qkv sees Q and K
+            backend_.rms_norm(pb, h.kind == HeadKind::Q ? L.q_norm : L.k_norm, pb, n, D, hp.rms_eps);
         backend_.to_host(proj_.data(), pb, static_cast<size_t>(n * D) * sizeof(float));
         for (int64_t t = 0; t < n; ++t) {
             l2_normalize(proj_.data() + t * D, static_cast<int32_t>(D), tmp_.data());
@@ -72,6 +74,7 @@ void ReformEncoder::run_capture(const int32_t *tokens, int64_t n, const RowWrite
         std::vector<float> x(static_cast<size_t>(n * E));
         std::unique_ptr<Buffer> rows = backend_.alloc(x.size() * sizeof(float));
         backend_.get_rows(model_.tok_embd(), tokens, n, rows->f32());
+        if (hp.embd_scale != 1.0f) backend_.scale(rows->f32(), hp.embd_scale, n * E);
         backend_.to_host(x.data(), rows->data(), x.size() * sizeof(float));
         capture_exit_layer(x.data(), n, 0, write);
         return;

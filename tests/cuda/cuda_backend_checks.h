@@ -79,6 +79,14 @@ TEST_F(CudaOps, NormActAddAndRopeMatchTheCpu) {
     auto gb = up(g);
     gpu_->swiglu(gb->f32(), xb->f32(), yb->f32(), rows, n);
     EXPECT_LT(rel(down<float>(*yb, rows * n), ref), 1e-5);
+    cpu_->geglu(g.data(), x.data(), ref.data(), rows, n);
+    gpu_->geglu(gb->f32(), xb->f32(), yb->f32(), rows, n);
+    EXPECT_LT(rel(down<float>(*yb, rows * n), ref), 1e-5);
+    std::vector<float> sc = g;
+    cpu_->scale(sc.data(), -1.75f, rows * n);
+    auto scb = up(g);
+    gpu_->scale(scb->f32(), -1.75f, rows * n);
+    EXPECT_EQ(down<float>(*scb, rows * n), sc);
 
     std::vector<float> s = x;
     cpu_->add(s.data(), g.data(), rows * n);

@@ -104,6 +104,14 @@ void launch_swiglu(const SwigluArgs &a, void *) {
     need(a.up, "swiglu up");
     need(a.out, "swiglu out");
     emulate_launch(elt_dims(a.n), [&](HostCtx &c) { swiglu_body(c, a); }); }
+void launch_geglu(const SwigluArgs &a, void *) {
+    need(a.gate, "geglu gate");
+    need(a.up, "geglu up");
+    need(a.out, "geglu out");
+    emulate_launch(elt_dims(a.n), [&](HostCtx &c) { geglu_body(c, a); }); }
+void launch_scale(const ScaleArgs &a, void *) {
+    need(a.x, "scale x");
+    emulate_launch(elt_dims(a.n), [&](HostCtx &c) { scale_body(c, a); }); }
 void launch_add(const AddArgs &a, void *) {
     need(a.x, "add x");
     need(a.y, "add y");

@@ -83,6 +83,22 @@ TEST(CudaEmulated, RmsNormMatchesTheReference) {
     }
 }
 
+TEST(CudaEmulated, GegluAndScaleMatchTheCpuKernels) {
+    std::mt19937 rng(4);
+    for (int64_t n : {1237, 5, 70000}) {
+        const auto g = test::random_floats(n, rng, -6.0f, 6.0f), u = test::random_floats(n, rng);
+        std::vector<float> out(n, NAN), ref(n, NAN);
+        const SwigluArgs ga{g.data(), u.data(), out.data(), n};
+        emulate_launch(elt_dims(n), [&](HostCtx &c) { geglu_body(c, ga); });
+        cpu::geglu(g.data(), u.data(), ref.data(), n);
+        for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(out[i], ref[i], 1e-6 + 1e-6 * std::fabs(ref[i])) << i;
+        std::vector<float> x = g;
+        const ScaleArgs sa{x.data(), 0.37f, n};
+        emulate_launch(elt_dims(n), [&](HostCtx &c) { scale_body(c, sa); });
+        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(x[i], g[i] * 0.37f) << i;
+    }
+}
+
 TEST(CudaEmulated, SwigluAndAddMatchPlainLoops) {
     std::mt19937 rng(3);
     for (int64_t n : {1237, 5, 70000}) {
@@ -201,6 +217,7 @@ struct AttnCase {
     int32_t n_head, n_head_kv, head_dim;
     bool f16, per_head_pos, col_max, with_cols;
     int64_t obs_begin;
+    int32_t window = 0;   // > 0: sliding-window mask (Gemma 3's local layers)
 };
 
 void check_attention(const AttnCase &t, uint32_t seed, int32_t n_split = 1) {
@@ -238,6 +255,7 @@ void check_attention(const AttnCase &t, uint32_t seed, int32_t n_split = 1) {
     r.n_q = t.n_q; r.n_kv = t.n_kv; r.n_head = t.n_head; r.n_head_kv = t.n_head_kv; r.head_dim = t.head_dim;
     r.q_pos = q_pos.data(); r.kv_pos = kv_pos.data(); r.kv_pos_head_stride = pos_stride;
     r.col_sums = t.with_cols ? cols_ref.data() : nullptr; r.obs_begin = t.obs_begin; r.col_max = t.col_max;
+    r.window = t.window;
     cpu::attention_ref(r);
 
     AttnArgs a{};
@@ -250,6 +268,7 @@ void check_attention(const AttnCase &t, uint32_t seed, int32_t n_split = 1) {
     a.q_pos = q_pos.data(); a.kv_pos = kv_pos.data(); a.kv_pos_head_stride = pos_stride;
     a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
     a.col_sums = t.with_cols ? cols.data() : nullptr; a.obs_begin = t.obs_begin; a.col_max = t.col_max;
+    a.window = t.window;
     // the launch sequence of launch_attention (kernels.cu)
     std::vector<float> part(t.n_q * t.n_head * n_split * (hd + 2), NAN), row_ml(t.n_q * t.n_head * 2, NAN);
     a.n_split = n_split;
@@ -277,6 +296,13 @@ TEST(CudaEmulated, FlashAttentionMatchesTheReference) {
     check_attention({5, 300, 6, 2, 64, true, false, false, false, 0}, 8);
     check_attention({1, 77, 4, 4, 32, false, true, false, false, 0}, 9);
     check_attention({3, 129, 3, 1, 160, false, false, false, false, 0}, 10);   // head_dim > threads
+}
+
+TEST(CudaEmulated, FlashAttentionSlidingWindowMatchesTheReference) {
+    // windows shorter than the spread of positions, so queries lose keys at both ends
+    check_attention({5, 300, 6, 2, 40, false, false, false, false, 0, 37}, 31);
+    check_attention({4, 300, 6, 2, 64, true, true, false, true, 1, 120}, 32);   // per-head positions, column sums
+    check_attention({1, 1000, 4, 1, 64, false, false, true, true, 0, 200}, 33, 5);   // decode, key split, col_max
 }
 
 TEST(CudaEmulated, FlashAttentionColumnSumsAndMaximaMatchTheReference) {

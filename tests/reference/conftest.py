@@ -9,6 +9,7 @@ BUILD = pathlib.Path(os.environ.get("LCTX_BUILD_DIR", ROOT / "build" / "release"
 MODELS = pathlib.Path(os.environ.get("LCTX_MODELS_DIR", ROOT / "models"))
 SMOLLM2 = MODELS / "SmolLM2-135M-Instruct.Q4_1.gguf"
 STORIES = ROOT / "tests" / "data" / "stories260K.gguf"
+GEMMA3 = MODELS / "gemma-3-270m-q4_k_m.gguf"
 
 
 def need_file(path: pathlib.Path, what: str) -> pathlib.Path:
@@ -37,3 +38,19 @@ def smollm2() -> pathlib.Path:
 @pytest.fixture(scope="session")
 def stories() -> pathlib.Path:
     return need_model(STORIES, "committed under tests/data/")
+
+
+def need_gemma3(path: pathlib.Path = GEMMA3) -> pathlib.Path:
+    """Gemma 3 270M: a missing file fails the test under CI=true (where
+    scripts/fetch-models.sh has run) and skips it elsewhere."""
+    if not path.exists():
+        msg = f"Gemma 3 model missing: {path} (run scripts/fetch-models.sh)"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(msg, pytrace=False)
+        pytest.skip(msg)
+    return path
+
+
+@pytest.fixture(scope="session")
+def gemma3() -> pathlib.Path:
+    return need_gemma3()

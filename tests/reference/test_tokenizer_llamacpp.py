@@ -1,7 +1,8 @@
 """lctx's tokenizer against llama.cpp (through llama-cpp-python) on the same
 GGUF files: >= 1,000 deterministic, varied strings tokenized with and
 without add_special / parse_special, token_to_piece for every vocab id,
-detokenize, and the special token ids / EOG set."""
+detokenize, and the special token ids / EOG set. Models: SmolLM2 (BPE),
+stories260K and Gemma 3 270M (SentencePiece, 262,144 tokens)."""
 import ctypes
 import os
 import pathlib
@@ -18,6 +19,7 @@ MODELS = pathlib.Path(os.environ.get("LCTX_MODELS_DIR", ROOT / "models"))
 MODEL_PATHS = {
     "smollm2": MODELS / "SmolLM2-135M-Instruct.Q4_1.gguf",
     "stories": ROOT / "tests" / "data" / "stories260K.gguf",
+    "gemma3": MODELS / "gemma-3-270m-q4_k_m.gguf",
 }
 
 llama_cpp = pytest.importorskip("llama_cpp")
@@ -95,6 +97,7 @@ def make_strings(n: int = 1200, seed: int = 1234) -> list:
     rng = random.Random(seed)
     fixed = ["", " ", "  ", "\n", "\n\n\n", "a", " a", "a ", "  a  ", "Hello world", " Hello", "\tTab",
              "<s>hello", "hi<s>there", "<|im_start|>user\nhi<|im_end|>\n", " 123 4567", "x" * 500,
+             "<start_of_turn>user\nhi<end_of_turn>\n<start_of_turn>model\n", "<bos>x", "<eos>", "<pad><mask>",
              " " * 40 + "end", "1" * 64, "Hello\u00a0world", "a\r\nb\rc\nd"]
     out = [s.encode() for s in fixed]
     while len(out) < n:
@@ -147,6 +150,9 @@ def _model(name: str) -> pathlib.Path:
             MODEL_PATHS[name] = _make_pre_variant(_model("smollm2"), "gpt-2")
         return MODEL_PATHS[name]
     p = MODEL_PATHS[name]
+    if name == "gemma3":
+        from conftest import need_gemma3
+        return need_gemma3(p)
     if not p.exists():
         hint = "committed under tests/data/" if name == "stories" else "run scripts/fetch-models.sh"
         pytest.fail(f"{name} model missing: {p} ({hint})", pytrace=False)
@@ -179,7 +185,7 @@ def _report(mismatches, total, what):
 # --- tests --------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["smollm2", "stories", "smollm2_gpt2pre"])
+@pytest.mark.parametrize("name", ["smollm2", "stories", "gemma3", "smollm2_gpt2pre"])
 @pytest.mark.parametrize("add_special,parse_special", [(False, False), (True, True), (False, True), (True, False)])
 def test_tokenize_matches_llamacpp(tmp_path, name, add_special, parse_special):
     model = _model(name)
@@ -204,7 +210,7 @@ def _ref_piece(vocab, tok, special):
     return buf.raw[:n]
 
 
-@pytest.mark.parametrize("name", ["smollm2", "stories"])
+@pytest.mark.parametrize("name", ["smollm2", "stories", "gemma3"])
 @pytest.mark.parametrize("special", [False, True])
 def test_token_to_piece_every_id(tmp_path, name, special):
     model = _model(name)
@@ -230,7 +236,7 @@ def _ref_detokenize(vocab, ids, special):
     return buf.raw[:n]
 
 
-@pytest.mark.parametrize("name", ["smollm2", "stories", "smollm2_gpt2pre"])
+@pytest.mark.parametrize("name", ["smollm2", "stories", "gemma3", "smollm2_gpt2pre"])
 @pytest.mark.parametrize("special", [False, True])
 def test_detokenize_matches_llama_detokenize(tmp_path, name, special):
     model = _model(name)
@@ -252,7 +258,7 @@ def test_detokenize_matches_llama_detokenize(tmp_path, name, special):
     _report(mismatches, len(seqs), "detokenizations")
 
 
-@pytest.mark.parametrize("name", ["smollm2", "stories"])
+@pytest.mark.parametrize("name", ["smollm2", "stories", "gemma3"])
 def test_special_ids_and_eog(tmp_path, name):
     model = _model(name)
     vocab = llama_cpp.llama_model_get_vocab(_llama(model).model)

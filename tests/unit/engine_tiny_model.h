@@ -1,6 +1,8 @@
 // A tiny random-weight llama model built in memory for the engine tests:
 // 2 layers, n_embd 64, 4 heads of 16, 2 KV heads, n_ff 128, a 300-token
 // SentencePiece vocab. Options break it in chosen ways for the loader tests.
+// arch "gemma3" adds what Gemma 3 has: a sliding window, per-head Q/K norm
+// weights and the post-attention / post-FFN norms.
 #pragma once
 
 #include <cmath>
@@ -26,6 +28,8 @@ struct TinyOptions {
     float scaling_factor = 0.0f;
     std::string chat_template;
     uint32_t seed = 1;
+    int window = 8;             // gemma3: attention.sliding_window
+    float rope_base = 10000.0f;
 };
 
 constexpr int kEmbd = 64, kHead = 4, kHeadKv = 2, kHeadDim = 16, kFf = 128, kVocab = 300;
@@ -43,7 +47,9 @@ inline std::vector<uint8_t> make_tiny_llama(const TinyOptions &o = {}) {
     w.kv<uint32_t>(a + ".attention.head_count", U32, kHead);
     w.kv<uint32_t>(a + ".attention.head_count_kv", U32, kHeadKv);
     w.kv<float>(a + ".attention.layer_norm_rms_epsilon", F32, 1e-5f);
-    w.kv<float>(a + ".rope.freq_base", F32, 10000.0f);
+    w.kv<float>(a + ".rope.freq_base", F32, o.rope_base);
+    const bool gemma3 = a == "gemma3";
+    if (gemma3) w.kv<uint32_t>(a + ".attention.sliding_window", U32, static_cast<uint32_t>(o.window));
     if (!o.scaling.empty()) {
         w.kv_str(a + ".rope.scaling.type", o.scaling);
         w.kv<float>(a + ".rope.scaling.factor", F32, o.scaling_factor);
@@ -100,7 +106,7 @@ inline std::vector<uint8_t> make_tiny_llama(const TinyOptions &o = {}) {
     auto mat = [&](const std::string &name, int64_t cols, int64_t rows) {
         add(name, cols, rows, 1.0f / std::sqrt(static_cast<float>(cols)), 0.0f);
     };
-    auto norm = [&](const std::string &name) { add(name, kEmbd, 1, 0.1f, 1.0f); };
+    auto norm = [&](const std::string &name, int64_t n = kEmbd) { add(name, n, 1, 0.1f, 1.0f); };
     add("token_embd.weight", kEmbd, kVocab, 1.0f, 0.0f);
     norm("output_norm.weight");
     if (!o.tied) mat("output.weight", kEmbd, kVocab);
@@ -115,6 +121,12 @@ inline std::vector<uint8_t> make_tiny_llama(const TinyOptions &o = {}) {
         mat(b + "ffn_gate.weight", kEmbd, kFf);
         mat(b + "ffn_up.weight", kEmbd, kFf);
         mat(b + "ffn_down.weight", kFf, kEmbd);
+        if (gemma3) {
+            norm(b + "attn_q_norm.weight", kHeadDim);
+            norm(b + "attn_k_norm.weight", kHeadDim);
+            norm(b + "post_attention_norm.weight");
+            norm(b + "post_ffw_norm.weight");
+        }
     }
     return w.build();
 }

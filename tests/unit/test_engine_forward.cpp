@@ -46,8 +46,14 @@ double rel_diff(const float *a, const float *b, size_t n) {
 class EngineForward : public ::testing::TestWithParam<std::string> {
 protected:
     void SetUp() override {
-        if (GetParam() == "tiny") {
-            const std::vector<uint8_t> bytes = engine_test::make_tiny_llama();
+        if (GetParam() == "tiny" || GetParam() == "tiny_gemma3") {
+            engine_test::TinyOptions o;
+            if (GetParam() == "tiny_gemma3") {   // 7 layers: 0-4 and 6 slide (window 8), 5 is global
+                o.arch = "gemma3";
+                o.n_layer = 7;
+                o.rope_base = 1e6f;
+            }
+            const std::vector<uint8_t> bytes = engine_test::make_tiny_llama(o);
             model_ = Model::load_memory(bytes.data(), bytes.size(), 2);
         } else {
             const std::string p = engine_test::stories260k_path();
@@ -290,7 +296,7 @@ TEST_P(EngineForward, QkvHookSeesKeysBeforeRope) {
     std::vector<float> stored(static_cast<size_t>(n * hp().head_dim)), unrot(stored.size());
     for (int32_t l = 0; l < hp().n_layer; ++l) {
         std::vector<float> k = ks[l];
-        cpu::rope_ref(hp(), k.data(), KV, n, hp().n_head_kv, pos.data());
+        cpu::rope_ref(hp().rope_of(l), k.data(), KV, n, hp().n_head_kv, pos.data());
         for (int32_t h = 0; h < hp().n_head_kv; ++h) {
             cache.read_keys(l, h, 0, n, stored.data());
             cache.unrotated_keys(l, h, 0, n, unrot.data());
@@ -363,4 +369,4 @@ TEST_P(EngineForward, ShiftedPositionsAndRepositionGiveSameLogits) {
     EXPECT_LE(rel_diff(la.data() + (n - 1) * V(), lc.data(), V()), 1e-4);
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, EngineForward, ::testing::Values("tiny", "stories260K"));
+INSTANTIATE_TEST_SUITE_P(Models, EngineForward, ::testing::Values("tiny", "stories260K", "tiny_gemma3"));

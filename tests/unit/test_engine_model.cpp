@@ -111,7 +111,7 @@ TEST(EngineModel, UnsupportedArchitecture) {
     o.arch = "gpt2";
     auto [st, msg] = load_error(o);
     EXPECT_EQ(st, LCTX_ERR_UNSUPPORTED);
-    EXPECT_EQ(msg, "architecture 'gpt2' is not supported");
+    EXPECT_EQ(msg, "architecture 'gpt2' is not supported (llama, gemma3)");
 }
 
 TEST(EngineModel, MissingTensor) {

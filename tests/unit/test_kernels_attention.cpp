@@ -19,6 +19,7 @@ namespace {
 struct Case {
     int n_head, n_head_kv, head_dim;
     int64_t n_q, n_kv, obs_begin;
+    int32_t window = 0;   // sliding window (0: none)
 };
 
 // Keys at shuffled, gapped positions; queries after a prefix of them.
@@ -46,11 +47,32 @@ void run_case(const Case &c, cpu::ThreadPool &pool, std::mt19937 &rng, int cols)
     a.obs_begin = c.obs_begin;
     a.col_max = cols == 2;
 
+    a.window = c.window;
+
     std::vector<float> ref(ldo * c.n_q, 0.0f), ref_cs(c.n_head_kv * c.n_kv, 0.5f);
     cpu::AttentionArgs r = a;
     r.out = ref.data(); r.ldo = ldo;
     if (with_colsums) r.col_sums = ref_cs.data();
-    cpu::attention_ref(r);
+    if (c.window <= 0) {
+        cpu::attention_ref(r);
+    } else {
+        // Window by construction, one query at a time: keys at pos_q - pos_k
+        // >= window are moved after the query, and the causal-only reference
+        // attends to the rest.
+        r.window = 0;
+        r.n_q = 1;
+        for (int64_t i = 0; i < c.n_q; ++i) {
+            std::vector<int32_t> moved(kv_pos);
+            for (auto &p : moved)
+                if (q_pos[i] - p >= c.window) p = q_pos[i] + 1;
+            r.q = q.data() + i * ldq;
+            r.q_pos = q_pos.data() + i;
+            r.kv_pos = moved.data();
+            r.out = ref.data() + i * ldo;
+            r.obs_begin = i >= c.obs_begin ? 0 : 1;
+            cpu::attention_ref(r);
+        }
+    }
 
     test::for_each_variant([&](cpu::SimdVariant, const char *name) {
         std::vector<float> out(ldo * c.n_q, 7.0f), cs(c.n_head_kv * c.n_kv, 0.5f);
@@ -93,6 +115,22 @@ TEST(KernelsAttention, MatchesReference) {
     for (const Case &c : cases)
         for (int cs : {0, 1, 2}) {
             run_case(c, c.n_q % 2 ? pool1 : pool3, rng, cs);
+            run_case(c, pool2, rng, cs);
+            if (HasFatalFailure()) return;
+        }
+}
+
+TEST(KernelsAttention, SlidingWindowMatchesMaskedReference) {
+    // Gemma 3's sliding layers: a key is visible iff 0 <= pos_q - pos_k < window.
+    std::mt19937 rng(23);
+    cpu::ThreadPool pool1(1), pool2(2);
+    const Case cases[] = {
+        {9, 3, 64, 1, 300, 0, 40}, {9, 3, 64, 17, 200, 5, 9}, {4, 2, 16, 64, 500, 0, 100},
+        {4, 1, 256, 40, 300, 3, 30}, {2, 1, 13, 6, 65, 3, 1}, {8, 1, 128, 3, 9000, 1, 600},
+    };
+    for (const Case &c : cases)
+        for (bool cs : {false, true}) {
+            run_case(c, pool1, rng, cs);
             run_case(c, pool2, rng, cs);
             if (HasFatalFailure()) return;
         }

@@ -55,6 +55,7 @@ cpu::AttentionArgs to_cpu(const AttentionArgs &a, const float *k, const float *v
     c.kv_pos = a.kv_pos;
     c.kv_pos_head_stride = a.kv_pos_head_stride;
     c.scale = a.scale;
+    c.window = a.window;
     c.col_sums = a.col_sums;
     c.obs_begin = a.obs_begin;
     c.col_max = a.col_max;
@@ -122,6 +123,16 @@ public:
         pool_.parallel_for(n_rows, [&](int64_t t0, int64_t t1, int) {
             cpu::swiglu(gate + t0 * n, up + t0 * n, out + t0 * n, (t1 - t0) * n);
         });
+    }
+
+    void geglu(const float *gate, const float *up, float *out, int64_t n_rows, int64_t n) override {
+        pool_.parallel_for(n_rows, [&](int64_t t0, int64_t t1, int) {
+            cpu::geglu(gate + t0 * n, up + t0 * n, out + t0 * n, (t1 - t0) * n);
+        });
+    }
+
+    void scale(float *x, float s, int64_t n) override {
+        for (int64_t i = 0; i < n; ++i) x[i] *= s;
     }
 
     void add(float *x, const float *y, int64_t n) override {

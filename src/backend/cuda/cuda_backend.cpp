@@ -249,6 +249,25 @@ public:
         st.finish();
     }
 
+    void geglu(const float *gate, const float *up, float *out, int64_t n_rows, int64_t n) override {
+        const int64_t total = n_rows * n;
+        if (total <= 0) return;
+        Staging st;
+        const SwigluArgs a{st.in(gate, total), st.in(up, total), st.inout(out, total), total};
+        launch_geglu(a, nullptr);
+        dev::check_launch("geglu");
+        st.finish();
+    }
+
+    void scale(float *x, float s, int64_t n) override {
+        if (n <= 0) return;
+        Staging st;
+        const ScaleArgs a{st.inout(x, n), s, n};
+        launch_scale(a, nullptr);
+        dev::check_launch("scale");
+        st.finish();
+    }
+
     void add(float *x, const float *y, int64_t n) override {
         if (n <= 0) return;
         Staging st;
@@ -292,6 +311,7 @@ public:
         d.col_sums = a.col_sums ? st.inout(a.col_sums, int64_t(a.n_head_kv) * a.n_kv) : nullptr;
         d.obs_begin = a.obs_begin;
         d.col_max = a.col_max;
+        d.window = a.window;
         // few (query, head) rows over many keys (decode): split the keys
         d.n_split = attention_splits(a.n_q * a.n_head, a.n_kv, 4 * int64_t(n_sm_));
         DevMem part, row_ml;
