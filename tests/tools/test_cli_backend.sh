@@ -82,5 +82,19 @@ if "$LCTX" eval -m "$MODEL" --methods full --tasks vt --lengths 512 --samples 1 
         fail "eval --backend nosuch: $(cat "$T/e.jsonl") / $(cat "$T/err")"
 else fail "eval --backend nosuch: exit non-zero: $(cat "$T/err")"; fi
 
+# bench/run.py --backend cuda: its report says cuda fell back (quoting the
+# line) instead of showing the CPU's figures as cuda's; on a device, a table.
+RUN_PY="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/bench/run.py"
+if command -v python3 >/dev/null; then
+    if python3 "$RUN_PY" --lctx "$LCTX" -m "$MODEL" -t 1 -p 32 --decode-ctx 32 -n 4 -r 1 --reform 256 --no-llama \
+            --no-profile --backend cuda -o "$T/bench.md" > /dev/null 2> "$T/err"; then
+        if grep -q '^| prefill 32 tokens (tok/s) | [0-9.]* | [0-9.]* | \*\*[0-9.]*x\*\* |$' "$T/bench.md" &&
+                ! grep -q "cuda was unavailable" "$T/bench.md"; then ok   # a device here
+        elif grep -qF '**cuda was unavailable: `lctx bench --backend cuda` fell back to the CPU**' "$T/bench.md" &&
+                grep -qF "    lctx: $(fallback_line cuda)" "$T/bench.md" && ! grep -q "| cuda (median)" "$T/bench.md"; then ok
+        else fail "bench/run.py --backend cuda: the report does not say which backend ran: $(grep -A5 'backend cuda' "$T/bench.md")"; fi
+    else fail "bench/run.py --backend cuda: exit non-zero: $(tail -5 "$T/err")"; fi
+fi
+
 echo "$passed passed, $failures failed"
 [ $failures -eq 0 ]
