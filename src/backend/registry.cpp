@@ -78,7 +78,11 @@ std::string self_dir() {
     if (!dladdr(reinterpret_cast<void *>(&backends_summary), &info) || !info.dli_fname) return "";
     std::string p = info.dli_fname;
     const size_t slash = p.rfind('/');
-    return slash == std::string::npos ? "." : p.substr(0, slash);
+    const std::string dir = slash == std::string::npos ? "." : p.substr(0, slash);
+    // The path as the library was loaded may be a run path such as
+    // lib/pkgconfig/../../lib: log lines name modules by the plain one.
+    char real[PATH_MAX];
+    return realpath(dir.c_str(), real) ? std::string(real) : dir;
 }
 
 void scan_locked() {
