@@ -34,10 +34,15 @@ if ! CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" timeout 420 "${pip[@]}" wheel --no-de
     exit 1
 fi
 wheel="$(ls "$tmp"/dist/lctx-*.whl)"
-"$python" - "$wheel" <<'PY'
+# the wheel's CMake built the CUDA module: then the wheel must carry it
+cuda_built=0
+grep -q '^LCTX_CUDA:BOOL=ON$' "$cache/CMakeCache.txt" 2>/dev/null && cuda_built=1
+"$python" - "$wheel" "$cuda_built" <<'PY'
 import sys, zipfile
 names = zipfile.ZipFile(sys.argv[1]).namelist()
 need = ["lctx/__init__.py", "lctx/capi.py", "lctx/liblctx.so.0"]
+if sys.argv[2] == "1":
+    need.append("lctx/liblctx-cuda.so")
 missing = [n for n in need if n not in names]
 if not any(n.startswith("lctx/_capi") and n.endswith(".so") for n in names):
     missing.append("lctx/_capi*.so (the SWIG module)")
