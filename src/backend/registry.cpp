@@ -131,6 +131,13 @@ void scan_locked() {
     g_scanned = true;
 }
 
+// A module that did not load has no name from its table: liblctx-NAME.so
+// (liblctx-NAME.so.1 ...) still tells which backend it was meant to be.
+bool file_names(const std::string &path, const std::string &name) {
+    const std::string f = path.substr(path.rfind('/') + 1), stem = "liblctx-" + name + ".so";
+    return f.compare(0, stem.size(), stem) == 0 && (f.size() == stem.size() || f[stem.size()] == '.');
+}
+
 void ensure_scanned() {
     std::lock_guard<std::mutex> lock(g_mu);
     if (!g_scanned) scan_locked();
@@ -173,7 +180,7 @@ std::unique_ptr<Backend> make_backend(const std::string &requested, int n_thread
     {
         std::lock_guard<std::mutex> lock(g_mu);
         for (const LoadedModule &m : g_modules) {
-            if (!any && m.info.name != name) continue;
+            if (!any && m.info.name != name && !(m.info.name.empty() && file_names(m.info.path, name))) continue;
             if (!m.table || m.info.score <= 0) {
                 if (!any && why_not.empty()) why_not = "module " + m.info.path + ": " + m.info.note;
                 continue;

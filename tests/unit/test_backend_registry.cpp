@@ -151,6 +151,16 @@ TEST_F(BackendRegistry, BrokenModulesAreSkipped) {
         EXPECT_STREQ(make_backend("", 1)->name(), "cpu") << c.file;
         EXPECT_STREQ(make_backend("testcpu", 1)->name(), "cpu") << c.file;
     }
+    // Asked for by name, the fallback line names the module and why: a
+    // loaded module by its table's name, one that did not load by its file's.
+    use(module("liblctx-testcpu-noscore.so"));
+    EXPECT_STREQ(make_backend("testcpu", 1)->name(), "cpu");
+    EXPECT_TRUE(logged("backend 'testcpu' is not available on this machine (module " +
+                       module("liblctx-testcpu-noscore.so") + ": cannot run on this machine"));
+    use(module("liblctx-does-not-exist.so"));
+    EXPECT_STREQ(make_backend("does-not-exist", 1)->name(), "cpu");
+    EXPECT_TRUE(logged("backend 'does-not-exist' is not available on this machine (module " +
+                       module("liblctx-does-not-exist.so") + ": cannot load: "));
     g_log.clear();
     use(module("liblctx-testcpu-failcreate.so"));
     EXPECT_STREQ(make_backend("", 1)->name(), "cpu");
