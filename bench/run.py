@@ -12,6 +12,12 @@ repeat alike. Reports min/median/max over the repeats and the ratio of the
 medians (lctx / llama.cpp), then one `lctx bench --profile` run for the
 per-op breakdown and the GEMM share of the FMA peak. Writes a Markdown report
 (default docs/results/bench-smollm2.md) and the raw JSON next to it.
+
+The lctx columns run on the CPU (`lctx bench --backend cpu`). `--backend cuda`
+adds, in each repeat, `lctx bench --backend cuda` and a section with its
+prefill, decode and REFORM encode throughput beside the CPU's; `lctx bench`
+reports the backend that actually ran, and where that is the CPU (no device,
+no module) the section says so instead of showing CPU figures as cuda's.
 """
 import argparse
 import datetime
@@ -26,10 +32,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def sh(cmd, **kw):
+def sh(cmd, stderr_lines=None, **kw):
     r = subprocess.run(cmd, capture_output=True, text=True, **kw)
     if r.returncode != 0:
         sys.exit(f"failed ({r.returncode}): {' '.join(map(str, cmd))}\n{r.stderr[-2000:]}")
+    if stderr_lines is not None:
+        stderr_lines += r.stderr.splitlines()
     return r.stdout
 
 
@@ -62,6 +70,34 @@ def stats(v):
     return (min(v), statistics.median(v), max(v)) if v else (float("nan"),) * 3
 
 
+def backend_section(name, runs, rows, series, reform):
+    """The lctx runs with --backend NAME beside the CPU's (medians). Which
+    backend ran comes from each run's JSON: a fallback to the CPU is said in
+    words, and its figures are not labelled as NAME's."""
+    ran = sorted({r.get("backend", "?") for r in runs["backend"]})
+    md = ["", f"## lctx with `--backend {name}` beside the CPU", ""]
+    if ran != [name]:
+        why = sorted({l for r in runs["backend"] for l in r.get("fallback_lines", [])})
+        md += [f"**{name} was unavailable: `lctx bench --backend {name}` fell back to the CPU** (its JSON reported "
+               f"backend {', '.join(repr(b) for b in ran)}), so there are no {name} figures. It said:", ""]
+        md += [f"    {l}" for l in why] or ["    (no line on stderr)"]
+        md.append("")
+        print(f"bench/run.py: {name} was unavailable; lctx fell back to the CPU ({', '.join(ran)})", file=sys.stderr)
+        return md
+    md += [f"Same repeats, interleaved with the CPU runs; `lctx bench --backend {name}` reported backend "
+           f"\"{name}\" in every run.", "",
+           f"| measurement | CPU (median) | {name} (median) | {name} / CPU |", "|---|---:|---:|---:|"]
+    for label, key in rows:
+        a, b = stats(series("lctx", key))[1], stats(series("backend", key))[1]
+        md.append(f"| {label} | {a:.1f} | {b:.1f} | **{b / a:.2f}x** |")
+    for n in [int(x) for x in reform.split(",")] if reform else []:
+        enc = lambda k: stats([v for run in runs[k] for e in run.get("reform", []) if e["n_doc"] == n
+                               for v in e["tok_s"]])[1]
+        a, b = enc("lctx"), enc("backend")
+        md.append(f"| REFORM encode {n} tokens (tok/s) | {a:.1f} | {b:.1f} | **{b / a:.2f}x** |")
+    return md
+
+
 def main():
     ap = argparse.ArgumentParser(description="lctx vs llama.cpp, same GGUF, same threads")
     ap.add_argument("-m", "--model", default=str(ROOT / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"))
@@ -81,6 +117,8 @@ def main():
     ap.add_argument("--before", default=None,
                     help="the lctx binary of a previous build: measured in the same repeats, reported as a ratio")
     ap.add_argument("--kv-f16", action="store_true", help="also lctx with an f16 KV store (lctx bench --kv f16)")
+    ap.add_argument("--backend", default=None,
+                    help="also lctx on this backend (e.g. cuda), reported beside the CPU figures")
     ap.add_argument("-o", "--out", default=None,
                     help="report (default docs/results/bench-smollm2.md for SmolLM2, bench-<model file stem> otherwise)")
     args = ap.parse_args()
@@ -99,17 +137,24 @@ def main():
     prompts = [int(x) for x in args.prompts.split(",")]
 
     load_before = loadavg()
-    runs = {"lctx": [], "llama.cpp": [], "before": [], "f16": []}
+    runs = {"lctx": [], "llama.cpp": [], "before": [], "f16": [], "backend": []}
+    other = args.backend if args.backend and args.backend != "cpu" else None
     for r in range(args.repeats):
         print(f"repeat {r + 1}/{args.repeats}: lctx", file=sys.stderr, flush=True)
         reform = ["--reform", args.reform] if args.reform else []
-        runs["lctx"].append(json.loads(sh([str(lctx), "bench"] + common + reform)))
+        runs["lctx"].append(json.loads(sh([str(lctx), "bench", "--backend", "cpu"] + common + reform)))
+        if other:
+            print(f"repeat {r + 1}/{args.repeats}: lctx --backend {other}", file=sys.stderr, flush=True)
+            err = []
+            runs["backend"].append(json.loads(sh([str(lctx), "bench", "--backend", other] + common + reform, err)))
+            # the registry's line when the backend could not run (lctx bench prints it once per run)
+            runs["backend"][-1]["fallback_lines"] = [l for l in err if f"backend '{other}'" in l]
         if args.before:
             print(f"repeat {r + 1}/{args.repeats}: lctx (previous build)", file=sys.stderr, flush=True)
-            runs["before"].append(json.loads(sh([args.before, "bench"] + common)))
+            runs["before"].append(json.loads(sh([args.before, "bench", "--backend", "cpu"] + common)))
         if args.kv_f16:
             print(f"repeat {r + 1}/{args.repeats}: lctx (f16 KV)", file=sys.stderr, flush=True)
-            runs["f16"].append(json.loads(sh([str(lctx), "bench", "--kv", "f16"] + common)))
+            runs["f16"].append(json.loads(sh([str(lctx), "bench", "--backend", "cpu", "--kv", "f16"] + common)))
         if not args.no_llama:
             print(f"repeat {r + 1}/{args.repeats}: llama.cpp", file=sys.stderr, flush=True)
             runs["llama.cpp"].append(json.loads(sh([py, str(ROOT / "bench" / "llama_cpp_bench.py"), "--flash-attn",
@@ -124,7 +169,7 @@ def main():
     profile = None
     if not args.no_profile:
         print("profile run (lctx)", file=sys.stderr, flush=True)
-        profile = json.loads(sh([str(lctx), "bench", "--profile"] + common))
+        profile = json.loads(sh([str(lctx), "bench", "--backend", "cpu", "--profile"] + common))
     load_after = loadavg()
 
     def series(engine, key):
@@ -178,6 +223,8 @@ def main():
         md.append(f"| peak RSS (MiB) | {pr('lctx'):.0f} | {pr('before'):.0f} | | {pr('f16'):.0f} | |")
         if args.before:
             md.append(f"\nprevious build: `{args.before}` ({runs['before'][0]['build']})")
+    if other:
+        md += backend_section(other, runs, rows, series, args.reform)
     md += ["", "## Machine", ""]
     for k, v in m.items():
         md.append(f"- {k}: {v}")

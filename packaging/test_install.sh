@@ -5,6 +5,9 @@
 # `cmake --install --prefix P`, P moved to Q, and the example built with
 # pkg-config from Q alone: lctx.pc must be relocatable (prefix from
 # ${pcfiledir}), and the program must run on Q's library, not the build tree's.
+# When the CUDA module was built: it is installed beside liblctx.so, and the
+# installed library (a find_package program) and the installed `lctx` find it
+# there: without a device their fallback line names Q's module file.
 # usage: packaging/test_install.sh BUILD_DIR
 set -euo pipefail
 build="$(cd "$1" && pwd)"
@@ -77,4 +80,26 @@ if [[ -f "$tiny" ]]; then
 fi
 unset PKG_CONFIG_PATH
 echo "packaging: cmake --install moved from p/ to q/: pkg-config build ok, runs on q's library"
+
+if [[ -f "$build/liblctx-cuda.so" ]]; then
+    module="$(cd "$libdir" && pwd -P)/liblctx-cuda.so"
+    [[ -f "$module" ]] || { echo "FAIL: the CUDA module was built but not installed as $module"; exit 1; }
+    cmake -S "$root/packaging/consumer" -B "$tmp/consumer" -DCMAKE_PREFIX_PATH="$tmp/q" \
+        -DEXAMPLE_SOURCE="$root/examples/c/ask.c" -DCMAKE_BUILD_RPATH="$libdir" >/dev/null
+    cmake --build "$tmp/consumer" >/dev/null
+    out="$(env -u LCTX_BACKEND_PATH -u LCTX_BACKEND -u LD_LIBRARY_PATH "$tmp/consumer/backend_probe" "$tiny" cuda)"
+    cli="$(env -u LCTX_BACKEND_PATH -u LCTX_BACKEND -u LD_LIBRARY_PATH "$tmp/q/bin/lctx" bench -m "$tiny" -p 32 \
+        --decode-ctx 0 -r 1 -t 1 --backend cuda 2>&1)"
+    if [[ "$out" == *"backends: cpu"*"cuda (score "* ]]; then
+        # a device here: the module from q/ ran
+        [[ "$cli" == *'"backend": "cuda"'* ]] || { echo "FAIL: q/bin/lctx did not run the CUDA module: $cli"; exit 1; }
+        echo "packaging: the CUDA module installed beside liblctx.so runs (a device is present)"
+    else
+        line="backend 'cuda' is not available on this machine (module $module: cannot run on this machine (no device or driver)); using the CPU"
+        [[ "$out" == *"$line"* ]] || { echo "FAIL: the installed library did not log '$line':"; echo "$out"; exit 1; }
+        [[ "$cli" == *"$line"* && "$cli" == *'"backend": "cpu"'* ]] ||
+            { echo "FAIL: q/bin/lctx bench --backend cuda did not fall back naming $module:"; echo "$cli"; exit 1; }
+        echo "packaging: the installed library and q/bin/lctx find q's liblctx-cuda.so (no device: CPU fallback logged)"
+    fi
+fi
 echo "1 passed, 0 failed"

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cmath>
+#include <climits>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -11,6 +12,10 @@
 #include <fstream>
 #include <sstream>
 #include <sys/resource.h>
+#include <unistd.h>
+
+#include "api/handles.h"
+#include "backend/registry.h"
 
 namespace lctx::cli {
 
@@ -134,9 +139,36 @@ lctx_model *load_model(const Args &a) {
     lctx_model_params mp;
     lctx_model_default_params(&mp);
     mp.n_threads = threads_arg(a);
+    const std::string backend = a.get("--backend");
+    mp.backend = backend.c_str();   // copied by lctx_model_load
     lctx_model *m = nullptr;
     check(lctx_model_load(a.get("--model").c_str(), &mp, &m), "loading the model");
     return m;
+}
+
+const char *const kBackendUsage =
+    "  --backend NAME       backend of the sessions: cpu, or a backend module's name (cuda); default:\n"
+    "                       $LCTX_BACKEND, else the best one available. One that cannot run here falls back\n"
+    "                       to the CPU with a line on stderr saying why; the output names the backend that ran\n";
+
+const char *session_backend(const lctx_session *s) { return s->session->backend_name(); }
+
+void add_backend_module_dirs() {
+    char exe[PATH_MAX];
+    const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) return;
+    exe[n] = 0;
+    std::string dir(exe);
+    dir.resize(dir.rfind('/'));
+    // LCTX_CLI_MODULE_DIRS: ':'-separated, relative to the binary's directory
+    // (tools/CMakeLists.txt: the build tree's top, the install's libdir).
+    const std::string rel = LCTX_CLI_MODULE_DIRS;
+    for (size_t at = 0; at <= rel.size();) {
+        const size_t end = std::min(rel.find(':', at), rel.size());
+        char real[PATH_MAX];   // a plain path in the log lines: no "tools/.."
+        if (end > at && realpath((dir + "/" + rel.substr(at, end - at)).c_str(), real)) backends_add_module_dir(real);
+        at = end + 1;
+    }
 }
 
 int32_t threads_arg(const Args &a) { return a.get_i32("--threads", 0, 1, 4096); }

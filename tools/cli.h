@@ -47,7 +47,18 @@ Args parse_args(int argc, char **argv, const std::vector<std::string> &value_fla
 // Exits with the status and lctx_last_error() when st != LCTX_OK.
 void check(lctx_status st, const char *what);
 
-lctx_model *load_model(const Args &a);   // "-m/--model", "-t/--threads"
+lctx_model *load_model(const Args &a);   // "-m/--model", "-t/--threads", "--backend"
+// --backend NAME of the commands that run sessions (bench, run, eval):
+// lctx_model_params.backend. Add "--backend" to the value flags and
+// kBackendUsage to the usage text.
+extern const char *const kBackendUsage;
+// The backend a session actually runs on: "cpu" when the one asked for
+// could not run here (the registry then logged why on stderr).
+const char *session_backend(const lctx_session *s);
+// The `lctx` binary links the library statically, so the registry cannot
+// find backend modules beside a liblctx.so: main() adds the directories
+// where they are, relative to the binary (the build tree, the install).
+void add_backend_module_dirs();
 // -t/--threads: >= 1 when given; 0 (all cores) when absent.
 int32_t threads_arg(const Args &a);
 

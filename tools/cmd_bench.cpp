@@ -1,7 +1,8 @@
 // lctx bench -m MODEL: prefill and decode throughput of the forward pass
 // (the engine's Forward + KvStore, as the FULL method runs them) on random
 // token ids, printed as one JSON object on stdout. bench/run.py runs it side
-// by side with llama.cpp. --profile adds the per-op time breakdown and the
+// by side with llama.cpp. --backend picks the backend (the registry's; the
+// JSON's "backend" names the one that ran, "cpu" after a fallback). --profile adds the per-op time breakdown and the
 // GEMM rate against the machine's measured FMA peak.
 #include <sys/resource.h>
 
@@ -9,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <random>
 #include <sstream>
@@ -21,6 +23,7 @@
 #include "common/ggml_type.h"
 #include "engine/forward.h"
 #include "backend/cpu/cpu_backend.h"
+#include "backend/registry.h"
 #include "engine/kv_store.h"
 #include "model/model.h"
 
@@ -132,6 +135,7 @@ std::string reform_json(const Args &a, const std::vector<int64_t> &lengths, int6
     std::mt19937 rng(99);
     std::uniform_int_distribution<int32_t> u(0, n_vocab - 1);
     std::string out = "  \"reform\": [";
+    std::string backend;   // the sessions' (the same for all: one registry)
     for (size_t i = 0; i < lengths.size(); ++i) {
         std::vector<lctx_token> doc(static_cast<size_t>(lengths[i]));
         for (auto &t : doc) t = u(rng);
@@ -143,6 +147,7 @@ std::string reform_json(const Args &a, const std::vector<int64_t> &lengths, int6
             sp.n_threads = static_cast<int32_t>(threads);
             lctx_session *s = nullptr;
             check(lctx_session_create(m, &sp, &s), "creating a REFORM session");
+            backend = session_backend(s);
             const auto t0 = std::chrono::steady_clock::now();
             for (size_t off = 0; off < doc.size(); off += 4096)
                 check(lctx_feed_chunk(s, doc.data() + off, std::min<size_t>(4096, doc.size() - off)), "feed_chunk");
@@ -150,9 +155,9 @@ std::string reform_json(const Args &a, const std::vector<int64_t> &lengths, int6
             tps.push_back(lengths[i] / seconds_since(t0));
             lctx_session_free(s);
         }
-        char buf[96];
-        std::snprintf(buf, sizeof buf, "%s\n    {\"n_doc\": %lld, \"tok_s\": ", i ? "," : "",
-                      static_cast<long long>(lengths[i]));
+        char buf[192];
+        std::snprintf(buf, sizeof buf, "%s\n    {\"n_doc\": %lld, \"backend\": \"%s\", \"tok_s\": ", i ? "," : "",
+                      static_cast<long long>(lengths[i]), backend.c_str());
         out += buf + json_list(tps) + "}";
     }
     lctx_model_free(m);
@@ -287,13 +292,16 @@ int cmd_bench(int argc, char **argv) {
         "  --no-mmap              read the model into memory instead of mapping the file\n"
         "  --reform LIST          also REFORM encode (feed + build_index) of these document lengths\n"
         "  --kv f32|f16           element type of the KV store (default f32)\n"
+        "  --backend NAME         cpu, or a backend module's name (cuda); default: $LCTX_BACKEND, else the best\n"
+        "                         available. One that cannot run here falls back to the CPU with a line on\n"
+        "                         stderr; \"backend\" in the JSON names the one that ran\n"
         "  --kv-study LIST        per KV length: one layer's decode attention vs re-rotating its keys\n"
         "  --topk-study LIST      per middle length: ReAttention's top-k scoring of one KV head (prefill step of\n"
         "                         512 queries, decode step), f32 and f16 keys, GFLOP/s\n"
         "                         (the cost of keeping keys before RoPE), f32 and f16\n"
         "Prints one JSON object: tokens/s per repeat, peak RSS, profile.\n";
     Args a = parse_args(argc, argv, {"--model", "--threads", "--prompts", "--decode-ctx", "--n-decode", "--repeats", "--reform", "--kv",
-                         "--kv-study", "--topk-study"},
+                         "--kv-study", "--topk-study", "--backend"},
                         {"--profile", "--no-mmap"},
                         {{"-m", "--model"}, {"-t", "--threads"}, {"-p", "--prompts"}, {"-n", "--n-decode"},
                          {"-r", "--repeats"}},
@@ -317,15 +325,19 @@ int cmd_bench(int argc, char **argv) {
         if (threads <= 0) threads = std::max(1u, std::thread::hardware_concurrency());
         auto model = Model::load_file(a.get("--model"), !a.on("--no-mmap"), static_cast<int32_t>(threads));
         const Hparams &hp = model->hparams();
-        std::unique_ptr<Backend> backend = make_cpu_backend(static_cast<int>(threads));
+        const std::string requested = a.has("--backend")   ? a.get("--backend")
+                                      : std::getenv("LCTX_BACKEND") ? std::getenv("LCTX_BACKEND")
+                                                                    : "auto";
+        std::unique_ptr<Backend> backend = make_backend(a.get("--backend"), static_cast<int>(threads));
         Bench b(*model, *backend);
 
         std::string out = "{\n";
-        char buf[512];
+        char buf[4096];
         std::snprintf(buf, sizeof buf,
-                      "  \"model\": \"%s\",\n  \"threads\": %lld,\n  \"simd\": \"%s\",\n  \"build\": \"%s\",\n"
-                      "  \"kv\": \"%s\",\n",
-                      a.get("--model").c_str(), static_cast<long long>(threads), cpu_backend_variant(),
+                      "  \"model\": \"%s\",\n  \"backend\": \"%s\",\n  \"backend_requested\": \"%s\",\n"
+                      "  \"threads\": %lld,\n  \"simd\": \"%s\",\n  \"build\": \"%s\",\n  \"kv\": \"%s\",\n",
+                      a.get("--model").c_str(), backend->name(), requested.c_str(), static_cast<long long>(threads),
+                      cpu_backend_variant(),
                       lctx_build_info(), kv_type_name(kv));
         out += buf;
 

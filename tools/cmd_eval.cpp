@@ -70,12 +70,15 @@ const char *usage_text() {
         "  --plot FILE.png    accuracy vs length plot (bench/plot_eval.py, needs python3 + matplotlib)\n"
         "  --timeout S        kill a run after S seconds and record an error (default: none)\n"
         "  --retry-errors     run again the combinations whose row is an error\n"
-        "  --no-chat          no chat template: document, then the question as plain text\n";
+        "  --no-chat          no chat template: document, then the question as plain text\n"
+        "  --backend NAME     backend of the runs: cpu, or a backend module's name (cuda); default: $LCTX_BACKEND,\n"
+        "                     else the best available. One that cannot run here falls back to the CPU with a line\n"
+        "                     on stderr; each run's stderr line names the backend that ran\n";
     return text.c_str();
 }
 
 struct Options {
-    std::string model, out, md, plot, command;
+    std::string model, out, md, plot, command, backend;
     int threads = 0, samples = 5;
     uint64_t seed = 42;
     double timeout = 0;
@@ -194,6 +197,7 @@ std::string run_combo(const Options &o, const Combo &c) {
     bool context_full = false;
     std::string rkv_json;
     std::string answer, prompt = "chat";
+    std::string backend;   // the one the session ran on ("cpu" after a fallback)
     eval::Sample sample;
     bool have_sample = false;
     lctx_model *m = nullptr;
@@ -206,6 +210,7 @@ std::string run_combo(const Options &o, const Combo &c) {
         lctx_model_params mp;
         lctx_model_default_params(&mp);
         mp.n_threads = o.threads;
+        mp.backend = o.backend.c_str();
         ok(lctx_model_load(o.model.c_str(), &mp, &m), "loading the model");
         t_load = now_s() - t;
 
@@ -265,6 +270,7 @@ std::string run_combo(const Options &o, const Combo &c) {
         rkp.gathered = c.refreshkv_decode;
         sp.refreshkv = &rkp;
         ok(lctx_session_create(m, &sp, &s), "creating the session");
+        backend = session_backend(s);
 
         t = now_s();
         const size_t step = size_t(std::max(512, lctx_model_n_ctx_train(m) / 4));
@@ -325,6 +331,7 @@ std::string run_combo(const Options &o, const Combo &c) {
     lctx_model_free(m);
 
     j += ", \"prompt\": \"" + prompt + "\"";
+    if (!backend.empty()) j += ", \"backend\": " + json::quote(backend);
     if (have_sample) {
         j += ", \"depth\": " + fmt_num("%.4f", sample.depth) + ", \"scoring\": \"" +
              eval::score_mode_name(sample.mode) + "\", \"answer_tokens\": " + std::to_string(sample.answer_tokens);
@@ -546,7 +553,7 @@ std::string iso_now() {
 int cmd_eval(int argc, char **argv) {
     Args a = parse_args(argc, argv,
                         {"--model", "--methods", "--tasks", "--lengths", "--samples", "--threads", "--seed", "--out",
-                         "--md", "--plot", "--report", "--timeout"},
+                         "--md", "--plot", "--report", "--timeout", "--backend"},
                         {"--no-chat", "--retry-errors"}, {{"-m", "--model"}, {"-t", "--threads"}}, usage_text());
     if (!a.positional.empty()) die("unexpected argument '%s'\n\n%s", a.positional[0].c_str(), usage_text());
     if (a.has("--report")) {
@@ -564,6 +571,7 @@ int cmd_eval(int argc, char **argv) {
     o.seed = a.get_u64("--seed", 42);
     o.timeout = a.get_float("--timeout", 0, 0, 1e9, true);
     o.no_chat = a.on("--no-chat");
+    o.backend = a.get("--backend");
     if (o.model.empty()) die("eval needs a model: -m MODEL.gguf\n\n%s", usage_text());
     if (o.out.empty()) die("eval needs --out RESULTS.jsonl\n\n%s", usage_text());
     if (access(o.model.c_str(), R_OK) != 0) die("cannot read the model '%s': %s", o.model.c_str(), std::strerror(errno));
@@ -644,8 +652,10 @@ int cmd_eval(int argc, char **argv) {
         const double dt = now_s() - t, per = (now_s() - t_start) / double(k + 1);
         const double eta = per * double(todo.size() - k - 1);
         const std::string err = j.get_str("error");
-        std::fprintf(stderr, "[%zu/%zu] %s %s %s %d -> %s (%.1f s)  ETA %.0f min\n", k + 1, todo.size(),
+        const std::string on = j.get_str("backend");
+        std::fprintf(stderr, "[%zu/%zu] %s %s %s %d%s -> %s (%.1f s)  ETA %.0f min\n", k + 1, todo.size(),
                      c.method_name.c_str(), c.task.c_str(), eval::length_label(c.length).c_str(), c.sample,
+                     on.empty() ? "" : (" on " + on).c_str(),
                      err.empty() ? fmt_num("%.2f", j.get_num("score")).c_str() : ("error: " + err).c_str(), dt, eta / 60);
     }
     close(fd);

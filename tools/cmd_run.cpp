@@ -152,7 +152,8 @@ int cmd_run(int argc, char **argv) {
         "  --progress           progress on stderr even when it is not a terminal: one line per stage (encoding,\n"
         "                       indexing, selecting, recompute, decoding; decoding only when the answer does not\n"
         "                       stream to the same terminal), with tok/s and ETA once measured\n"
-        "  --no-chat            no chat template: feed the document, then the question as is\n"
+        "  --no-chat            no chat template: feed the document, then the question as is\n" +
+        std::string(kBackendUsage) +
         "sampling of the answer (default greedy):\n" + kSamplingUsage;
     const char *usage = usage_text.c_str();
     Args a = parse_args(argc, argv,
@@ -161,7 +162,7 @@ int cmd_run(int argc, char **argv) {
                                 "--ctx", "--threads", "--layer", "--window", "--ilre-profile", "--query-tokens",
                                 "--global", "--local", "--span", "--vote-k", "--spans", "--reuse", "--store-ram",
                                 "--store-dir", "--kv-type", "--decode", "--rkv-k", "--rkv-stride", "--rkv-threshold",
-                                "--rkv-max-run"},
+                                "--rkv-max-run", "--backend"},
                                kSamplingFlags),
                         {"--json", "--progress", "--no-chat", "--no-dca", "--tile-max", "--rkv-fixed", "--lossy"},
                         {{"-m", "--model"}, {"-n", "--n-predict"}, {"-c", "--ctx"}, {"-t", "--threads"}}, usage);
@@ -460,18 +461,19 @@ int cmd_run(int argc, char **argv) {
                     "\"n_selected\": %zu, \"selected_spans\": %s, \"timings_s\": {\"load\": %.3f, \"tokenize\": %.3f, "
                     "\"encode\": %.3f, \"index_io\": %.3f, \"select\": %.3f, \"recompute\": %.3f, \"decode\": %.3f}, "
                     "\"encode_tokens_per_s\": %.1f, \"n_generated\": %lld, \"decode_tokens_per_s\": %.2f, "
-                    "\"peak_rss_mib\": %.1f, \"refreshkv\": %s, \"question_index\": %zu}\n",
+                    "\"peak_rss_mib\": %.1f, \"refreshkv\": %s, \"question_index\": %zu, \"backend\": %s}\n",
                     json::quote(answer).c_str(), json::quote(method).c_str(), (long long)n_input, query.size(), pos.size(),
                     sp_json.c_str(), t_load, t_tok, t_encode, t_index, t_select, t_recompute, t_decode, tok_s,
-                    (long long)n_gen, t_decode > 0 ? n_gen / t_decode : 0.0, peak_rss_mib(), rkv_json.c_str(), qi);
+                    (long long)n_gen, t_decode > 0 ? n_gen / t_decode : 0.0, peak_rss_mib(), rkv_json.c_str(), qi,
+                    json::quote(session_backend(s)).c_str());
         std::fflush(stdout);
     } else {
         // Rates only where the time measured is long enough to give one (no "0 tok/s" on short inputs).
         char read[96];
         if (a.has("--index")) std::snprintf(read, sizeof read, "index loaded in %.2f s", t_index);
         else std::snprintf(read, sizeof read, "encode %.2f s%s", t_encode, rate_text(n_input, t_encode).c_str());
-        std::fprintf(stderr, "%s: %lld input tokens, %s, select %.3f s, recompute %zu+%zu tokens %.2f s, decode %lld "
-                     "tokens %.2f s%s, peak RSS %.0f MiB\n", method.c_str(), (long long)n_input, read, t_select,
+        std::fprintf(stderr, "%s on %s: %lld input tokens, %s, select %.3f s, recompute %zu+%zu tokens %.2f s, decode "
+                     "%lld tokens %.2f s%s, peak RSS %.0f MiB\n", method.c_str(), session_backend(s), (long long)n_input, read, t_select,
                      pos.size(), query.size(), t_recompute, (long long)n_gen, t_decode,
                      rate_text(n_gen, t_decode).c_str(), peak_rss_mib());
         if (has_rkv)

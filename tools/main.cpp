@@ -21,11 +21,19 @@ static const char *kUsage =
     "\n"
     "Run 'lctx COMMAND --help' for the options of a command.\n";
 
+// The library logs through a callback only; the command line shows its
+// warnings and errors (a backend that fell back to the CPU, and why).
+static void log_to_stderr(lctx_log_level level, const char *message, void *) {
+    std::fprintf(stderr, "lctx: %s%s\n", level >= LCTX_LOG_ERROR ? "error: " : "", message);
+}
+
 int main(int argc, char **argv) {
+    lctx_log_set(log_to_stderr, LCTX_LOG_WARN, nullptr);
     if (argc < 2) {
         std::fputs(kUsage, stderr);
         return 1;
     }
+    lctx::cli::add_backend_module_dirs();
     const char *cmd = argv[1];
     if (!std::strcmp(cmd, "inspect")) return lctx::cli::cmd_inspect(argc - 2, argv + 2);
     if (!std::strcmp(cmd, "tokenize")) return lctx::cli::cmd_tokenize(argc - 2, argv + 2);

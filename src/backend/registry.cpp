@@ -2,10 +2,13 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <dirent.h>
 #include <mutex>
+#include <set>
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/forwarding_backend.h"
@@ -25,6 +28,7 @@ struct LoadedModule {
 std::mutex g_mu;
 bool g_scanned = false;
 std::vector<LoadedModule> g_modules;
+std::vector<std::string> g_extra_dirs;   // backends_add_module_dir
 
 // Owns a backend made by a module and hands it back to the module to free.
 class ModuleBackend final : public ForwardingBackend {
@@ -74,7 +78,11 @@ std::string self_dir() {
     if (!dladdr(reinterpret_cast<void *>(&backends_summary), &info) || !info.dli_fname) return "";
     std::string p = info.dli_fname;
     const size_t slash = p.rfind('/');
-    return slash == std::string::npos ? "." : p.substr(0, slash);
+    const std::string dir = slash == std::string::npos ? "." : p.substr(0, slash);
+    // The path as the library was loaded may be a run path such as
+    // lib/pkgconfig/../../lib: log lines name modules by the plain one.
+    char real[PATH_MAX];
+    return realpath(dir.c_str(), real) ? std::string(real) : dir;
 }
 
 void scan_locked() {
@@ -88,15 +96,31 @@ void scan_locked() {
             at = end + 1;
         }
     }
-    const std::string dir = self_dir();
-    if (DIR *d = dir.empty() ? nullptr : opendir(dir.c_str())) {
+    std::vector<std::string> dirs{self_dir()};
+    dirs.insert(dirs.end(), g_extra_dirs.begin(), g_extra_dirs.end());
+    for (const std::string &dir : dirs) {
+        DIR *d = dir.empty() ? nullptr : opendir(dir.c_str());
+        if (!d) continue;
+        std::vector<std::string> found;   // sorted: the same order on every file system
         while (dirent *e = readdir(d)) {
             const std::string f = e->d_name;
             if (f.rfind("liblctx-", 0) == 0 && f.size() > 11 && f.find(".so") != std::string::npos)
-                paths.push_back(dir + "/" + f);
+                found.push_back(dir + "/" + f);
         }
         closedir(d);
+        std::sort(found.begin(), found.end());
+        paths.insert(paths.end(), found.begin(), found.end());
     }
+    // The same file reached twice (a libdir also added by the program, a
+    // symlinked directory) is loaded once, under the first path found.
+    std::set<std::string> seen;
+    std::vector<std::string> unique;
+    for (const std::string &p : paths) {
+        char real[PATH_MAX];
+        const std::string key = realpath(p.c_str(), real) ? std::string(real) : p;
+        if (seen.insert(key).second) unique.push_back(p);
+    }
+    paths.swap(unique);
     for (const std::string &p : paths) {
         LoadedModule m = load_module(p);
         if (!m.info.note.empty())
@@ -105,6 +129,13 @@ void scan_locked() {
         g_modules.push_back(std::move(m));
     }
     g_scanned = true;
+}
+
+// A module that did not load has no name from its table: liblctx-NAME.so
+// (liblctx-NAME.so.1 ...) still tells which backend it was meant to be.
+bool file_names(const std::string &path, const std::string &name) {
+    const std::string f = path.substr(path.rfind('/') + 1), stem = "liblctx-" + name + ".so";
+    return f.compare(0, stem.size(), stem) == 0 && (f.size() == stem.size() || f[stem.size()] == '.');
 }
 
 void ensure_scanned() {
@@ -131,6 +162,12 @@ void backends_rescan() {
     scan_locked();
 }
 
+void backends_add_module_dir(const std::string &dir) {
+    std::lock_guard<std::mutex> lock(g_mu);
+    g_extra_dirs.push_back(dir);
+    if (g_scanned) scan_locked();
+}
+
 std::unique_ptr<Backend> make_backend(const std::string &requested, int n_threads) {
     ensure_scanned();
     std::string name = requested;
@@ -139,12 +176,20 @@ std::unique_ptr<Backend> make_backend(const std::string &requested, int n_thread
     if (name == "cpu") return make_cpu_backend(n_threads);
     const bool any = name.empty() || name == "auto";
     const LoadedModule *best = nullptr;
+    std::string why_not;   // a requested backend that cannot run: its module and why
     {
         std::lock_guard<std::mutex> lock(g_mu);
         for (const LoadedModule &m : g_modules) {
-            if (!m.table || m.info.score <= 0) continue;
-            if (!any && m.info.name != name) continue;
+            if (!any && m.info.name != name && !(m.info.name.empty() && file_names(m.info.path, name))) continue;
+            if (!m.table || m.info.score <= 0) {
+                if (!any && why_not.empty()) why_not = "module " + m.info.path + ": " + m.info.note;
+                continue;
+            }
             if (!best || m.info.score > best->info.score) best = &m;
+        }
+        if (!any && !best && why_not.empty()) {
+            why_not = "no module provides it; found: cpu";
+            for (const LoadedModule &m : g_modules) why_not += ", " + (m.info.name.empty() ? m.info.path : m.info.name);
         }
     }
     if (best) {
@@ -154,7 +199,8 @@ std::unique_ptr<Backend> make_backend(const std::string &requested, int n_thread
         LCTX_LOG_WARN("backend '%s' (%s) failed to start: %s; using the CPU", best->info.name.c_str(),
                       best->info.path.c_str(), err[0] ? err : "no reason given");
     } else if (!any) {
-        LCTX_LOG_WARN("backend '%s' is not available on this machine; using the CPU", name.c_str());
+        LCTX_LOG_WARN("backend '%s' is not available on this machine (%s); using the CPU", name.c_str(),
+                      why_not.c_str());
     }
     return make_cpu_backend(n_threads);
 }

@@ -2,7 +2,10 @@
 // session gets. The CPU backend is built in; others are modules loaded at
 // run time (module_abi.h) from
 //   - LCTX_BACKEND_PATH: a ':'-separated list of module files, and
-//   - the directory of liblctx itself: files named liblctx-*.so.
+//   - the directory of liblctx itself: files named liblctx-*.so, and
+//   - directories a program adds (backends_add_module_dir: the `lctx` command
+//     line, which links the library statically, adds its install's libdir).
+// A file found twice (the same real path) is loaded once.
 // A backend is chosen by name (the LCTX_BACKEND environment variable, or a
 // name the caller passes) or, by default, as the loaded module with the
 // highest score, else the CPU. A module that cannot be used logs one line and
@@ -29,6 +32,11 @@ struct BackendInfo {
 // environment, for tests).
 std::vector<BackendInfo> backends_available();
 void backends_rescan();
+
+// One more directory scanned for liblctx-*.so (the next scan; rescans when
+// the registry was already scanned). For programs that link the library
+// statically and so have no liblctx.so directory of their own.
+void backends_add_module_dir(const std::string &dir);
 
 // A backend for a session: `name` (or $LCTX_BACKEND when name is empty; ""
 // or "auto": the best available). Never fails for lack of a device: falls

@@ -37,6 +37,8 @@ public:
     float decode_token(int32_t token);
 
     lctx_stage stage() const { return stage_; }
+    // The backend this session runs on ("cpu" after a fallback).
+    const char *backend_name() const { return backend_->name(); }
     int64_t n_fed() const { return method_->n_fed(); }
     uint64_t id() const { return id_; }
     const float *logits() const { return has_logits_ ? logits_.data() : nullptr; }

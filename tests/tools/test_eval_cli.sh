@@ -20,12 +20,12 @@ ARGS=(eval -m "$MODEL" --methods full,reform --tasks niah_single,vt --lengths 51
 # 1. A first run: 2 methods x 2 tasks x 1 sample.
 "$LCTX" "${ARGS[@]}" --samples 1 --out "$T/r.jsonl" --md "$T/r.md" 2> "$T/log1"
 [ "$(rows "$T/r.jsonl")" = 4 ] || fail "expected 4 rows, got $(rows "$T/r.jsonl")"
-grep -q '^\[4/4\] reform vt 512 0 -> ' "$T/log1" || fail "no progress line: $(cat "$T/log1")"
+grep -q '^\[4/4\] reform vt 512 0 on cpu -> ' "$T/log1" || fail "no progress line: $(cat "$T/log1")"
 while IFS= read -r line; do
   case $line in *'"kind": "run"'*) continue ;; esac
   for f in '"method": ' '"task": ' '"length": 512' '"sample": 0' '"seed": 42' '"n_input_tokens": ' \
            '"score": ' '"answer": ' '"expected": \[' '"timings_s": {"load": ' '"recompute": ' '"decode": ' \
-           '"encode_tokens_per_s": ' '"peak_rss_mib": ' '"wall_s": ' '"cpu": "[^"]'; do
+           '"encode_tokens_per_s": ' '"peak_rss_mib": ' '"wall_s": ' '"cpu": "[^"]' '"backend": "cpu"'; do
     echo "$line" | grep -q "$f" || fail "field $f missing in: $line"
   done
   echo "$line" | grep -q '"error"' && fail "unexpected error row: $line"

@@ -128,7 +128,8 @@ TEST_F(BackendRegistry, GoodModuleIsPickedAndGivesTheCpuAnswers) {
 TEST_F(BackendRegistry, UnknownNameFallsBackWithOneLine) {
     use("");
     EXPECT_STREQ(make_backend("nosuch", 1)->name(), "cpu");
-    EXPECT_TRUE(logged("backend 'nosuch' is not available")) << "no log line";
+    EXPECT_TRUE(logged("backend 'nosuch' is not available on this machine (no module provides it; found: cpu"))
+        << "no log line, or one that does not say why";
     use("", "nosuch");   // the environment variable, through a whole session
     const Answer a = answer();
     EXPECT_EQ(a.tokens.size(), 8u);
@@ -150,6 +151,16 @@ TEST_F(BackendRegistry, BrokenModulesAreSkipped) {
         EXPECT_STREQ(make_backend("", 1)->name(), "cpu") << c.file;
         EXPECT_STREQ(make_backend("testcpu", 1)->name(), "cpu") << c.file;
     }
+    // Asked for by name, the fallback line names the module and why: a
+    // loaded module by its table's name, one that did not load by its file's.
+    use(module("liblctx-testcpu-noscore.so"));
+    EXPECT_STREQ(make_backend("testcpu", 1)->name(), "cpu");
+    EXPECT_TRUE(logged("backend 'testcpu' is not available on this machine (module " +
+                       module("liblctx-testcpu-noscore.so") + ": cannot run on this machine"));
+    use(module("liblctx-does-not-exist.so"));
+    EXPECT_STREQ(make_backend("does-not-exist", 1)->name(), "cpu");
+    EXPECT_TRUE(logged("backend 'does-not-exist' is not available on this machine (module " +
+                       module("liblctx-does-not-exist.so") + ": cannot load: "));
     g_log.clear();
     use(module("liblctx-testcpu-failcreate.so"));
     EXPECT_STREQ(make_backend("", 1)->name(), "cpu");

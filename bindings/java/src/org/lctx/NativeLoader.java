@@ -9,7 +9,8 @@ import java.nio.file.StandardCopyOption;
 /**
  * Loads liblctx_jni (and liblctx): from the directory in the system property
  * {@code lctx.library.path}, else from the jar (native/linux-x86_64/, copied
- * to a temporary directory), else from java.library.path.
+ * to a temporary directory with the backend modules the jar carries), else
+ * from java.library.path.
  */
 final class NativeLoader {
     private static boolean loaded;
@@ -34,7 +35,9 @@ final class NativeLoader {
         try {
             Path tmp = Files.createTempDirectory("lctx-native");
             tmp.toFile().deleteOnExit();
-            for (String name : new String[] {"liblctx.so.0", "liblctx_jni.so"}) {
+            // liblctx-cuda.so (present when the jar was built with it): beside
+            // liblctx.so.0, where the backend registry finds its modules.
+            for (String name : new String[] {"liblctx.so.0", "liblctx_jni.so", "liblctx-cuda.so"}) {
                 try (InputStream in = NativeLoader.class.getResourceAsStream(base + name)) {
                     if (in == null) continue;
                     Path f = tmp.resolve(name);
