@@ -27,7 +27,7 @@ if ! timeout 60 "${pip[@]}" download --no-deps -d "$tmp/probe" "scikit-build-cor
 fi
 mkdir -p "$cache"
 echo "test_wheel: building the wheel (build dir $cache)"
-if ! CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" timeout 420 "${pip[@]}" wheel --no-deps -w "$tmp/dist" \
+if ! CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" timeout 900 "${pip[@]}" wheel --no-deps -w "$tmp/dist" \
         --config-settings=build-dir="$cache" "$root/bindings/python" >"$tmp/build.log" 2>&1; then
     tail -40 "$tmp/build.log"
     echo "test_wheel: FAILED to build the wheel" >&2
