@@ -240,22 +240,21 @@ public:
     }
 
     void swiglu(const float *gate, const float *up, float *out, int64_t n_rows, int64_t n) override {
-        const int64_t total = n_rows * n;
-        if (total <= 0) return;
-        Staging st;
-        const SwigluArgs a{st.in(gate, total), st.in(up, total), st.inout(out, total), total};
-        launch_swiglu(a, nullptr);
-        dev::check_launch("swiglu");
-        st.finish();
+        gated_unit(gate, up, out, n_rows * n, launch_swiglu, "swiglu");
     }
 
     void geglu(const float *gate, const float *up, float *out, int64_t n_rows, int64_t n) override {
-        const int64_t total = n_rows * n;
+        gated_unit(gate, up, out, n_rows * n, launch_geglu, "geglu");
+    }
+
+    // out = act(gate) * up over total elements (SwiGLU, GeGLU).
+    static void gated_unit(const float *gate, const float *up, float *out, int64_t total,
+                           void (*launcher)(const SwigluArgs &, void *), const char *what) {
         if (total <= 0) return;
         Staging st;
         const SwigluArgs a{st.in(gate, total), st.in(up, total), st.inout(out, total), total};
-        launch_geglu(a, nullptr);
-        dev::check_launch("geglu");
+        launcher(a, nullptr);
+        dev::check_launch(what);
         st.finish();
     }
 
