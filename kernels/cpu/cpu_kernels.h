@@ -45,6 +45,16 @@ void rms_norm_ref(const float *x, const float *w, float *y, int64_t n, float eps
 // In-place RoPE on n_tok vectors of n_heads heads of head_dim each (stride
 // between tokens: ld floats), token t at position pos[t]. Uses hp's n_rot,
 // base, layout and linear/YaRN scaling exactly as ggml's rope does.
+// The rotary setup both backends derive from Hparams: rotated dims, layout,
+// base, linear scaling and the YaRN ramp's correction dims.
+struct RopeParams {
+    int n_rot, head_dim;
+    bool neox;
+    double base;
+    float freq_scale, ext_factor, attn_factor;
+    float corr[2];
+};
+RopeParams rope_params(const Hparams &hp);   // fails (LCTX_ERR_INVALID_ARG) on an odd or too large n_rot
 void rope(const Hparams &hp, float *x, int64_t ld, int64_t n_tok, int32_t n_heads, const int32_t *pos);
 void rope_ref(const Hparams &hp, float *x, int64_t ld, int64_t n_tok, int32_t n_heads, const int32_t *pos);
 // Rotate by position deltas (re-positioning cached keys): same as rope with pos = delta.

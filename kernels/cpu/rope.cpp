@@ -15,40 +15,8 @@
 namespace lctx::cpu {
 namespace {
 
-struct RopeParams {
-    int n_rot, head_dim;
-    bool neox;
-    double base;
-    float freq_scale, ext_factor, attn_factor;
-    float corr[2];
-};
-
 float corr_dim(int n_dims, int n_ctx_orig, float n_rot, float base) {
     return n_dims * std::log(n_ctx_orig / (n_rot * 2 * static_cast<float>(M_PI))) / (2 * std::log(base));
-}
-
-RopeParams params(const Hparams &hp) {
-    RopeParams p{};
-    p.head_dim = hp.head_dim;
-    p.n_rot = hp.n_rot > 0 ? hp.n_rot : hp.head_dim;
-    if (p.head_dim <= 0 || p.n_rot > p.head_dim || p.n_rot % 2 != 0)
-        fail(LCTX_ERR_INVALID_ARG, "rope: n_rot %d must be even and <= head_dim %d", p.n_rot, p.head_dim);
-    p.neox = hp.rope_layout == RopeLayout::NEOX;
-    p.base = hp.rope_base;
-    p.freq_scale = hp.rope_scaling == RopeScaling::NONE ? 1.0f : hp.rope_freq_scale;
-    p.ext_factor = hp.rope_scaling == RopeScaling::YARN ? hp.yarn_ext_factor : 0.0f;
-    p.attn_factor = hp.yarn_attn_factor;
-    p.corr[0] = 0.0f;
-    p.corr[1] = 0.0f;
-    if (p.ext_factor != 0.0f) {
-        const int n_orig = hp.rope_orig_ctx > 0 ? hp.rope_orig_ctx : hp.n_ctx_train;
-        const float base = static_cast<float>(p.base);
-        const float start = std::floor(corr_dim(p.n_rot, n_orig, hp.yarn_beta_fast, base));
-        const float end = std::ceil(corr_dim(p.n_rot, n_orig, hp.yarn_beta_slow, base));
-        p.corr[0] = std::max(0.0f, start);
-        p.corr[1] = std::min(static_cast<float>(p.n_rot - 1), end);
-    }
-    return p;
 }
 
 double inv_freq(const RopeParams &p, int i) { return std::pow(p.base, -2.0 * i / p.n_rot); }
@@ -94,9 +62,34 @@ inline void rotate(const RopeParams &p, const float *cs, float *x) {
 
 } // namespace
 
+RopeParams rope_params(const Hparams &hp) {
+    RopeParams p{};
+    p.head_dim = hp.head_dim;
+    p.n_rot = hp.n_rot > 0 ? hp.n_rot : hp.head_dim;
+    if (p.head_dim <= 0 || p.n_rot > p.head_dim || p.n_rot % 2 != 0)
+        fail(LCTX_ERR_INVALID_ARG, "rope: n_rot %d must be even and <= head_dim %d", p.n_rot, p.head_dim);
+    p.neox = hp.rope_layout == RopeLayout::NEOX;
+    p.base = hp.rope_base;
+    p.freq_scale = hp.rope_scaling == RopeScaling::NONE ? 1.0f : hp.rope_freq_scale;
+    p.ext_factor = hp.rope_scaling == RopeScaling::YARN ? hp.yarn_ext_factor : 0.0f;
+    p.attn_factor = hp.yarn_attn_factor;
+    p.corr[0] = 0.0f;
+    p.corr[1] = 0.0f;
+    if (p.ext_factor != 0.0f) {
+        const int n_orig = hp.rope_orig_ctx > 0 ? hp.rope_orig_ctx : hp.n_ctx_train;
+        const float base = static_cast<float>(p.base);
+        const float start = std::floor(corr_dim(p.n_rot, n_orig, hp.yarn_beta_fast, base));
+        const float end = std::ceil(corr_dim(p.n_rot, n_orig, hp.yarn_beta_slow, base));
+        p.corr[0] = std::max(0.0f, start);
+        p.corr[1] = std::min(static_cast<float>(p.n_rot - 1), end);
+    }
+    return p;
+}
+
+
 void rope(const Hparams &hp, float *x, int64_t ld, int64_t n_tok, int32_t n_heads, const int32_t *pos) {
     check(x, n_tok, n_heads, pos);
-    const RopeParams p = params(hp);
+    const RopeParams p = rope_params(hp);
     thread_local std::vector<float> cs;
     thread_local std::vector<double> invf;
     cs.resize(p.n_rot);
@@ -111,7 +104,7 @@ void rope(const Hparams &hp, float *x, int64_t ld, int64_t n_tok, int32_t n_head
 
 void rope_ref(const Hparams &hp, float *x, int64_t ld, int64_t n_tok, int32_t n_heads, const int32_t *pos) {
     check(x, n_tok, n_heads, pos);
-    const RopeParams p = params(hp);
+    const RopeParams p = rope_params(hp);
     const int half = p.n_rot / 2;
     for (int64_t t = 0; t < n_tok; ++t)
         for (int32_t h = 0; h < n_heads; ++h) {
