@@ -29,21 +29,8 @@ import math
 import numpy as np
 import gguf
 
-
-def _field(reader: gguf.GGUFReader, key: str, default=None):
-    f = reader.fields.get(key)
-    if f is None:
-        return default
-    return f.contents()
-
-
-def _dequant(t) -> np.ndarray:
-    """Tensor as float32 with numpy shape (ne[1], ne[0]) (or (ne[0],) for 1-D)."""
-    ne = [int(x) for x in t.shape]
-    a = np.asarray(gguf.quants.dequantize(t.data, t.tensor_type), dtype=np.float32)
-    if len(ne) == 1:
-        return a.reshape(ne[0])
-    return a.reshape(ne[1], ne[0])
+# The GGUF readers are shared with the Llama reference; the model math below is its own.
+from llama_ref import _dequant, _field
 
 
 class Gemma3Ref:
