@@ -46,13 +46,17 @@ def make_doc(n_chars, depths, seed):
     return "\n\n".join(body), sorted(needles)
 
 
-def write_table(path, rows, argv, title):
+def completion_question(key):
+    """For base models (no chat template): the answer is the completion of this line."""
+    return f"Question: What is the special magic number for {key}? Answer: The special magic number for {key} is"
+
+
+def write_table(path, rows, argv, title, asked):
     lines = [f"# {title}", "", "Command: `" + " ".join(argv) + "`", "",
              "One document per length with five needles (\"The special magic number for KEY is NNNNNNN.\", five "
              "different keys) in shuffled Python stdlib docstrings (bench/needle_data.py); the document is read once "
-             "and each question (\"What is the special magic number for KEY? Answer with the number only.\", chat "
-             "template, greedy, 24 answer tokens) is answered from it. A needle counts when the answer contains its "
-             "number.", "",
+             "and each question (" + asked + ", greedy) is answered from it. A needle counts when the answer "
+             "contains its number.", "",
              "| length | method | needles found | depths found | encode s | encode tok/s | decode tok/s | peak RSS MiB "
              "| load avg | CPU |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -91,16 +95,23 @@ def main():
     ap.add_argument("--extra", action="append", default=[], help="METHOD=ARGS: more lctx run flags for one method")
     ap.add_argument("--out", default="docs/results/multi-needle-smollm2.md")
     ap.add_argument("--title", default="Five needles per document on SmolLM2-135M-Instruct (Q4_1)")
+    ap.add_argument("--completion", action="store_true",
+                    help="base models: no chat template; each question is a sentence for the model to complete")
+    ap.add_argument("--chars-per-token", type=float, default=CHARS_PER_TOKEN)
     a = ap.parse_args()
+    asked = ("\"" + completion_question("KEY") + "\" completed, no chat template (`--no-chat`)" if a.completion
+             else "\"What is the special magic number for KEY? Answer with the number only.\", chat template")
+    asked += f", {a.n_predict} answer tokens"
     out = pathlib.Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     rows = []
     for L in a.lengths:
-        doc, needles = make_doc(int(L * CHARS_PER_TOKEN), a.depths, seed=L + 7)
+        doc, needles = make_doc(int(L * a.chars_per_token), a.depths, seed=L + 7)
         with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
             f.write(doc)
         with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as fq:
-            fq.write("\n".join(needle_data.question(k) for _, k, _ in needles) + "\n")
+            ask = completion_question if a.completion else needle_data.question
+            fq.write("\n".join(ask(k) for _, k, _ in needles) + "\n")
         for m in a.methods:
             extra = []
             for e in a.extra:
@@ -108,7 +119,7 @@ def main():
                 if name == m:
                     extra += args.split()
             cmd = [a.lctx, "run", "-m", a.model, "--file", f.name, "--questions", fq.name, "-n", str(a.n_predict),
-                   "--json", "--method", m, "-t", str(a.threads)] + extra
+                   "--json", "--method", m, "-t", str(a.threads)] + (["--no-chat"] if a.completion else []) + extra
             load0, t = os.getloadavg()[0], time.time()
             r = subprocess.run(cmd, capture_output=True, text=True)
             if r.returncode != 0:
@@ -125,7 +136,7 @@ def main():
                    "cpu": cpu_name()}
             rows.append(row)
             print(json.dumps(row), flush=True)
-            write_table(out, rows, [pathlib.Path(sys.executable).name] + sys.argv, a.title)
+            write_table(out, rows, [pathlib.Path(sys.executable).name] + sys.argv, a.title, asked)
         os.unlink(f.name)
         os.unlink(fq.name)
 
