@@ -203,6 +203,7 @@ func TestIlreParams(t *testing.T) {
 		{func(l *IlreParams) { l.AvgKernels = "8-1" }, "avg_kernels"},
 		{func(l *IlreParams) { l.Chunk = -1 }, "chunk"},
 		{func(l *IlreParams) { big := int32(m.NLayer()); l.RetrievalLayer = &big }, "retrieval_layer"},
+		{func(l *IlreParams) { d := int32(-2); l.ScoreDistance = &d }, "score_distance"},
 	}
 	for _, b := range bad {
 		s, err := NewSession(m, params(b.edit))

@@ -126,6 +126,9 @@ type IlreParams struct {
 	MaxKernels     string // block max-pool sizes, e.g. "2,4,8"; "": the default
 	AvgKernels     string // average-pool sizes, e.g. "1-16" or "1,3,5"; "": the default
 	ProfilePath    string // JSON profile holding the retrieval layer (lctx heads --ilre); "": built-in
+	// Position-free scoring, every key as if this many positions before the
+	// question; nil: each key at its own position (-1).
+	ScoreDistance *int32
 }
 
 // ReAttentionParams are ReAttention's knobs (lctx_reattention_params). Every
@@ -339,6 +342,9 @@ func (p *SessionParams) native(mem *cParams, label *string) (C.lctx_session_para
 			cl.max_kernels = mem.str(l.MaxKernels)
 			cl.avg_kernels = mem.str(l.AvgKernels)
 			cl.profile_path = mem.str(l.ProfilePath)
+			if l.ScoreDistance != nil {
+				cl.score_distance = C.int32_t(*l.ScoreDistance)
+			}
 			c.ilre = cl
 		}
 		if a := p.ReAttention; a != nil {

@@ -33,6 +33,8 @@ void ilre_scores(Backend &be, const Hparams &hp, const IlreScoreArgs &a, float *
         std::fill(out, out + N, 0.0f);
         return;
     }
+    const bool fixed = a.fixed_distance >= 0;
+    if (fixed && !a.segments.empty()) fail(LCTX_ERR_INTERNAL, "ILRe scores: DCA segments with a fixed distance");
     std::vector<KeySegment> segs = a.segments;
     if (segs.empty()) segs.push_back({0, N, 0});
     if (segs.front().begin != 0 || segs.back().end != N)
@@ -46,9 +48,14 @@ void ilre_scores(Backend &be, const Hparams &hp, const IlreScoreArgs &a, float *
     for (const KeySegment &s : segs) {
         if (grouped.count(s.shift)) continue;
         std::vector<float> q(a.queries, a.queries + nq * H * D);
-        if (s.shift != 0) {
-            // Back by `shift` positions: exact, R(a)^T R(b) = R(b - a).
+        if (s.shift != 0 || fixed) {
+            // Back by `shift` positions: exact, R(a)^T R(b) = R(b - a). With a
+            // fixed distance, every question token goes to that position (the
+            // keys are rotated back to 0 below).
             std::vector<int32_t> pos(static_cast<size_t>(nq), static_cast<int32_t>(-s.shift));
+            if (fixed)
+                for (int64_t j = 0; j < nq; ++j)
+                    pos[static_cast<size_t>(j)] = static_cast<int32_t>(a.fixed_distance - (a.query_pos0 + j));
             std::unique_ptr<Buffer> tmp = be.alloc(q.size() * sizeof(float));
             be.from_host(tmp->data(), q.data(), q.size() * sizeof(float));
             be.rope(rot, tmp->f32(), int64_t(H) * D, nq, H, pos.data());
@@ -73,6 +80,10 @@ void ilre_scores(Backend &be, const Hparams &hp, const IlreScoreArgs &a, float *
     std::unique_ptr<Buffer> ybuf = be.alloc(static_cast<size_t>(R * T) * sizeof(float));
     std::vector<float> yh(static_cast<size_t>(R * T));
     const float ninf = -std::numeric_limits<float>::infinity();
+    // Fixed distance: one tile of keys as f32, rotated back to position 0.
+    std::vector<float> kh(fixed ? static_cast<size_t>(T * D) : 0);
+    std::unique_ptr<Buffer> kbuf = fixed ? be.alloc(kh.size() * sizeof(float)) : nullptr;
+    std::vector<int32_t> kpos(fixed ? static_cast<size_t>(T) : 0);
 
     // Visits every tile: fn(g, t0, len, products [R][len] on the host).
     auto for_each_tile = [&](const std::function<void(int32_t, int64_t, int64_t, const float *)> &fn) {
@@ -88,6 +99,18 @@ void ilre_scores(Backend &be, const Hparams &hp, const IlreScoreArgs &a, float *
                     W.n_rows = len;
                     W.row_bytes = static_cast<size_t>(D) * sizeof(uint16_t);
                     W.data = reinterpret_cast<const uint8_t *>(a.keys[static_cast<size_t>(g)]->row(t0));
+                    if (fixed) {
+                        const uint16_t *src = reinterpret_cast<const uint16_t *>(W.data);
+                        for (int64_t i = 0; i < len * D; ++i) kh[static_cast<size_t>(i)] = fp16_to_fp32(src[i]);
+                        for (int64_t t = 0; t < len; ++t) kpos[static_cast<size_t>(t)] = static_cast<int32_t>(-(t0 + t));
+                        const size_t bytes = static_cast<size_t>(len * D) * sizeof(float);
+                        be.from_host(kbuf->data(), kh.data(), bytes);
+                        be.rope(rot, kbuf->f32(), D, len, 1, kpos.data());
+                        be.to_host(kh.data(), kbuf->data(), bytes);
+                        W.type = GgmlType::F32;
+                        W.row_bytes = static_cast<size_t>(D) * sizeof(float);
+                        W.data = reinterpret_cast<const uint8_t *>(kh.data());
+                    }
                     const float *q = grouped[s.shift]->f32() + int64_t(g) * R * D;
                     be.matmul(W, q, D, R, ybuf->f32());
                     const float *y = ybuf->f32();

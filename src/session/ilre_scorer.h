@@ -32,6 +32,13 @@ struct IlreScoreArgs {
     const float *queries = nullptr;             // [n_q][n_head * head_dim], rotated at their positions
     int64_t n_q = 0;
     std::vector<KeySegment> segments;           // cover [0, n_keys) in order; empty: one, shift 0
+    // >= 0: position-free scoring (docs/methods/ilre.md, "Scoring at a fixed
+    // distance"): every key is scored as if it sat this many positions before
+    // every question token. Each tile of keys is rotated back from its
+    // position, and question token j from query_pos0 + j; segments must be
+    // empty. -1: the keys' own positions (with the segments' shifts).
+    int64_t fixed_distance = -1;
+    int64_t query_pos0 = 0;                     // position the queries' first token was rotated at
 };
 
 // Writes a[0..n_keys) into out. keep_going() is polled between tiles

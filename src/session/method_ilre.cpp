@@ -115,9 +115,13 @@ Selection IlreMethod::select(const std::vector<int32_t> &query, Progress &progre
     args.n_keys = N;
     args.queries = last_q_.data();
     args.n_q = q - q0;
-    // DCA shifts keys only when the question would sit past the trained context.
-    if (params_.dca && N + (q - q0) > params_.dca_after)
+    if (params_.score_distance >= 0) {
+        args.fixed_distance = params_.score_distance;
+        args.query_pos0 = N;   // the question's tokens follow the document
+    } else if (params_.dca && N + (q - q0) > params_.dca_after) {
+        // DCA shifts keys only when the question would sit past the trained context.
         args.segments = ilre_dca_segments(N, params_.sink, params_.chunk);
+    }
     last_scores_.assign(static_cast<size_t>(N), 0.0f);
     // The index layer's own RoPE (gemma3's sliding layers use another base).
     const Hparams layer_hp = model_.hparams().rope_of(encoder_->index_layers()[0]);

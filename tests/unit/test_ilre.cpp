@@ -253,6 +253,101 @@ TEST(IlreScorer, QueryShiftEqualsKeyShift) {
     for (int64_t t = 0; t < n; ++t) ASSERT_NEAR(got[t], want[t], 2e-3 * want[t] + 1e-7) << t;
 }
 
+namespace {
+
+// NORMAL-layout RoPE of one head in double, written out here (not the
+// backend's kernel): pairs (2i, 2i + 1) turned by pos * base^(-2i / D).
+void rotate_pairs(double *x, int D, double pos, double base) {
+    for (int i = 0; i < D / 2; ++i) {
+        const double a = pos * std::pow(base, -2.0 * i / D), c = std::cos(a), s = std::sin(a);
+        const double x0 = x[2 * i], x1 = x[2 * i + 1];
+        x[2 * i] = x0 * c - x1 * s;
+        x[2 * i + 1] = x0 * s + x1 * c;
+    }
+}
+
+} // namespace
+
+TEST(IlreScorer, FixedDistanceEqualsDirectScoringAtThatDistance) {
+    // Keys stored rotated at their positions t (fp16), queries rotated at
+    // N + j: with a fixed distance, every key must score as if it sat that
+    // many positions before every question token, whatever its position.
+    const Hparams hp = score_hparams();
+    const int H = hp.n_head, G = hp.n_head_kv, D = hp.head_dim, rep = H / G;
+    auto be = make_cpu_backend(2);
+    const int64_t n = 3000, nq = 4;
+    std::mt19937 rng(21);
+    std::normal_distribution<double> nd(0.0, 1.5);
+    std::vector<std::vector<double>> k_pre(G, std::vector<double>(static_cast<size_t>(n * D)));
+    std::vector<std::unique_ptr<EmbeddingStore>> stores;
+    for (int g = 0; g < G; ++g) {
+        stores.push_back(std::make_unique<EmbeddingStore>(D));
+        stores.back()->reserve(n);
+        for (int64_t t = 0; t < n; ++t) {
+            std::vector<double> k(static_cast<size_t>(D));
+            for (double &x : k) x = nd(rng);
+            std::vector<double> kr = k;
+            rotate_pairs(kr.data(), D, double(t), hp.rope_base);
+            std::vector<float> row(static_cast<size_t>(D));
+            for (int d = 0; d < D; ++d) row[d] = fp16_to_fp32(fp32_to_fp16(static_cast<float>(kr[d])));
+            stores.back()->write(t, 0, row.data(), D);
+            // The reference's pre-RoPE key: the stored (fp16) row turned back in double.
+            std::vector<double> back(row.begin(), row.end());
+            rotate_pairs(back.data(), D, -double(t), hp.rope_base);
+            std::copy(back.begin(), back.end(), k_pre[g].begin() + t * D);
+        }
+        stores.back()->commit(n);
+    }
+    std::vector<double> q_pre(static_cast<size_t>(nq * H * D));
+    for (double &x : q_pre) x = nd(rng);
+    std::vector<float> q(q_pre.size());   // rotated at N + j, as the encoder gives them
+    for (int64_t j = 0; j < nq; ++j)
+        for (int h = 0; h < H; ++h) {
+            std::vector<double> x(q_pre.begin() + (j * H + h) * D, q_pre.begin() + (j * H + h + 1) * D);
+            rotate_pairs(x.data(), D, double(n + j), hp.rope_base);
+            for (int d = 0; d < D; ++d) q[(j * H + h) * D + d] = static_cast<float>(x[d]);
+        }
+    for (int64_t dist : {0, 37, 1024}) {
+        IlreScoreArgs args;
+        for (auto &s : stores) args.keys.push_back(s.get());
+        args.n_keys = n;
+        args.queries = q.data();
+        args.n_q = nq;
+        args.fixed_distance = dist;
+        args.query_pos0 = n;
+        std::vector<float> got(static_cast<size_t>(n));
+        ilre_scores(*be, hp, args, got.data());
+        std::vector<double> want(static_cast<size_t>(n), 0.0);
+        for (int h = 0; h < H; ++h)
+            for (int64_t j = 0; j < nq; ++j) {
+                std::vector<double> qd(q_pre.begin() + (j * H + h) * D, q_pre.begin() + (j * H + h + 1) * D);
+                rotate_pairs(qd.data(), D, double(dist), hp.rope_base);   // the query `dist` after a key at 0
+                std::vector<double> s(static_cast<size_t>(n));
+                double mx = -1e300, sum = 0;
+                for (int64_t t = 0; t < n; ++t) {
+                    double d = 0;
+                    for (int i = 0; i < D; ++i) d += qd[i] * k_pre[h / rep][t * D + i];
+                    s[t] = d / std::sqrt(double(D));
+                    mx = std::max(mx, s[t]);
+                }
+                for (int64_t t = 0; t < n; ++t) sum += std::exp(s[t] - mx);
+                for (int64_t t = 0; t < n; ++t) want[t] = std::max(want[t], std::exp(s[t] - mx) / sum);
+            }
+        for (int64_t t = 0; t < n; ++t)
+            ASSERT_NEAR(got[t], want[t], 1e-3 * want[t] + 1e-8) << "distance " << dist << " t " << t;
+    }
+    // Segments (DCA) and a fixed distance do not combine.
+    IlreScoreArgs bad;
+    for (auto &s : stores) bad.keys.push_back(s.get());
+    bad.n_keys = n;
+    bad.queries = q.data();
+    bad.n_q = nq;
+    bad.fixed_distance = 0;
+    bad.segments = ilre_dca_segments(n, 4, 512);
+    std::vector<float> out(static_cast<size_t>(n));
+    EXPECT_THROW(ilre_scores(*be, hp, bad, out.data()), Error);
+}
+
 TEST(IlreScorer, DcaSegmentsBoundEveryDistance) {
     for (int64_t L : {5, 1028, 1029, 3000, 100000, 1000003}) {
         const int64_t S = 4, C = 1024, q = 37;

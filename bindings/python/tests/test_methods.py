@@ -89,11 +89,18 @@ def test_ilre_session_with_explicit_params(model):
         assert s.stage == lctx.Stage.DECODING
         assert all(0 <= t < model.n_vocab for t in toks)
     for bad, name in ((dict(ilre_max_kernels="2,x"), "max_kernels"), (dict(ilre_avg_kernels="8-1"), "avg_kernels"),
-                      (dict(ilre_chunk=-1), "chunk"), (dict(ilre_retrieval_layer=model.n_layer), "retrieval_layer")):
+                      (dict(ilre_chunk=-1), "chunk"), (dict(ilre_retrieval_layer=model.n_layer), "retrieval_layer"),
+                      (dict(ilre_score_distance=-2), "score_distance")):
         with pytest.raises(lctx.InvalidArgumentError, match=name):
             model.session(**{**params, **bad})
     with pytest.raises(TypeError):
         model.session(method=lctx.Method.ILRE, ilre_no_such_knob=1)
+    # Position-free scoring at a fixed distance runs the same stages.
+    with model.session(**{**params, "ilre_score_distance": 16}) as s:
+        s.feed(doc)
+        s.build_index()
+        with s.select(model.tokenize(" Lily saw a", add_special=False)) as sel:
+            assert len(sel) == 4 + 40 and list(sel.positions)[:4] == [0, 1, 2, 3]
 
 
 DOC = "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. "

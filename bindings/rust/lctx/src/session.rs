@@ -281,6 +281,9 @@ pub struct SessionParams {
     pub ilre_avg_kernels: Option<String>,
     /// JSON profile holding the retrieval layer (`lctx heads --ilre`); None: the built-in one.
     pub ilre_profile_path: Option<String>,
+    /// ILRe: position-free scoring, every key as if this many positions before the question;
+    /// -1 (default): each key at its own position.
+    pub ilre_score_distance: i32,
     /// ReAttention G: first tokens always attended; -1 (default): derived from the model.
     pub reattention_n_global: i32,
     /// ReAttention L: last tokens always attended, the step's own included; -1: derived.
@@ -377,6 +380,7 @@ impl Default for SessionParams {
             ilre_max_kernels: None,
             ilre_avg_kernels: None,
             ilre_profile_path: None,
+            ilre_score_distance: l.score_distance,
             reattention_n_global: a.n_global,
             reattention_n_local: a.n_local,
             reattention_span: a.span,
@@ -489,6 +493,7 @@ impl SessionParams {
         l.budget = self.ilre_budget;
         l.query_tokens = self.ilre_query_tokens;
         l.dca = self.ilre_dca;
+        l.score_distance = self.ilre_score_distance;
         let text = |v: &Option<String>, what: &str| v.as_deref().map(|s| cstring(s, what)).transpose();
         let max_kernels = text(&self.ilre_max_kernels, "ilre_max_kernels")?;
         let avg_kernels = text(&self.ilre_avg_kernels, "ilre_avg_kernels")?;

@@ -57,6 +57,7 @@ fn ilre_session_with_explicit_params() {
         ..Default::default()
     };
     assert_eq!(SessionParams::default().ilre_retrieval_layer, -1, "lctx_ilre_default_params: the model's profile");
+    assert_eq!(SessionParams::default().ilre_score_distance, -1, "lctx_ilre_default_params: keys at their positions");
     let doc = "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. ".repeat(4);
     let mut s = m.session(&params()).unwrap();
     let n = s.feed_text(&doc).unwrap() as i64;
@@ -82,6 +83,7 @@ fn ilre_session_with_explicit_params() {
         (SessionParams { ilre_chunk: -1, ..params() }, "chunk"),
         (SessionParams { ilre_retrieval_layer: m.n_layer(), ..params() }, "retrieval_layer"),
         (SessionParams { ilre_max_kernels: Some("2\0".into()), ..params() }, "ilre_max_kernels"),
+        (SessionParams { ilre_score_distance: -2, ..params() }, "score_distance"),
     ];
     for (p, field) in bad {
         let e = m.session(&p).err().unwrap_or_else(|| panic!("{field}: accepted"));
