@@ -2,7 +2,8 @@
 llama.cpp (llama-cpp-python), on tiny random-weight F32 models written in
 each architecture's exact GGUF layout (make_tiny_arch.py):
 
-- logits of all 200 tokens of a random prompt (gemma2's window is 16, so
+- logits of all 200 tokens of a random prompt (llama.cpp with an f32 KV
+  cache, as lctx's default; with its f16 default the difference is ~5e-3) (gemma2's window is 16, so
   most rows attend across it): lctx's Forward::run (lctx_forward_dump) vs
   llama.cpp's, per-row cosine and max abs difference;
 - greedy continuations: 5 prompts x 32 tokens, lctx generate vs llama.cpp's
@@ -56,7 +57,7 @@ _LLAMA_CPP_LOGITS = """
 import sys, json, numpy as np, llama_cpp
 path, toks = sys.argv[1], json.loads(sys.argv[2])
 llm = llama_cpp.Llama(model_path=path, n_ctx=512, n_batch=512, n_ubatch=512, logits_all=True,
-                      verbose=False, n_threads=2)
+                      verbose=False, n_threads=2, type_k=0, type_v=0)   # f32 KV cache, as lctx's
 llm.eval(toks)
 np.save(sys.argv[3], np.array(llm.scores[:len(toks)], dtype=np.float32))
 """
@@ -64,7 +65,7 @@ np.save(sys.argv[3], np.array(llm.scores[:len(toks)], dtype=np.float32))
 _LLAMA_CPP_GREEDY = """
 import sys, json, numpy as np, llama_cpp
 path, prompts, n_predict = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
-llm = llama_cpp.Llama(model_path=path, n_ctx=512, logits_all=True, verbose=False, n_threads=2)
+llm = llama_cpp.Llama(model_path=path, n_ctx=512, logits_all=True, verbose=False, n_threads=2, type_k=0, type_v=0)
 out = []
 for ids in prompts:
     llm.reset()
@@ -117,7 +118,9 @@ def test_arch_logits_match_llama_cpp(name, arch_dir, tmp_path):
     print(f"\n[arch-vs-llama.cpp] {name} n={N_TOKENS}: min cos {cos.min():.8f} (1 - cos {1 - cos.min():.2e}), "
           f"max abs diff {diff:.3g} (logits max |x| {np.abs(theirs).max():.3g}), argmax same {top_same}/{N_TOKENS}")
     assert cos.min() >= COS_MIN, f"min cosine {cos.min():.8f} at row {int(cos.argmin())}"
-    assert diff <= 1e-3 * np.abs(theirs).max(), f"max abs diff {diff}"
+    # llama.cpp's GELU (gemma2's GeGLU) reads an fp16 table: ~4e-4 relative
+    rel = 1e-3 if make_tiny_arch.VARIANTS[name][0] == "gemma2" else 1e-5
+    assert diff <= rel * np.abs(theirs).max(), f"max abs diff {diff}"
 
 
 @pytest.mark.parametrize("name", list(make_tiny_arch.VARIANTS))
