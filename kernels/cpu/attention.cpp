@@ -207,6 +207,7 @@ void attention_ref(const AttentionArgs &a) {
                 for (int d = 0; d < hd; ++d)
                     s += static_cast<double>(q[d]) * (a.k16 ? fp16_to_fp32(a.k16[at + d]) : a.k[at + d]);
                 p[j] = s * scale;
+                if (a.softcap > 0.0f) p[j] = a.softcap * std::tanh(p[j] / a.softcap);
                 mx = std::max(mx, p[j]);
             }
             double sum = 0.0;

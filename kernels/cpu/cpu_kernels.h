@@ -4,6 +4,7 @@
 // dequantized on the fly, so results equal an f32 reference up to rounding.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 
@@ -46,13 +47,15 @@ void rms_norm_ref(const float *x, const float *w, float *y, int64_t n, float eps
 // between tokens: ld floats), token t at position pos[t]. Uses hp's n_rot,
 // base, layout and linear/YaRN scaling exactly as ggml's rope does.
 // The rotary setup both backends derive from Hparams: rotated dims, layout,
-// base, linear scaling and the YaRN ramp's correction dims.
+// base, linear scaling, the YaRN ramp's correction dims and the per-pair
+// frequency divisors (null: none).
 struct RopeParams {
     int n_rot, head_dim;
     bool neox;
     double base;
     float freq_scale, ext_factor, attn_factor;
     float corr[2];
+    const float *freq_factors;   // n_rot / 2, or null
 };
 RopeParams rope_params(const Hparams &hp);   // fails (LCTX_ERR_INVALID_ARG) on an odd or too large n_rot
 void rope(const Hparams &hp, float *x, int64_t ld, int64_t n_tok, int32_t n_heads, const int32_t *pos);
@@ -96,6 +99,7 @@ struct AttentionArgs {
     int64_t kv_pos_head_stride = 0;   // int32s between the position arrays of KV heads
     float scale = 0.0f;           // 0: 1/sqrt(head_dim)
     int32_t window = 0;           // > 0: sliding window (see mask above)
+    float softcap = 0.0f;         // > 0: every scaled score s becomes softcap * tanh(s / softcap) (gemma2)
     float *col_sums = nullptr;    // optional
     int64_t obs_begin = 0;
     bool col_max = false;         // col_sums takes the max instead of the sum (caller zeroes it)
@@ -112,6 +116,8 @@ void attention(ThreadPool &pool, const AttentionArgs &a);
 inline bool key_visible(int32_t kv_pos, int32_t q_pos, int32_t window) {
     return kv_pos <= q_pos && (window <= 0 || int64_t(q_pos) - kv_pos < window);
 }
+// Gemma 2's attention logit soft-capping of a scaled score (cap > 0).
+inline float softcap_score(float s, float cap) { return cap * std::tanh(s / cap); }
 void attention_ref(const AttentionArgs &a);   // naive, materialises scores
 
 // Per-row top-k of dot products, q_r . key_j, without materialising the

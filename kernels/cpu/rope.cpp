@@ -1,5 +1,6 @@
 // RoPE as ggml's rope op computes it (NORMAL and NEOX layouts, n_rot <=
-// head_dim with the tail copied, linear scaling and YaRN: ggml's rope_yarn,
+// head_dim with the tail copied, per-pair frequency factors (theta / factor),
+// linear scaling and YaRN: ggml's rope_yarn,
 // rope_yarn_ramp and ggml_rope_yarn_corr_dims). One deliberate difference:
 // theta = pos * base^(-2i/n_rot) is computed in double precision instead of
 // ggml's running float product, so positions near 1M keep their accuracy;
@@ -19,7 +20,11 @@ float corr_dim(int n_dims, int n_ctx_orig, float n_rot, float base) {
     return n_dims * std::log(n_ctx_orig / (n_rot * 2 * static_cast<float>(M_PI))) / (2 * std::log(base));
 }
 
-double inv_freq(const RopeParams &p, int i) { return std::pow(p.base, -2.0 * i / p.n_rot); }
+// Pair i's frequency; the ramp below keeps using i (ggml divides theta by the factor, not i).
+double inv_freq(const RopeParams &p, int i) {
+    const double f = std::pow(p.base, -2.0 * i / p.n_rot);
+    return p.freq_factors ? f / p.freq_factors[i] : f;
+}
 
 // cos/sin of pair i (elements i0 = 2i) at position pos, ggml's rope_yarn.
 void rope_cs(const RopeParams &p, int64_t pos, int i, double invf, float &c, float &s) {
@@ -73,6 +78,7 @@ RopeParams rope_params(const Hparams &hp) {
     p.freq_scale = hp.rope_scaling == RopeScaling::NONE ? 1.0f : hp.rope_freq_scale;
     p.ext_factor = hp.rope_scaling == RopeScaling::YARN ? hp.yarn_ext_factor : 0.0f;
     p.attn_factor = hp.yarn_attn_factor;
+    p.freq_factors = hp.rope_freq_factors;
     p.corr[0] = 0.0f;
     p.corr[1] = 0.0f;
     if (p.ext_factor != 0.0f) {

@@ -115,6 +115,8 @@ void attn_tile(const AttentionArgs &a, float scale, int g, int64_t i0, int64_t r
         const int64_t r = r0 + rr;
         const int32_t qp = a.q_pos[i0 + r / ng];
         float *s = st + rr * KB;
+        if (a.softcap > 0.0f)
+            for (int64_t j = 0; j < nb; ++j) s[j] = softcap_score(s[j], a.softcap);
         // some key of the block is after the query, or out of its window
         if (block_max_pos > qp || (a.window > 0 && int64_t(qp) - block_min_pos >= a.window))
             for (int64_t j = 0; j < nb; ++j)

@@ -22,6 +22,7 @@ namespace {
 using lctx::GgmlType;
 using lctx::cpu::AttentionArgs;
 using lctx::cpu::key_visible;
+using lctx::cpu::softcap_score;
 using lctx::cpu::kAttnKeyBlock;
 
 inline uint16_t rd16(const uint8_t *p) {
@@ -374,13 +375,15 @@ inline void acc_values(float *o, float factor, const float *p, int64_t nb, const
     }
 }
 
-// s[j] = q . k_j for visible keys, -inf otherwise; returns the block maximum.
+// s[j] = q . k_j (soft-capped with cap > 0) for visible keys, -inf
+// otherwise; returns the block maximum.
 inline float block_scores(const float *q, const float *k, int64_t ld, int64_t jb, int64_t nb, int hd,
-                          const int32_t *kv_pos, int32_t qp, int32_t window, float *s) {
+                          const int32_t *kv_pos, int32_t qp, int32_t window, float cap, float *s) {
     float mx = -INFINITY;
     for (int64_t j = 0; j < nb; ++j) {
         if (key_visible(kv_pos[jb + j], qp, window)) {
             s[j] = dot(q, k + (jb + j) * ld, hd);
+            if (cap > 0.0f) s[j] = softcap_score(s[j], cap);
             mx = fmaxf_(mx, s[j]);
         } else {
             s[j] = -INFINITY;
@@ -427,7 +430,7 @@ void attn_partial(const AttentionArgs &a, float scale, int g, int64_t i0, int64_
                 const int64_t r = (i - i0) * ng + u;
                 scaled_query(a, i, g * ng + u, scale, qs);
                 const float bmax =
-                    block_scores(qs, kg, a.ld_kv, jb, nb, hd, a.kv_pos + g * a.kv_pos_head_stride, qp, a.window, s);
+                    block_scores(qs, kg, a.ld_kv, jb, nb, hd, a.kv_pos + g * a.kv_pos_head_stride, qp, a.window, a.softcap, s);
                 if (a.row_scores)
                     std::memcpy(a.row_scores + (i * a.n_head + g * ng + u) * a.n_kv + jb, s,
                                 static_cast<size_t>(nb) * sizeof(float));
@@ -469,7 +472,7 @@ void attn_colsum(const AttentionArgs &a, float scale, int g, int64_t j0, int64_t
                 } else {
                     scaled_query(a, i, h, scale, qs);
                     if (block_scores(qs, kg, a.ld_kv, jb, nb, hd, a.kv_pos + g * a.kv_pos_head_stride, a.q_pos[i],
-                                     a.window, s) == -INFINITY)
+                                     a.window, a.softcap, s) == -INFINITY)
                         continue;
                 }
                 exp_sum(s, nb, m[i * a.n_head + h]);

@@ -47,6 +47,7 @@ struct AttnArgs {
     int64_t obs_begin;
     bool col_max;
     int32_t window = 0;      // > 0: slots at q_pos - kv_pos >= window are masked (sliding-window layers)
+    float softcap = 0.0f;    // > 0: scores s become softcap * tanh(s / softcap) (gemma2)
     int32_t n_split = 1;     // key ranges per (query, head); > 1: part and row_ml are set
     float *part = nullptr;   // [n_q][n_head][n_split][head_dim + 2]: m, l, output sums
     float *row_ml = nullptr; // [n_q][n_head][2]: the row's final m and l
@@ -91,14 +92,15 @@ LCTX_HD inline float kv_at(const void *base, bool f16, int64_t at) {
     return f16 ? half_to_float(static_cast<const uint16_t *>(base)[at]) : static_cast<const float *>(base)[at];
 }
 
-// Scaled score of slot j against the query in qs (-inf when masked).
+// Scaled (and, with softcap > 0, soft-capped) score of slot j against the
+// query in qs (-inf when masked).
 LCTX_HD inline float attn_score(const AttnArgs &a, const float *qs, const int32_t *kpos, int64_t kbase, int32_t qp,
                                 int64_t j) {
     if (kpos[j] > qp || (a.window > 0 && int64_t(qp) - kpos[j] >= a.window)) return -INFINITY;
     const int64_t at = kbase + j * a.ld_kv;
     float s = 0.0f;
     for (int d = 0; d < a.head_dim; ++d) s += qs[d] * kv_at(a.k, a.kv_f16, at + d);
-    return s * a.scale;
+    return a.softcap > 0.0f ? a.softcap * tanhf(s * a.scale / a.softcap) : s * a.scale;
 }
 
 // Adds (or maxes) slot j's probability exp(s - m) / l into the column scores.

@@ -1,5 +1,5 @@
 // Kernel bodies of the row-wise and element-wise ops (launch.h): RMSNorm,
-// SwiGLU, GeGLU, scale, add, RoPE. Semantics are those of the CPU kernels
+// SwiGLU, GeGLU, scale, add, bias add, RoPE. Semantics are those of the CPU kernels
 // (kernels/cpu/cpu_kernels.h); RoPE follows kernels/cpu/rope.cpp exactly
 // (ggml's NORMAL/NEOX layouts, linear and YaRN scaling, theta in double).
 #pragma once
@@ -90,6 +90,19 @@ LCTX_HD void add_body(Ctx &c, const AddArgs &a) {
     for (int64_t i = c.bx() * c.nthreads() + c.tid(); i < a.n; i += stride) a.x[i] += a.y[i];
 }
 
+// x[i] += b[i % n_cols] over n elements (rows of n_cols: a bias per row).
+struct AddBiasArgs {
+    float *x;
+    const float *b;
+    int64_t n, n_cols;
+};
+
+template <class Ctx>
+LCTX_HD void add_bias_body(Ctx &c, const AddBiasArgs &a) {
+    const int64_t stride = c.gx() * c.nthreads();
+    for (int64_t i = c.bx() * c.nthreads() + c.tid(); i < a.n; i += stride) a.x[i] += a.b[i % a.n_cols];
+}
+
 // Blocks for an element-wise launch of n elements.
 inline unsigned elt_blocks(int64_t n) {
     const int64_t b = ceil_div(n, kEltThreads);
@@ -99,12 +112,17 @@ inline LaunchDims elt_dims(int64_t n) { return {{elt_blocks(n), 1, 1}, kEltThrea
 
 // --- RoPE: grid (n_tok, n_heads); threads over the n_rot/2 pairs of a head.
 // The rotary setup as rope.cpp derives it from Hparams (rope_setup(), host).
+// Frequency factors travel in the argument struct (at most kRopeMaxFactors
+// pairs, n_rot <= 512), so a launch needs no device copy of them.
+constexpr int kRopeMaxFactors = 256;
 struct RopeSetup {
     int n_rot = 0, head_dim = 0;
     bool neox = false;
     double base = 10000.0;
     float freq_scale = 1.0f, ext_factor = 0.0f, attn_factor = 1.0f;
     float corr0 = 0.0f, corr1 = 0.0f;
+    bool has_factors = false;          // pair i turns at theta_i / factors[i]
+    float factors[kRopeMaxFactors] = {};
 };
 
 struct RopeArgs {
@@ -126,7 +144,8 @@ LCTX_HD void rope_body(Ctx &c, const RopeArgs &a) {
     float *v = a.x + t * a.ld + h * p.head_dim;
     const int half = p.n_rot / 2;
     for (int i = c.tid(); i < half; i += c.nthreads()) {
-        const double invf = pow(p.base, -2.0 * i / p.n_rot);
+        double invf = pow(p.base, -2.0 * i / p.n_rot);
+        if (p.has_factors) invf /= p.factors[i];
         const double theta_extrap = static_cast<double>(a.pos[t]) * invf;
         const double theta_interp = p.freq_scale * theta_extrap;
         double theta = theta_interp;

@@ -29,6 +29,9 @@ void launch_swiglu(const SwigluArgs &a, void *s) { launch<SwigluArgs, swiglu_bod
 void launch_geglu(const SwigluArgs &a, void *s) { launch<SwigluArgs, geglu_body<DeviceCtx>>(elt_dims(a.n), a, s); }
 void launch_scale(const ScaleArgs &a, void *s) { launch<ScaleArgs, scale_body<DeviceCtx>>(elt_dims(a.n), a, s); }
 void launch_add(const AddArgs &a, void *s) { launch<AddArgs, add_body<DeviceCtx>>(elt_dims(a.n), a, s); }
+void launch_add_bias(const AddBiasArgs &a, void *s) {
+    launch<AddBiasArgs, add_bias_body<DeviceCtx>>(elt_dims(a.n), a, s);
+}
 void launch_rope(const RopeArgs &a, int64_t n_tok, int32_t n_heads, void *s) {
     launch<RopeArgs, rope_body<DeviceCtx>>(rope_dims(n_tok, n_heads), a, s);
 }

@@ -21,6 +21,7 @@ void launch_swiglu(const SwigluArgs &a, void *stream);
 void launch_geglu(const SwigluArgs &a, void *stream);
 void launch_scale(const ScaleArgs &a, void *stream);
 void launch_add(const AddArgs &a, void *stream);
+void launch_add_bias(const AddBiasArgs &a, void *stream);
 void launch_rope(const RopeArgs &a, int64_t n_tok, int32_t n_heads, void *stream);
 void launch_dequant_rows(const DequantRowsArgs &a, int64_t n_rows, void *stream);
 void launch_gemv(const GemvArgs &a, void *stream);

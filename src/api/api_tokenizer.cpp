@@ -68,9 +68,10 @@ LCTX_API lctx_status lctx_chat_apply(const lctx_model *model, const lctx_chat_me
         }
         const std::string &tmpl = model->model->chat_template();
         lctx::ChatFormat fmt = lctx::detect_chat_format(tmpl);
-        // Gemma 3 base checkpoints ship no template: their family's turn format
+        // Gemma 2/3 base checkpoints ship no template: their family's turn format
         // (BOS comes from the tokenizer's add_bos, not from the text).
-        if (fmt == lctx::ChatFormat::UNKNOWN && tmpl.empty() && model->model->hparams().arch_id == lctx::Arch::GEMMA3)
+        const lctx::Arch arch = model->model->hparams().arch_id;
+        if (fmt == lctx::ChatFormat::UNKNOWN && tmpl.empty() && (arch == lctx::Arch::GEMMA3 || arch == lctx::Arch::GEMMA2))
             fmt = lctx::ChatFormat::GEMMA;
         if (fmt == lctx::ChatFormat::UNKNOWN)
             lctx::fail(LCTX_ERR_UNSUPPORTED, tmpl.empty()

@@ -81,6 +81,7 @@ struct AttentionArgs {
     int64_t kv_pos_head_stride = 0;  // 0: one position array shared by every KV head
     float scale = 0.0f;              // 0: 1/sqrt(head_dim)
     int32_t window = 0;              // > 0: keys at pos_q - pos_k >= window are masked
+    float softcap = 0.0f;            // > 0 (gemma2): scaled scores s become softcap * tanh(s / softcap)
     float *col_sums = nullptr;
     int64_t obs_begin = 0;
     bool col_max = false;            // col_sums: max, not sum, of the probabilities
@@ -158,6 +159,8 @@ public:
     virtual void scale(float *x, float s, int64_t n) = 0;
     // x += y over n elements.
     virtual void add(float *x, const float *y, int64_t n) = 0;
+    // x[r][i] += b[i] over n_rows rows of b.n_cols elements (b: an F32 bias weight, qwen2's q/k/v).
+    virtual void add_bias(float *x, const WeightView &b, int64_t n_rows) = 0;
     virtual void attention(const AttentionArgs &a) = 0;
 
     // --- KV rows (elements of `type`, rows of `row` elements)

@@ -27,11 +27,11 @@ struct WeightView {
 
 enum class RopeLayout { NORMAL, NEOX };  // NORMAL: pairs (2i, 2i+1); NEOX: pairs (i, i + n_rot/2)
 enum class RopeScaling { NONE, LINEAR, YARN };
-enum class Arch { LLAMA, GEMMA3 };
+enum class Arch { LLAMA, GEMMA3, QWEN2, QWEN3, PHI3, GEMMA2 };
 enum class FfnAct { SILU, GELU_TANH };   // gate activation of the gated FFN (SwiGLU, GeGLU)
 
 struct Hparams {
-    std::string arch;         // "llama" or "gemma3"
+    std::string arch;         // general.architecture (docs/models.md lists those that load)
     Arch arch_id = Arch::LLAMA;
     std::string name;
     int32_t n_layer = 0;
@@ -54,15 +54,23 @@ struct Hparams {
     float yarn_attn_factor = 1.0f;
     float yarn_beta_fast = 32.0f;
     float yarn_beta_slow = 1.0f;
-    // Gemma 3 (docs/models.md): per-head Q/K RMSNorm, norms after attention
-    // and FFN, GeGLU, scaled embeddings, sliding-window layers with their own
-    // RoPE base. Defaults are the llama values (all off).
+    // Per-pair frequency divisors (llama3 rope scaling's rope_freqs tensor):
+    // pair i turns at theta_i / rope_freq_factors[i]. n_rot / 2 floats in the
+    // model's data, or null (all 1).
+    const float *rope_freq_factors = nullptr;
+    // Per-architecture switches (docs/models.md): per-head Q/K RMSNorm
+    // (gemma3, qwen3), norms after attention and FFN, GeGLU, scaled
+    // embeddings, sliding-window layers with their own RoPE base (gemma2/3),
+    // soft-capping (gemma2), q/k/v biases (qwen2). Defaults are the llama
+    // values (all off).
     FfnAct ffn_act = FfnAct::SILU;
     bool qk_norm = false;
     bool post_norms = false;
     float embd_scale = 1.0f;         // token embeddings are multiplied by this
     float attn_scale = 0.0f;         // 0: 1/sqrt(head_dim)
     float final_softcap = 0.0f;      // > 0: logits = cap * tanh(logits / cap)
+    float attn_softcap = 0.0f;       // > 0 (gemma2): attention scores = cap * tanh(score / cap)
+    bool qkv_bias = false;           // qwen2: q, k, v projections have biases
     int32_t swa_window = 0;          // > 0: sliding layers see keys with pos_q - pos_k < swa_window
     int32_t swa_pattern = 0;         // > 0: layer l slides iff l % swa_pattern < swa_pattern - 1
     float rope_base_swa = 10000.0f;  // RoPE of the sliding layers (no scaling)

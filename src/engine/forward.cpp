@@ -1,4 +1,5 @@
-// The llama / gemma3 forward pass over a KV cache (docs/models.md). A batch is processed in sub-batches
+// The transformer forward pass over a KV cache, one layer loop for every
+// architecture with per-architecture switches (docs/models.md). A batch is processed in sub-batches
 // of at most kSubBatch tokens (bounding scratch memory); each sub-batch runs
 // through all layers before the next, so its attention sees the K/V of the
 // cache and of the earlier sub-batches.
@@ -128,6 +129,11 @@ void Forward::run(const int32_t *tokens, const int32_t *pos, int64_t n, KvStore 
                 laps.lap(ForwardProfile::NORM);
                 const MatmulJob qkv[3] = {{&L.wq, q}, {&L.wk, k}, {&L.wv, v}};
                 be_.matmul_multi(qkv, 3, xn, E, nb);
+                if (hp.qkv_bias) {
+                    be_.add_bias(q, L.bq, nb);
+                    be_.add_bias(k, L.bk, nb);
+                    be_.add_bias(v, L.bv, nb);
+                }
                 laps.lap(ForwardProfile::QKV);
                 if (hp.qk_norm) {   // per head, before the hooks: they see q/k as attention uses them, pre-RoPE
                     be_.rms_norm(q, L.q_norm, q, nb * hp.n_head, D, hp.rms_eps);
@@ -158,6 +164,7 @@ void Forward::run(const int32_t *tokens, const int32_t *pos, int64_t n, KvStore 
                 a.q_pos = pos + b0;
                 a.scale = hp.attn_scale;
                 a.window = hp.window_of(l);
+                a.softcap = hp.attn_softcap;
                 // Column sums over queries i >= obs_begin (batch index): the
                 // kernel writes [H_kv][attended slots]; add them into
                 // [H_kv][base + n] at the slots' indices.

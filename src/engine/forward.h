@@ -1,4 +1,4 @@
-// The transformer forward pass (architectures "llama" and "gemma3"). Prefill batches and
+// The transformer forward pass (the architectures of docs/models.md). Prefill batches and
 // single-token decode share this one code path: a batch of tokens with
 // explicit position ids is appended to a KV store and attends to what the
 // attention policy picks (default: every filled slot), causally by position.
@@ -22,7 +22,7 @@ namespace lctx {
 // sub-batch, sub-batches in token order, n_tok being the sub-batch's size.
 struct ForwardHooks {
     // Called for each layer with the pre-RoPE q [n_tok][n_head*head_dim]
-    // (after the per-head Q/K norms of gemma3),
+    // (after the biases of qwen2 and the per-head Q/K norms of gemma3/qwen3),
     // k and v [n_tok][n_head_kv*head_dim] of the batch.
     std::function<void(int32_t layer, const float *q, const float *k, const float *v, int64_t n_tok)> on_qkv;
     // Called for each layer with the residual stream after the layer,

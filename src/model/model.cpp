@@ -52,15 +52,44 @@ void read_gemma3(const GgufFile &f, const std::string &p, Hparams &hp) {
                                      : 1.0f / std::sqrt(static_cast<float>(hp.head_dim));
 }
 
+// Gemma 2 as llama.cpp reads it (docs/models.md): even layers slide
+// (window default 4096), odd ones are global, one RoPE base for both;
+// attention scores soft-capped (default cap 50) and final logits (default
+// 30); GeGLU; post-norms; embeddings scaled by sqrt(n_embd); queries scaled by
+// 1/sqrt(head_dim), or 1/sqrt(n_embd / n_head) for the 46-layer (27B) model.
+void read_gemma2(const GgufFile &f, const std::string &p, Hparams &hp) {
+    hp.ffn_act = FfnAct::GELU_TANH;
+    hp.post_norms = true;
+    hp.embd_scale = std::sqrt(static_cast<float>(hp.n_embd));
+    hp.swa_window = get_dim_or(f, p + "attention.sliding_window", 4096, int64_t(1) << 30);
+    hp.swa_pattern = 2;
+    hp.rope_base_swa = hp.rope_base;
+    hp.rope_freq_scale_swa = hp.rope_freq_scale;
+    hp.attn_softcap = get_finite_or(f, p + "attn_logit_softcapping", 50.0);
+    hp.final_softcap = get_finite_or(f, p + "final_logit_softcapping", 30.0);
+    if (hp.attn_softcap < 0.0f || hp.final_softcap < 0.0f)
+        fail(LCTX_ERR_FORMAT, "gemma2 soft-capping values must be >= 0");
+    hp.attn_scale = hp.n_layer == 46 ? 1.0f / std::sqrt(static_cast<float>(hp.n_embd / hp.n_head))
+                                     : 1.0f / std::sqrt(static_cast<float>(hp.head_dim));
+}
+
 Hparams read_hparams(const GgufFile &f) {
     Hparams hp;
     hp.arch = f.get_string("general.architecture");
-    if (hp.arch == "llama")
-        hp.arch_id = Arch::LLAMA;
-    else if (hp.arch == "gemma3")
-        hp.arch_id = Arch::GEMMA3;
-    else
-        fail(LCTX_ERR_UNSUPPORTED, "architecture '%s' is not supported (llama, gemma3)", hp.arch.c_str());
+    static const struct {
+        const char *name;
+        Arch id;
+    } kArchs[] = {{"llama", Arch::LLAMA}, {"gemma3", Arch::GEMMA3}, {"gemma2", Arch::GEMMA2},
+                  {"qwen2", Arch::QWEN2}, {"qwen3", Arch::QWEN3},   {"phi3", Arch::PHI3}};
+    bool known = false;
+    for (const auto &a : kArchs)
+        if (hp.arch == a.name) {
+            hp.arch_id = a.id;
+            known = true;
+        }
+    if (!known)
+        fail(LCTX_ERR_UNSUPPORTED, "architecture '%s' is not supported (llama, gemma2, gemma3, qwen2, qwen3, phi3)",
+             hp.arch.c_str());
     hp.name = f.get_string_or("general.name", "");
     const std::string p = hp.arch + ".";
 
@@ -92,8 +121,8 @@ Hparams read_hparams(const GgufFile &f) {
     if (!(hp.rms_eps > 0.0f)) fail(LCTX_ERR_FORMAT, "layer_norm_rms_epsilon must be > 0");
 
     // RoPE. llama uses the NORMAL layout (converted checkpoints permute q/k),
-    // gemma3 the NEOX one (as llama.cpp's rope type for these architectures).
-    hp.rope_layout = hp.arch_id == Arch::GEMMA3 ? RopeLayout::NEOX : RopeLayout::NORMAL;
+    // the others the NEOX one (llama.cpp's rope type for these architectures).
+    hp.rope_layout = hp.arch_id == Arch::LLAMA ? RopeLayout::NORMAL : RopeLayout::NEOX;
     hp.rope_base = get_finite_or(f, p + "rope.freq_base", 10000.0);
     if (!(hp.rope_base > 1.0f)) fail(LCTX_ERR_FORMAT, "rope.freq_base %g must be > 1", hp.rope_base);
     hp.n_rot = get_dim_or(f, p + "rope.dimension_count", hp.head_dim, kMaxDim);
@@ -128,7 +157,17 @@ Hparams read_hparams(const GgufFile &f) {
 
     hp.final_softcap = get_finite_or(f, p + "final_logit_softcapping", 0.0);
     if (hp.final_softcap < 0.0f) fail(LCTX_ERR_FORMAT, "final_logit_softcapping %g must be >= 0", hp.final_softcap);
-    if (hp.arch_id == Arch::GEMMA3) read_gemma3(f, p, hp);
+    switch (hp.arch_id) {
+        case Arch::GEMMA3: read_gemma3(f, p, hp); break;
+        case Arch::GEMMA2: read_gemma2(f, p, hp); break;
+        case Arch::QWEN2: hp.qkv_bias = true; break;
+        case Arch::QWEN3: hp.qk_norm = true; break;
+        case Arch::PHI3:
+            // llama.cpp turns phi3's sliding window off (its converter's
+            // value is not what the model was trained with); so does lctx.
+            break;
+        case Arch::LLAMA: break;
+    }
     return hp;
 }
 
@@ -169,7 +208,44 @@ WeightView weight(const GgufFile &f, const std::string &name, int64_t n_cols, in
     return w;
 }
 
+// Rows [r0, r0 + n) of a matrix, as a view of the same data.
+WeightView row_range(const WeightView &w, int64_t r0, int64_t n) {
+    WeightView v = w;
+    v.data = w.row(r0);
+    v.n_rows = n;
+    return v;
+}
+
 } // namespace
+
+// RoPE frequency factors. llama: `rope_freqs.weight` (llama 3.x rope
+// scaling), n_rot / 2 divisors of the pairs' frequencies, as llama.cpp
+// applies them. phi3's long-rope factors are chosen by llama.cpp from the
+// context size a session asks for, with an attention factor; lctx does not
+// implement that choice and refuses such files (docs/models.md).
+void Model::read_rope_factors(const GgufFile &f) {
+    if (hp_.arch_id == Arch::PHI3) {
+        for (const char *name : {"rope_factors_long.weight", "rope_factors_short.weight"})
+            if (f.find_tensor(name))
+                fail(LCTX_ERR_UNSUPPORTED,
+                     "phi3 long-rope scaling ('%s', the 128K-context variants) is not supported; the 4K-context "
+                     "phi3 files load",
+                     name);
+        return;
+    }
+    if (!f.find_tensor("rope_freqs.weight")) return;
+    if (hp_.arch_id != Arch::LLAMA)   // llama.cpp passes the factors to RoPE for llama only
+        fail(LCTX_ERR_UNSUPPORTED, "tensor 'rope_freqs.weight' is not supported for architecture '%s'",
+             hp_.arch.c_str());
+    const WeightView ff = weight(f, "rope_freqs.weight", hp_.n_rot / 2, 1, true);
+    const float *v = reinterpret_cast<const float *>(ff.data);
+    for (int32_t i = 0; i < hp_.n_rot / 2; ++i)
+        if (!(std::isfinite(v[i]) && v[i] > 0.0f))
+            fail(LCTX_ERR_FORMAT, "rope_freqs.weight[%d] = %g must be a positive finite number", i, v[i]);
+    if (reinterpret_cast<uintptr_t>(v) % alignof(float) != 0)
+        fail(LCTX_ERR_FORMAT, "rope_freqs.weight is not 4-byte aligned");
+    hp_.rope_freq_factors = v;
+}
 
 std::unique_ptr<Model> Model::load_file(const std::string &path, bool use_mmap, int32_t n_threads) {
     std::unique_ptr<Model> m(new Model());
@@ -202,18 +278,40 @@ void Model::init(std::unique_ptr<GgufFile> file, int32_t n_threads) {
     else
         output_ = tok_embd_;   // tied embeddings
 
+    read_rope_factors(f);
+
     layers_.resize(static_cast<size_t>(hp_.n_layer));
     for (int32_t i = 0; i < hp_.n_layer; ++i) {
         const std::string b = "blk." + std::to_string(i) + ".";
         LayerWeights &L = layers_[static_cast<size_t>(i)];
         L.attn_norm = weight(f, b + "attn_norm.weight", E, 1, true);
-        L.wq = weight(f, b + "attn_q.weight", E, Q, false);
-        L.wk = weight(f, b + "attn_k.weight", E, KV, false);
-        L.wv = weight(f, b + "attn_v.weight", E, KV, false);
+        if (hp_.arch_id == Arch::PHI3 && f.find_tensor(b + "attn_qkv.weight")) {
+            // one fused projection: rows [0, Q) are q, then k, then v (as llama.cpp splits it)
+            const WeightView qkv = weight(f, b + "attn_qkv.weight", E, Q + 2 * KV, false);
+            L.wq = row_range(qkv, 0, Q);
+            L.wk = row_range(qkv, Q, KV);
+            L.wv = row_range(qkv, Q + KV, KV);
+        } else {
+            L.wq = weight(f, b + "attn_q.weight", E, Q, false);
+            L.wk = weight(f, b + "attn_k.weight", E, KV, false);
+            L.wv = weight(f, b + "attn_v.weight", E, KV, false);
+        }
+        if (hp_.qkv_bias) {
+            L.bq = weight(f, b + "attn_q.bias", Q, 1, true);
+            L.bk = weight(f, b + "attn_k.bias", KV, 1, true);
+            L.bv = weight(f, b + "attn_v.bias", KV, 1, true);
+        }
         L.wo = weight(f, b + "attn_output.weight", Q, E, false);
         L.ffn_norm = weight(f, b + "ffn_norm.weight", E, 1, true);
-        L.ffn_gate = weight(f, b + "ffn_gate.weight", E, F, false);
-        L.ffn_up = weight(f, b + "ffn_up.weight", E, F, false);
+        if (hp_.arch_id == Arch::PHI3) {
+            // fused gate and up: rows [0, n_ff) are the gate (SiLU), [n_ff, 2 n_ff) the up projection
+            const WeightView gate_up = weight(f, b + "ffn_up.weight", E, 2 * F, false);
+            L.ffn_gate = row_range(gate_up, 0, F);
+            L.ffn_up = row_range(gate_up, F, F);
+        } else {
+            L.ffn_gate = weight(f, b + "ffn_gate.weight", E, F, false);
+            L.ffn_up = weight(f, b + "ffn_up.weight", E, F, false);
+        }
         L.ffn_down = weight(f, b + "ffn_down.weight", F, E, false);
         if (hp_.qk_norm) {
             L.q_norm = weight(f, b + "attn_q_norm.weight", hp_.head_dim, 1, true);

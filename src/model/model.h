@@ -25,8 +25,13 @@ struct LayerWeights {
     WeightView ffn_gate;    // n_rows = n_ff
     WeightView ffn_up;      // n_rows = n_ff
     WeightView ffn_down;    // n_rows = n_embd, n_cols = n_ff
-    // gemma3 only (empty for llama): per-head Q/K norms [head_dim] and the
-    // norms applied to the attention and FFN outputs before the residual add.
+    // phi3 stores q/k/v as one matrix and gate/up as one: wq..wv and
+    // ffn_gate/ffn_up are then row ranges of those (same data).
+    // qwen2 only: q/k/v biases [n_head * head_dim], [n_head_kv * head_dim] F32.
+    WeightView bq, bk, bv;
+    // gemma3, qwen3 (Q/K norms) and gemma2/3 (post norms); empty otherwise:
+    // per-head Q/K norms [head_dim] and the norms applied to the attention
+    // and FFN outputs before the residual add.
     WeightView q_norm, k_norm;
     WeightView attn_post_norm, ffn_post_norm;
 };
@@ -53,6 +58,7 @@ public:
 private:
     Model() = default;
     void init(std::unique_ptr<GgufFile> file, int32_t n_threads);
+    void read_rope_factors(const GgufFile &f);
 
     std::unique_ptr<GgufFile> file_;
     std::unique_ptr<Tokenizer> tokenizer_;

@@ -52,6 +52,7 @@ void IlreEncoder::project(size_t i, const float *x, int64_t n, int64_t p0, bool 
     backend_.from_host(xb, x, static_cast<size_t>(n * E) * sizeof(float));
     backend_.rms_norm(xb, L.attn_norm, xn, n, E, hp.rms_eps);
     backend_.matmul(W, xn, E, n, pb);
+    if (hp.qkv_bias) backend_.add_bias(pb, want_queries ? L.bq : L.bk, n);
     if (hp.qk_norm) backend_.rms_norm(pb, want_queries ? L.q_norm : L.k_norm, pb, n * heads, head_dim_, hp.rms_eps);
     std::vector<int32_t> pos(static_cast<size_t>(n));
     for (int64_t t = 0; t < n; ++t) pos[static_cast<size_t>(t)] = static_cast<int32_t>(p0 + t);

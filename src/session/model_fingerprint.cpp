@@ -40,6 +40,9 @@ uint64_t model_fingerprint(const Model &model) {
         for (const WeightView *w : {&L.attn_norm, &L.wq, &L.wk, &L.wv, &L.wo, &L.ffn_norm, &L.ffn_gate, &L.ffn_up,
                                     &L.ffn_down})
             add_weight(h, *w);
+    for (const LayerWeights &L : model.layers())   // only where present: other models' fingerprints unchanged
+        for (const WeightView *w : {&L.bq, &L.bk, &L.bv})
+            if (!w->empty()) add_weight(h, *w);
     return h.digest();
 }
 

@@ -54,6 +54,14 @@ void ReformEncoder::capture_exit_layer(const float *x, int64_t n, int64_t row0, 
         sub.data = W.row(int64_t(h.head) * D);
         sub.n_rows = D;
         backend_.matmul(sub, xn, E, n, pb);
+        if (hp.qkv_bias) {   // the head's D entries of the bias
+            const WeightView &B = h.kind == HeadKind::Q ? L.bq : h.kind == HeadKind::K ? L.bk : L.bv;
+            WeightView bsub = B;
+            bsub.data = B.data + static_cast<size_t>(h.head) * D * sizeof(float);
+            bsub.n_cols = D;
+            bsub.row_bytes = static_cast<size_t>(D) * sizeof(float);
+            backend_.add_bias(pb, bsub, n);
+        }
         if (hp.qk_norm && h.kind != HeadKind::V)   // as the forward pass's on_qkv sees Q and K
             backend_.rms_norm(pb, h.kind == HeadKind::Q ? L.q_norm : L.k_norm, pb, n, D, hp.rms_eps);
         backend_.to_host(proj_.data(), pb, static_cast<size_t>(n * D) * sizeof(float));

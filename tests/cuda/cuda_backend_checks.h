@@ -128,6 +128,81 @@ TEST_F(CudaOps, GetRowsAndMatmulMatchTheCpuForEveryTypeOnBothPaths) {
     }
 }
 
+TEST_F(CudaOps, BiasRopeFactorsAndSoftCapMatchTheCpu) {
+    // qwen2's bias add, llama3's rope_freqs, gemma2's attention soft-cap
+    const int64_t rows = 7, n = 96;
+    const auto x = test::random_floats(rows * n, rng_), bias = test::random_floats(n, rng_);
+    WeightView bv;
+    bv.type = GgmlType::F32;
+    bv.n_rows = 1;
+    bv.n_cols = n;
+    bv.row_bytes = n * 4;
+    bv.data = reinterpret_cast<const uint8_t *>(bias.data());
+    std::vector<float> s = x;
+    cpu_->add_bias(s.data(), bv, rows);
+    auto xb = up(x);
+    gpu_->add_bias(xb->f32(), bv, rows);
+    EXPECT_EQ(down<float>(*xb, rows * n), s);
+
+    Hparams hp;
+    hp.head_dim = 64;
+    hp.n_rot = 64;
+    hp.rope_base = 500000.0f;
+    std::vector<float> ff(32);
+    for (int i = 0; i < 32; ++i) ff[i] = i < 8 ? 1.0f : (i < 16 ? 1.0f + 0.5f * (i - 7) : 8.0f);
+    hp.rope_freq_factors = ff.data();
+    const int64_t n_tok = 6, heads = 2;
+    std::vector<int32_t> pos = {0, 3, 100, 8191, 70000, 131071};
+    auto v = test::random_floats(n_tok * heads * 64, rng_);
+    auto vb = up(v);
+    const std::vector<float> v0 = v;
+    cpu_->rope(hp, v.data(), heads * 64, n_tok, heads, pos.data());
+    gpu_->rope(hp, vb->f32(), heads * 64, n_tok, heads, pos.data());
+    EXPECT_LT(rel(down<float>(*vb, v.size()), v), 1e-5);
+    EXPECT_GT(rel(v0, v), 1e-2);
+
+    for (int64_t n_q : {7, 1}) {
+        const int64_t n_kv = n_q == 1 ? 3000 : 300, hd = 64;
+        const int32_t H = 4, Hk = 2;
+        const auto q = test::random_floats(n_q * H * hd, rng_, -3.0f, 3.0f);
+        const auto k = test::random_floats(Hk * n_kv * hd, rng_, -3.0f, 3.0f), vv = test::random_floats(Hk * n_kv * hd, rng_);
+        std::vector<int32_t> kv_pos(n_kv), q_pos(n_q);
+        std::iota(kv_pos.begin(), kv_pos.end(), 0);
+        for (int64_t i = 0; i < n_q; ++i) q_pos[i] = static_cast<int32_t>(n_kv - n_q + i);
+        AttentionArgs a;
+        a.ldq = a.ldo = H * hd;
+        a.ld_kv = hd;
+        a.kv_head_stride = n_kv * hd;
+        a.n_q = n_q;
+        a.n_kv = n_kv;
+        a.n_head = H;
+        a.n_head_kv = Hk;
+        a.head_dim = hd;
+        a.q_pos = q_pos.data();
+        a.kv_pos = kv_pos.data();
+        a.window = n_q == 1 ? 0 : 50;
+        a.softcap = 4.0f;
+        std::vector<float> out(n_q * H * hd), cols(Hk * n_kv, 0.0f), cols_gpu(Hk * n_kv, 0.0f);
+        AttentionArgs c = a;
+        c.q = q.data();
+        c.k = k.data();
+        c.v = vv.data();
+        c.out = out.data();
+        c.col_sums = cols.data();
+        cpu_->attention(c);
+        auto qb = up(q), ob = gpu_->alloc(out.size() * 4), kb = up(k), vvb = up(vv);
+        AttentionArgs g = a;
+        g.q = qb->f32();
+        g.k = kb->data();
+        g.v = vvb->data();
+        g.out = ob->f32();
+        g.col_sums = cols_gpu.data();
+        gpu_->attention(g);
+        EXPECT_LT(rel(down<float>(*ob, out.size()), out), 1e-4) << "n_q " << n_q;
+        EXPECT_LT(rel(cols_gpu, cols), 1e-4) << "n_q " << n_q;
+    }
+}
+
 TEST_F(CudaOps, AttentionWithColumnSumsMatchesTheCpu) {
     struct Shape {
         int64_t n_q, n_kv;

@@ -116,6 +116,10 @@ void launch_add(const AddArgs &a, void *) {
     need(a.x, "add x");
     need(a.y, "add y");
     emulate_launch(elt_dims(a.n), [&](HostCtx &c) { add_body(c, a); }); }
+void launch_add_bias(const AddBiasArgs &a, void *) {
+    need(a.x, "add_bias x");
+    need(a.b, "add_bias b");
+    emulate_launch(elt_dims(a.n), [&](HostCtx &c) { add_bias_body(c, a); }); }
 void launch_rope(const RopeArgs &a, int64_t n_tok, int32_t n_heads, void *) {
     need(a.x, "rope x");
     need(a.pos, "rope pos");

@@ -2,7 +2,9 @@
 // 2 layers, n_embd 64, 4 heads of 16, 2 KV heads, n_ff 128, a 300-token
 // SentencePiece vocab. Options break it in chosen ways for the loader tests.
 // arch "gemma3" adds what Gemma 3 has: a sliding window, per-head Q/K norm
-// weights and the post-attention / post-FFN norms.
+// weights and the post-attention / post-FFN norms; "gemma2" the window and
+// post-norms; "qwen2" q/k/v biases; "qwen3" Q/K norms; "phi3" the fused
+// attn_qkv and gate+up ffn_up. rope_freqs adds llama's frequency factors.
 #pragma once
 
 #include <cmath>
@@ -30,6 +32,8 @@ struct TinyOptions {
     uint32_t seed = 1;
     int window = 8;             // gemma3: attention.sliding_window
     float rope_base = 10000.0f;
+    std::vector<float> rope_freqs;   // written as rope_freqs.weight if not empty
+    bool phi3_longrope = false;      // phi3: rope_factors_long/short tensors
 };
 
 constexpr int kEmbd = 64, kHead = 4, kHeadKv = 2, kHeadDim = 16, kFf = 128, kVocab = 300;
@@ -48,8 +52,8 @@ inline std::vector<uint8_t> make_tiny_llama(const TinyOptions &o = {}) {
     w.kv<uint32_t>(a + ".attention.head_count_kv", U32, kHeadKv);
     w.kv<float>(a + ".attention.layer_norm_rms_epsilon", F32, 1e-5f);
     w.kv<float>(a + ".rope.freq_base", F32, o.rope_base);
-    const bool gemma3 = a == "gemma3";
-    if (gemma3) w.kv<uint32_t>(a + ".attention.sliding_window", U32, static_cast<uint32_t>(o.window));
+    const bool gemma3 = a == "gemma3", gemma2 = a == "gemma2", phi3 = a == "phi3";
+    if (gemma3 || gemma2) w.kv<uint32_t>(a + ".attention.sliding_window", U32, static_cast<uint32_t>(o.window));
     if (!o.scaling.empty()) {
         w.kv_str(a + ".rope.scaling.type", o.scaling);
         w.kv<float>(a + ".rope.scaling.factor", F32, o.scaling_factor);
@@ -110,20 +114,46 @@ inline std::vector<uint8_t> make_tiny_llama(const TinyOptions &o = {}) {
     add("token_embd.weight", kEmbd, kVocab, 1.0f, 0.0f);
     norm("output_norm.weight");
     if (!o.tied) mat("output.weight", kEmbd, kVocab);
+    if (!o.rope_freqs.empty()) {
+        TensorSpec t;
+        t.name = "rope_freqs.weight";
+        t.dims = {static_cast<int64_t>(o.rope_freqs.size())};
+        t.data = f32_bytes(o.rope_freqs);
+        w.tensor(std::move(t));
+    }
+    if (o.phi3_longrope) {
+        add("rope_factors_long.weight", kHeadDim / 2, 1, 0.0f, 2.0f);
+        add("rope_factors_short.weight", kHeadDim / 2, 1, 0.0f, 1.0f);
+    }
     for (int i = 0; i < o.n_layer; ++i) {
         const std::string b = "blk." + std::to_string(i) + ".";
         norm(b + "attn_norm.weight");
-        mat(b + "attn_q.weight", kEmbd, kHead * kHeadDim);
-        mat(b + "attn_k.weight", kEmbd, kHeadKv * kHeadDim);
-        mat(b + "attn_v.weight", kEmbd, kHeadKv * kHeadDim);
+        if (phi3) {
+            mat(b + "attn_qkv.weight", kEmbd, (kHead + 2 * kHeadKv) * kHeadDim);
+        } else {
+            mat(b + "attn_q.weight", kEmbd, kHead * kHeadDim);
+            mat(b + "attn_k.weight", kEmbd, kHeadKv * kHeadDim);
+            mat(b + "attn_v.weight", kEmbd, kHeadKv * kHeadDim);
+        }
+        if (a == "qwen2") {
+            add(b + "attn_q.bias", kHead * kHeadDim, 1, 0.5f, 0.0f);
+            add(b + "attn_k.bias", kHeadKv * kHeadDim, 1, 0.5f, 0.0f);
+            add(b + "attn_v.bias", kHeadKv * kHeadDim, 1, 0.5f, 0.0f);
+        }
         mat(b + "attn_output.weight", kHead * kHeadDim, kEmbd);
         norm(b + "ffn_norm.weight");
-        mat(b + "ffn_gate.weight", kEmbd, kFf);
-        mat(b + "ffn_up.weight", kEmbd, kFf);
+        if (phi3) {
+            mat(b + "ffn_up.weight", kEmbd, 2 * kFf);
+        } else {
+            mat(b + "ffn_gate.weight", kEmbd, kFf);
+            mat(b + "ffn_up.weight", kEmbd, kFf);
+        }
         mat(b + "ffn_down.weight", kFf, kEmbd);
-        if (gemma3) {
+        if (gemma3 || a == "qwen3") {
             norm(b + "attn_q_norm.weight", kHeadDim);
             norm(b + "attn_k_norm.weight", kHeadDim);
+        }
+        if (gemma3 || gemma2) {
             norm(b + "post_attention_norm.weight");
             norm(b + "post_ffw_norm.weight");
         }

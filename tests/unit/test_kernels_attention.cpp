@@ -169,3 +169,68 @@ TEST(KernelsAttention, RejectsBadShapes) {
     a.q = nullptr;
     EXPECT_THROW(cpu::attention_ref(a), Error);
 }
+
+TEST(KernelsAttention, SoftCapMatchesBruteForce) {
+    // Gemma 2: every scaled score s becomes cap * tanh(s / cap) before the
+    // softmax. Brute force here, against every variant (few rows and the
+    // tiled kernel) and attention_ref; scores are large so the cap bends them.
+    std::mt19937 rng(29);
+    cpu::ThreadPool pool(2);
+    for (auto [n_q, window] : {std::pair<int64_t, int32_t>{1, 0}, {3, 0}, {40, 0}, {40, 9}}) {
+        const int H = 4, Hkv = 2, hd = 16;
+        const int64_t n_kv = 70, ld = H * hd;
+        const float cap = 5.0f, scale = 0.25f;
+        auto q = test::random_floats(n_q * ld, rng, -3.0f, 3.0f);
+        auto k = test::random_floats(n_kv * Hkv * hd, rng, -3.0f, 3.0f);
+        auto v = test::random_floats(n_kv * Hkv * hd, rng);
+        std::vector<int32_t> kv_pos(n_kv), q_pos(n_q);
+        std::iota(kv_pos.begin(), kv_pos.end(), 0);
+        for (int64_t i = 0; i < n_q; ++i) q_pos[i] = static_cast<int32_t>(n_kv - n_q + i);
+        std::vector<double> want(n_q * ld, 0.0);
+        for (int64_t i = 0; i < n_q; ++i)
+            for (int h = 0; h < H; ++h) {
+                const int g = h / (H / Hkv);
+                std::vector<double> p(n_kv, 0.0);
+                double mx = -INFINITY, sum = 0.0;
+                for (int64_t j = 0; j < n_kv; ++j) {
+                    if (kv_pos[j] > q_pos[i] || (window > 0 && q_pos[i] - kv_pos[j] >= window)) continue;
+                    double s = 0.0;
+                    for (int d = 0; d < hd; ++d) s += double(q[i * ld + h * hd + d]) * k[(g * n_kv + j) * hd + d];
+                    p[j] = cap * std::tanh(s * scale / cap);
+                    mx = std::max(mx, p[j]);
+                }
+                for (int64_t j = 0; j < n_kv; ++j) {
+                    const bool vis = kv_pos[j] <= q_pos[i] && !(window > 0 && q_pos[i] - kv_pos[j] >= window);
+                    p[j] = vis ? std::exp(p[j] - mx) : 0.0;
+                    sum += p[j];
+                }
+                for (int64_t j = 0; j < n_kv; ++j)
+                    for (int d = 0; d < hd; ++d) want[i * ld + h * hd + d] += p[j] / sum * v[(g * n_kv + j) * hd + d];
+            }
+        cpu::AttentionArgs a;
+        a.q = q.data(); a.ldq = ld;
+        a.k = k.data(); a.v = v.data(); a.ld_kv = hd; a.kv_head_stride = n_kv * hd;
+        a.n_q = n_q; a.n_kv = n_kv; a.n_head = H; a.n_head_kv = Hkv; a.head_dim = hd;
+        a.q_pos = q_pos.data(); a.kv_pos = kv_pos.data();
+        a.scale = scale; a.window = window; a.softcap = cap; a.ldo = ld;
+        std::vector<float> out(n_q * ld);
+        a.out = out.data();
+        cpu::attention_ref(a);
+        for (size_t x = 0; x < out.size(); ++x) ASSERT_NEAR(out[x], want[x], 1e-5) << "ref n_q " << n_q << " at " << x;
+        test::for_each_variant([&](cpu::SimdVariant, const char *name) {
+            std::fill(out.begin(), out.end(), 0.0f);
+            cpu::attention(pool, a);
+            for (size_t x = 0; x < out.size(); ++x)
+                ASSERT_NEAR(out[x], want[x], 1e-5) << name << " n_q " << n_q << " at " << x;
+        });
+        // the cap changes the result (the test would not notice a missing cap otherwise)
+        cpu::AttentionArgs b = a;
+        b.softcap = 0.0f;
+        std::vector<float> uncapped(n_q * ld);
+        b.out = uncapped.data();
+        cpu::attention_ref(b);
+        double d = 0;
+        for (size_t x = 0; x < out.size(); ++x) d = std::max(d, std::fabs(double(uncapped[x]) - want[x]));
+        EXPECT_GT(d, 1e-2);
+    }
+}

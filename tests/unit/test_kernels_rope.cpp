@@ -123,3 +123,34 @@ TEST(KernelsRope, RejectsBadRotDims) {
     hp.n_rot = 128;
     EXPECT_THROW(cpu::rope_ref(hp, x.data(), 64, 1, 1, &p), Error);
 }
+
+TEST(KernelsRope, FreqFactorsDivideEachPairsAngle) {
+    // llama 3.x rope scaling (rope_freqs): pair i turns at theta_i / factor_i,
+    // with and without linear scaling, both layouts.
+    std::mt19937 rng(12);
+    const std::vector<int32_t> pos = {0, 1, 9, 500, 8191, 131000};
+    for (RopeLayout layout : {RopeLayout::NORMAL, RopeLayout::NEOX})
+        for (float fscale : {1.0f, 0.5f}) {
+            const int hd = 32;
+            Hparams hp = make_hp(hd, hd, layout, 500000.0f);
+            if (fscale != 1.0f) {
+                hp.rope_scaling = RopeScaling::LINEAR;
+                hp.rope_freq_scale = fscale;
+            }
+            std::vector<float> ff(hd / 2);
+            for (int i = 0; i < hd / 2; ++i) ff[i] = i < 4 ? 1.0f : (i < 6 ? 2.5f + i : 8.0f);
+            hp.rope_freq_factors = ff.data();
+            const int n_heads = 2;
+            const int64_t ld = n_heads * hd + 3;
+            auto in = test::random_floats(ld * pos.size(), rng);
+            auto angle = [&](int i, int32_t p, double &theta, double &ms) {
+                theta = fscale * p * std::pow(500000.0, -2.0 * i / hd) / ff[i];
+                ms = 1.0;
+            };
+            std::vector<float> out = in, out_ref = in;
+            cpu::rope(hp, out.data(), ld, pos.size(), n_heads, pos.data());
+            expect_rotated(hp, in, out, ld, n_heads, pos, angle, 2e-6, "rope");
+            cpu::rope_ref(hp, out_ref.data(), ld, pos.size(), n_heads, pos.data());
+            expect_rotated(hp, in, out_ref, ld, n_heads, pos, angle, 2e-6, "rope_ref");
+        }
+}

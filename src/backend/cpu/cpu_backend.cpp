@@ -56,6 +56,7 @@ cpu::AttentionArgs to_cpu(const AttentionArgs &a, const float *k, const float *v
     c.kv_pos_head_stride = a.kv_pos_head_stride;
     c.scale = a.scale;
     c.window = a.window;
+    c.softcap = a.softcap;
     c.col_sums = a.col_sums;
     c.obs_begin = a.obs_begin;
     c.col_max = a.col_max;
@@ -137,6 +138,14 @@ public:
 
     void add(float *x, const float *y, int64_t n) override {
         for (int64_t i = 0; i < n; ++i) x[i] += y[i];
+    }
+
+    void add_bias(float *x, const WeightView &b, int64_t n_rows) override {
+        if (b.type != GgmlType::F32 || b.n_rows != 1 || b.empty())
+            fail(LCTX_ERR_INVALID_ARG, "add_bias: the bias must be one F32 row");
+        const float *bias = reinterpret_cast<const float *>(b.data);
+        for (int64_t r = 0; r < n_rows; ++r)
+            for (int64_t i = 0; i < b.n_cols; ++i) x[r * b.n_cols + i] += bias[i];
     }
 
     void attention(const AttentionArgs &a) override {

@@ -160,6 +160,7 @@ public:
         for (const LayerWeights &L : model.layers()) {
             upload(L.attn_norm, false);
             upload(L.ffn_norm, false);
+            for (const WeightView *b : {&L.bq, &L.bk, &L.bv}) upload(*b, false);
             for (const WeightView *w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.ffn_gate, &L.ffn_up, &L.ffn_down}) upload(*w, true);
         }
         prepared_model_ = &model;
@@ -276,6 +277,19 @@ public:
         st.finish();
     }
 
+    void add_bias(float *x, const WeightView &b, int64_t n_rows) override {
+        if (n_rows <= 0) return;
+        if (b.empty() || b.type != GgmlType::F32 || b.n_rows != 1)
+            fail(LCTX_ERR_INVALID_ARG, "add_bias: the bias must be one F32 row");
+        const DevView bv = view(b, false);
+        Staging st;
+        const AddBiasArgs a{st.inout(x, n_rows * b.n_cols), reinterpret_cast<const float *>(bv.raw), n_rows * b.n_cols,
+                            b.n_cols};
+        launch_add_bias(a, nullptr);
+        dev::check_launch("add_bias");
+        st.finish();
+    }
+
     void attention(const AttentionArgs &a) override {
         if (a.n_q <= 0) return;
         if (a.n_head <= 0 || a.n_head_kv <= 0 || a.n_head % a.n_head_kv != 0 || a.head_dim <= 0)
@@ -311,6 +325,7 @@ public:
         d.obs_begin = a.obs_begin;
         d.col_max = a.col_max;
         d.window = a.window;
+        d.softcap = a.softcap;
         // few (query, head) rows over many keys (decode): split the keys
         d.n_split = attention_splits(a.n_q * a.n_head, a.n_kv, 4 * int64_t(n_sm_));
         DevMem part, row_ml;
