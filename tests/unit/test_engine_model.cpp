@@ -111,7 +111,7 @@ TEST(EngineModel, UnsupportedArchitecture) {
     o.arch = "gpt2";
     auto [st, msg] = load_error(o);
     EXPECT_EQ(st, LCTX_ERR_UNSUPPORTED);
-    EXPECT_EQ(msg, "architecture 'gpt2' is not supported (llama, gemma3)");
+    EXPECT_EQ(msg, "architecture 'gpt2' is not supported (llama, gemma2, gemma3, qwen2, qwen3, phi3)");
 }
 
 TEST(EngineModel, MissingTensor) {
