@@ -602,6 +602,36 @@ LCTX_API int64_t lctx_selection_size(const lctx_selection *selection);  /* selec
 LCTX_API int64_t lctx_selection_positions(const lctx_selection *selection, int64_t *positions, int64_t capacity);
 LCTX_API int64_t lctx_selection_scores(const lctx_selection *selection, float *scores, int64_t capacity);
 
+/* The per-token scores behind the last successful lctx_select of a session
+ * whose method scores every document token (REFORM and ILRe): one score per
+ * document token, position t at index t, as select computed them (nothing is
+ * scored again). For diagnostics: was a passage gathered, and by how much did
+ * it miss (docs/methods/reform.md, "Probing a selection").
+ *   scores: each token's own score. REFORM: the mean per-head cosine of its
+ *           embedding with the best-matching question token; ILRe: the largest
+ *           attention probability a question head gives it at the retrieval
+ *           layer.
+ *   ranked: the score the selection ranks tokens by. REFORM: `scores`
+ *           max-pooled over reform->pool_half tokens on each side; the top
+ *           tokens by (ranked desc, scores desc, position asc) fill the budget
+ *           left by the forced ones. ILRe: `scores` again (its allocator pools
+ *           them in blocks). lctx_selection_scores of the selection gives
+ *           these at the selection's positions.
+ *   capacity: entries in each non-NULL buffer; either buffer may be NULL.
+ *   *n_tokens (required): the number of scored tokens, set on LCTX_OK and on
+ *           LCTX_ERR_BUFFER_TOO_SMALL (a non-NULL buffer with capacity below
+ *           it). Pass both buffers NULL to ask for the size.
+ *   *forced_first, *forced_last (each may be NULL): the first and last
+ *           document tokens gathered whatever their scores (REFORM:
+ *           keep_first/keep_last; ILRe: the sinks; all tokens when the document
+ *           fits the budget).
+ * LCTX_ERR_UNSUPPORTED for a method without per-token scores,
+ * LCTX_ERR_STATE when no select has succeeded on the session yet (a select
+ * that failed or was cancelled leaves none: the last one did not finish). */
+LCTX_API LCTX_NODISCARD lctx_status lctx_session_select_scores(const lctx_session *session, float *scores,
+                                                               float *ranked, int64_t capacity, int64_t *n_tokens,
+                                                               int64_t *forced_first, int64_t *forced_last);
+
 #ifdef __cplusplus
 }
 #endif

@@ -24,6 +24,11 @@ std::string Args::get(const std::string &k, const std::string &def) const {
     return it == values.end() ? def : it->second;
 }
 
+std::vector<std::string> Args::get_all(const std::string &k) const {
+    auto it = all_values.find(k);
+    return it == all_values.end() ? std::vector<std::string>{} : it->second;
+}
+
 namespace {
 
 std::string range_text(const char *kind, const std::string &lo, const std::string &hi, const char *note) {
@@ -107,6 +112,7 @@ Args parse_args(int argc, char **argv, const std::vector<std::string> &value_fla
         if (is_in(value_flags, w)) {
             if (i + 1 >= argc) die("%s needs a value\n\n%s", w.c_str(), usage);
             a.values[w] = argv[++i];
+            a.all_values[w].push_back(argv[i]);
         } else if (is_in(switch_flags, w)) {
             a.switches[w] = true;
         } else if (w.size() > 1 && w[0] == '-' && !(w[1] >= '0' && w[1] <= '9')) {

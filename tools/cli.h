@@ -16,12 +16,14 @@ namespace lctx::cli {
 // switches ("--chat") and positional words. Which flags take a value is
 // declared by the subcommand.
 struct Args {
-    std::map<std::string, std::string> values;
+    std::map<std::string, std::string> values;                 // the last value of each flag
+    std::map<std::string, std::vector<std::string>> all_values;  // every value, in order (repeatable flags)
     std::map<std::string, bool> switches;
     std::vector<std::string> positional;
 
     bool has(const std::string &k) const { return values.count(k) > 0; }
     std::string get(const std::string &k, const std::string &def = "") const;
+    std::vector<std::string> get_all(const std::string &k) const;
     // Numbers, each with its range: a value that is not a number, or lies
     // outside [lo, hi], exits with a message naming the option and the range
     // (no silent wrap, no negative taken as a default). `note` explains the

@@ -33,8 +33,10 @@ std::vector<lctx_token> parse_ids(const std::string &text) {
             if (*p == ' ' || *p == ',') { ++p; continue; }
             die("--prompt-ids: '%s' is not a list of integers", text.c_str());
         }
-        if (errno == ERANGE || v < 0 || v > INT32_MAX)
+        if (errno == ERANGE || v < 0 || v > INT32_MAX) {
+            while (*p == ' ') ++p;   // strtoll skipped the blanks before the number; the message shows it alone
             die("--prompt-ids: %.*s is out of range: expected token ids from 0 to %d", int(end - p), p, INT32_MAX);
+        }
         ids.push_back(static_cast<lctx_token>(v));
         p = end;
     }

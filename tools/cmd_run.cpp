@@ -8,11 +8,13 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "cli.h"
 #include "common/json.h"
+#include "probe.h"
 
 namespace lctx::cli {
 
@@ -102,6 +104,38 @@ int on_progress(float done, void *user_data) {
     return 0;
 }
 
+// The non-empty lines of text (a trailing \r dropped).
+std::vector<std::string> split_lines(const std::string &text) {
+    std::vector<std::string> lines;
+    for (size_t at = 0; at < text.size();) {
+        size_t end = text.find('\n', at);
+        if (end == std::string::npos) end = text.size();
+        std::string line = text.substr(at, end - at);
+        if (!line.empty() && line.back() == '\r') line.pop_back();
+        if (!line.empty()) lines.push_back(line);
+        at = end + 1;
+    }
+    return lines;
+}
+
+// One probe on stderr (without --json).
+void print_probe(const std::string &text, const ProbeReport &r) {
+    if (r.spans.empty()) {
+        std::fprintf(stderr, "probe \"%s\": not found in the input tokens\n", text.c_str());
+        return;
+    }
+    std::string where;
+    for (const SpanProbe &p : r.spans)
+        where += (where.empty() ? "" : ", ") + std::to_string(p.span.begin) + "-" + std::to_string(p.span.end) + " (" +
+                 std::to_string(p.n_gathered) + "/" + std::to_string(p.span.end - p.span.begin) + " gathered)";
+    char lowest[32] = "none";
+    if (r.has_lowest) std::snprintf(lowest, sizeof lowest, "%.4f", r.lowest_selected);
+    std::fprintf(stderr, "probe \"%s\": tokens %s; best token %lld: score %.4f, ranked %.4f, rank %lld of %lld "
+                 "(raw rank %lld); lowest selected %s, highest %.4f\n", text.c_str(), where.c_str(),
+                 (long long)r.best_pos, r.best_raw, r.best_ranked, (long long)r.rank, (long long)r.n_scored,
+                 (long long)r.raw_rank, lowest, r.highest_ranked);
+}
+
 } // namespace
 
 int cmd_run(int argc, char **argv) {
@@ -154,7 +188,13 @@ int cmd_run(int argc, char **argv) {
         "  --progress           progress on stderr even when it is not a terminal: one line per stage (encoding,\n"
         "                       indexing, selecting, recompute, decoding; decoding only when the answer does not\n"
         "                       stream to the same terminal), with tok/s and ETA once measured\n"
-        "  --no-chat            no chat template: feed the document, then the question as is\n" +
+        "  --no-chat            no chat template: feed the document, then the question as is\n"
+        "  --probe TEXT         REFORM, ILRe (repeatable): after select, where TEXT lies in the input tokens,\n"
+        "                       whether the selection gathered it, its best score and rank among all scored\n"
+        "                       tokens, the lowest selected score ('probes' in --json, else on stderr); with\n"
+        "                       --index, --file must name the indexed document (to find TEXT in it)\n"
+        "  --probes FILE        with --questions: one probe per question, line i for question i (blank lines\n"
+        "                       are skipped in both files, so the counts must match)\n" +
         std::string(kBackendUsage) +
         "sampling of the answer (default greedy):\n" + kSamplingUsage;
     const char *usage = usage_text.c_str();
@@ -164,7 +204,7 @@ int cmd_run(int argc, char **argv) {
                                 "--ctx", "--threads", "--layer", "--window", "--ilre-profile", "--query-tokens", "--score-distance",
                                 "--global", "--local", "--span", "--vote-k", "--spans", "--reuse", "--store-ram",
                                 "--store-dir", "--kv-type", "--decode", "--rkv-k", "--rkv-stride", "--rkv-threshold",
-                                "--rkv-max-run", "--backend"},
+                                "--rkv-max-run", "--backend", "--probe", "--probes"},
                                kSamplingFlags),
                         {"--json", "--progress", "--no-chat", "--no-dca", "--tile-max", "--rkv-fixed", "--lossy"},
                         {{"-m", "--model"}, {"-n", "--n-predict"}, {"-c", "--ctx"}, {"-t", "--threads"}}, usage);
@@ -219,16 +259,8 @@ int cmd_run(int argc, char **argv) {
     // which is read once; one answer (one JSON line with --json) each.
     std::vector<std::string> questions;
     if (a.has("--questions")) {
-        std::string text = check_text(read_file(a.get("--questions")), "--questions " + a.get("--questions"), lossy,
-                                      true);
-        for (size_t at = 0; at < text.size();) {
-            size_t end = text.find('\n', at);
-            if (end == std::string::npos) end = text.size();
-            std::string line = text.substr(at, end - at);
-            if (!line.empty() && line.back() == '\r') line.pop_back();
-            if (!line.empty()) questions.push_back(line);
-            at = end + 1;
-        }
+        questions = split_lines(check_text(read_file(a.get("--questions")), "--questions " + a.get("--questions"),
+                                           lossy, true));
         if (questions.empty()) die("--questions %s holds no question", a.get("--questions").c_str());
     } else {
         questions.push_back(a.has("--question-file")
@@ -237,9 +269,28 @@ int cmd_run(int argc, char **argv) {
                                 : check_text(a.get("--question"), "--question", lossy));
     }
     const std::string question = questions[0];
+    // Probes: every --probe for each question, plus line i of --probes for question i.
+    std::vector<std::vector<std::string>> probes(questions.size());
+    for (const std::string &p : a.get_all("--probe"))
+        for (auto &list : probes) list.push_back(check_text(p, "--probe", lossy));
+    if (a.has("--probes")) {
+        if (!a.has("--questions")) die("--probes FILE goes with --questions FILE (one probe per question)");
+        const std::vector<std::string> lines =
+            split_lines(check_text(read_file(a.get("--probes")), "--probes " + a.get("--probes"), lossy, true));
+        if (lines.size() != questions.size())
+            die("--probes %s has %zu probes for %zu questions (one line each, blank lines skipped)",
+                a.get("--probes").c_str(), lines.size(), questions.size());
+        for (size_t i = 0; i < lines.size(); ++i) probes[i].push_back(lines[i]);
+    }
+    const bool probing = a.has("--probe") || a.has("--probes");
+    if (probing && method_id != LCTX_METHOD_REFORM && method_id != LCTX_METHOD_ILRE)
+        die("--probe works with --method reform or ilre (the methods that score every input token)");
+    if (probing && a.has("--index") && !a.has("--file"))
+        die("--probe with --index needs --file DOC: the document the index was built from, to find the text in");
     // The document, checked before the model loads.
     std::string doc_text;
-    if (!a.has("--index")) doc_text = check_text(read_file(a.get("--file")), "--file " + a.get("--file"), lossy);
+    if (!a.has("--index") || probing)
+        doc_text = check_text(read_file(a.get("--file")), "--file " + a.get("--file"), lossy);
     const bool json = a.on("--json");
 
     double t = now_s();
@@ -253,11 +304,21 @@ int cmd_run(int argc, char **argv) {
     if (a.on("--no-chat")) after = "\n\n" + question + "\n";
     else chat_parts(m, question, before, after);
     std::vector<lctx_token> doc;
-    if (!a.has("--index")) {
+    if (!doc_text.empty()) {
         doc = tokenize(m, before, a.on("--no-chat"), true);
         std::vector<lctx_token> body = tokenize(m, doc_text, false, false);
         std::string().swap(doc_text);
         doc.insert(doc.end(), body.begin(), body.end());
+    }
+    // Where each probe text lies in the input, found once before encoding
+    // (the pieces of a long input are freed before the encoder's memory peaks).
+    std::map<std::string, std::vector<TokenSpan>> probe_spans;
+    if (probing) {
+        std::vector<std::string> pieces(doc.size());
+        for (size_t i = 0; i < doc.size(); ++i) pieces[i] = piece(m, doc[i]);
+        for (const auto &list : probes)
+            for (const std::string &p : list)
+                if (!probe_spans.count(p)) probe_spans[p] = find_text_spans(pieces, p);
     }
     std::vector<lctx_token> query = tokenize(m, after, false, true);
     size_t max_query = query.size();   // FULL's cache holds the longest question
@@ -356,6 +417,9 @@ int cmd_run(int argc, char **argv) {
         check(lctx_session_load_index(m, a.get("--index").c_str(), &sp, &s), "loading the index");
         t_index = now_s() - t;
         n_input = lctx_session_n_fed(s);
+        if (probing && n_input != static_cast<int64_t>(doc.size()))
+            die("--file %s gives %zu input tokens, the index %s holds %lld: --probe needs the indexed document",
+                a.get("--file").c_str(), doc.size(), a.get("--index").c_str(), (long long)n_input);
     } else {
         check(lctx_session_create(m, &sp, &s), "creating the session");
         n_input = static_cast<int64_t>(doc.size());
@@ -395,6 +459,19 @@ int cmd_run(int argc, char **argv) {
     const double t_select = now_s() - t;
     std::vector<int64_t> pos(static_cast<size_t>(lctx_selection_size(sel)));
     lctx_selection_positions(sel, pos.data(), static_cast<int64_t>(pos.size()));
+    std::vector<std::pair<std::string, ProbeReport>> probe_reports;
+    if (!probes[qi].empty()) {
+        SelectScores sc;
+        int64_t n_scores = 0;
+        check(lctx_session_select_scores(s, nullptr, nullptr, 0, &n_scores, &sc.forced_first, &sc.forced_last),
+              "select scores");
+        sc.raw.resize(static_cast<size_t>(n_scores));
+        sc.ranked.resize(static_cast<size_t>(n_scores));
+        check(lctx_session_select_scores(s, sc.raw.data(), sc.ranked.data(), n_scores, &n_scores, nullptr, nullptr),
+              "select scores");
+        sc.selected = pos;
+        for (const std::string &p : probes[qi]) probe_reports.emplace_back(p, probe_selection(sc, probe_spans[p]));
+    }
     t = now_s();
     const int64_t n_recompute = static_cast<int64_t>(pos.size() + query.size());
     bar.begin("recompute", n_recompute);
@@ -461,15 +538,22 @@ int cmd_run(int argc, char **argv) {
         for (size_t i = 0; i < spans.size(); ++i)
             sp_json += (i ? ",[" : "[") + std::to_string(spans[i].first) + "," + std::to_string(spans[i].second) + "]";
         sp_json += "]";
+        std::string probes_json;
+        if (!probe_reports.empty()) {
+            probes_json = ", \"probes\": [";
+            for (size_t i = 0; i < probe_reports.size(); ++i)
+                probes_json += (i ? ", " : "") + probe_json(probe_reports[i].first, probe_reports[i].second);
+            probes_json += "]";
+        }
         std::printf("{\"answer\": %s, \"method\": %s, \"n_input_tokens\": %lld, \"n_query_tokens\": %zu, "
                     "\"n_selected\": %zu, \"selected_spans\": %s, \"timings_s\": {\"load\": %.3f, \"tokenize\": %.3f, "
                     "\"encode\": %.3f, \"index_io\": %.3f, \"select\": %.3f, \"recompute\": %.3f, \"decode\": %.3f}, "
                     "\"encode_tokens_per_s\": %.1f, \"n_generated\": %lld, \"decode_tokens_per_s\": %.2f, "
-                    "\"peak_rss_mib\": %.1f, \"refreshkv\": %s, \"question_index\": %zu, \"backend\": %s}\n",
+                    "\"peak_rss_mib\": %.1f, \"refreshkv\": %s, \"question_index\": %zu, \"backend\": %s%s}\n",
                     json::quote(answer).c_str(), json::quote(method).c_str(), (long long)n_input, query.size(), pos.size(),
                     sp_json.c_str(), t_load, t_tok, t_encode, t_index, t_select, t_recompute, t_decode, tok_s,
                     (long long)n_gen, t_decode > 0 ? n_gen / t_decode : 0.0, peak_rss_mib(), rkv_json.c_str(), qi,
-                    json::quote(session_backend(s)).c_str());
+                    json::quote(session_backend(s)).c_str(), probes_json.c_str());
         std::fflush(stdout);
     } else {
         // Rates only where the time measured is long enough to give one (no "0 tok/s" on short inputs).
@@ -485,6 +569,7 @@ int cmd_run(int argc, char **argv) {
                          "%lld/%lld, attention full %.3f s (refresh %.3f s), partial %.3f s\n", (long long)rst.partial,
                          (long long)rst.n_steps, rst.effective_stride, (long long)rst.n_full, (long long)rst.n_partial,
                          rst.full_attention_s, rst.refresh_s, rst.partial_attention_s);
+        for (const auto &[text, r] : probe_reports) print_probe(text, r);
     }
     }   // questions
     lctx_session_free(s);

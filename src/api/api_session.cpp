@@ -251,6 +251,30 @@ LCTX_API lctx_status lctx_session_refreshkv_stats(const lctx_session *cs, lctx_r
     });
 }
 
+LCTX_API lctx_status lctx_session_select_scores(const lctx_session *cs, float *scores, float *ranked,
+                                                int64_t capacity, int64_t *n_tokens, int64_t *forced_first,
+                                                int64_t *forced_last) {
+    auto *s = const_cast<lctx_session *>(cs);
+    return on_session(s, "lctx_session_select_scores", [&] {
+        require(n_tokens, "lctx_session_select_scores", "n_tokens");
+        lctx::TokenScores ts;
+        if (!s->session->method().token_scores(ts))
+            lctx::fail(LCTX_ERR_UNSUPPORTED, "lctx_session_select_scores: method '%s' does not score every document "
+                       "token (REFORM and ILRe do)", lctx::method_name(s->session->method_id()));
+        if (!ts.raw)
+            lctx::fail(LCTX_ERR_STATE, "lctx_session_select_scores: no lctx_select has succeeded on this session yet");
+        const int64_t n = static_cast<int64_t>(ts.raw->size());
+        *n_tokens = n;
+        if (forced_first) *forced_first = ts.forced_first;
+        if (forced_last) *forced_last = ts.forced_last;
+        if ((scores || ranked) && capacity < n)
+            lctx::fail(LCTX_ERR_BUFFER_TOO_SMALL, "lctx_session_select_scores: capacity %lld, %lld scores",
+                       (long long)capacity, (long long)n);
+        if (scores) std::copy(ts.raw->begin(), ts.raw->end(), scores);
+        if (ranked) std::copy(ts.ranked->begin(), ts.ranked->end(), ranked);
+    });
+}
+
 LCTX_API const float *lctx_session_logits(const lctx_session *s) {
     return s && s->session ? s->session->logits() : nullptr;
 }

@@ -20,6 +20,17 @@ struct Selection {
     std::vector<int32_t> query;
 };
 
+// The per-token scores behind the last select of a method that scores every
+// document token (REFORM, ILRe): `raw` is the score itself, `ranked` the one
+// the selection ranks tokens by (REFORM: the max-pooled score; ILRe: the raw
+// score, which its allocator pools in blocks). The first forced_first and
+// last forced_last document tokens are gathered whatever their scores.
+struct TokenScores {
+    const std::vector<float> *raw = nullptr;      // null: no successful select yet
+    const std::vector<float> *ranked = nullptr;
+    int64_t forced_first = 0, forced_last = 0;
+};
+
 class RefreshKvPolicy;
 
 class Method {
@@ -49,6 +60,9 @@ public:
     virtual uint64_t state_digest() const = 0;
     // The RefreshKV decoding of the method, if it decodes with RefreshKV.
     virtual const RefreshKvPolicy *refreshkv() const { return nullptr; }
+    // The scores of the last select (TokenScores); false for a method whose
+    // select does not score every document token.
+    virtual bool token_scores(TokenScores &) const { return false; }
 };
 
 } // namespace lctx

@@ -103,6 +103,7 @@ void IlreMethod::load_index(const std::string &path) {
 
 Selection IlreMethod::select(const std::vector<int32_t> &query, Progress &progress) {
     if (!sealed_) fail(LCTX_ERR_STATE, "ILRe: select before build_index");
+    scores_valid_ = false;
     const int64_t N = static_cast<int64_t>(feeder_.ids.size()), q = static_cast<int64_t>(query.size());
     // The scoring part of the question: its last query_tokens tokens (all by default).
     const int64_t q0 = params_.query_tokens > 0 ? std::max<int64_t>(0, q - params_.query_tokens) : 0;
@@ -130,8 +131,20 @@ Selection IlreMethod::select(const std::vector<int32_t> &query, Progress &progre
     Selection sel = decoder_.make_selection(ilre_allocate(last_scores_.data(), N, params_.sink, params_.budget,
                                                           params_.max_kernels, params_.avg_kernels),
                                             last_scores_, query, "the ILRe budget");
+    scores_valid_ = true;
     progress.keep_going(1.0);
     return sel;
+}
+
+bool IlreMethod::token_scores(TokenScores &out) const {
+    out = TokenScores{};
+    if (!scores_valid_) return true;
+    out.raw = &last_scores_;
+    out.ranked = &last_scores_;
+    // ilre_allocate: the sinks always; everything when the rest fits the budget.
+    const int64_t n = static_cast<int64_t>(last_scores_.size());
+    out.forced_first = n - params_.sink <= params_.budget ? n : std::min(params_.sink, n);
+    return true;
 }
 
 void IlreMethod::recompute(const Selection &selection, Progress &progress, std::vector<float> &logits) {

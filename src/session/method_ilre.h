@@ -26,6 +26,7 @@ public:
     void feed(const int32_t *tokens, size_t n, Progress &progress) override;
     void finish(Progress &progress) override;
     Selection select(const std::vector<int32_t> &query, Progress &progress) override;
+    bool token_scores(TokenScores &out) const override;
     void recompute(const Selection &selection, Progress &progress, std::vector<float> &logits) override;
     void append(int32_t token, std::vector<float> &logits) override;
     const std::vector<int32_t> &context_tokens() const override { return decoder_.tokens(); }
@@ -59,6 +60,7 @@ private:
     bool sealed_ = false;
     GatheredDecoder decoder_;
     std::vector<float> last_scores_, last_q_;
+    bool scores_valid_ = false;   // last_scores_ are those of a select that succeeded
 };
 
 } // namespace lctx

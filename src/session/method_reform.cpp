@@ -71,6 +71,7 @@ void ReformMethod::finish(Progress &progress) {
 
 Selection ReformMethod::select(const std::vector<int32_t> &query, Progress &progress) {
     if (!sealed_) fail(LCTX_ERR_STATE, "REFORM: select before build_index");
+    scores_valid_ = false;
     const int64_t q = static_cast<int64_t>(query.size()), N = store_->size();
     encoder_->embed_query(query.data(), q, last_qemb_, [&] { return progress.keep_going(0.2); });
     last_mask_ = query_score_mask(model_.tokenizer(), query);
@@ -91,8 +92,25 @@ Selection ReformMethod::select(const std::vector<int32_t> &query, Progress &prog
     Selection sel = decoder_.make_selection(select_top(last_s_.data(), last_p_.data(), N, params_.recompute,
                                                        params_.keep_first, params_.keep_last),
                                             last_p_, query, "reform_recompute");
+    scores_valid_ = true;
     progress.keep_going(1.0);
     return sel;
+}
+
+bool ReformMethod::token_scores(TokenScores &out) const {
+    out = TokenScores{};
+    if (!scores_valid_) return true;
+    out.raw = &last_s_;
+    out.ranked = &last_p_;
+    // select_top's forced ranges (everything is gathered when N fits the budget).
+    const int64_t n = static_cast<int64_t>(last_s_.size());
+    if (n <= params_.recompute) {
+        out.forced_first = n;
+    } else {
+        out.forced_first = std::min(params_.keep_first, n);
+        out.forced_last = n - std::max(out.forced_first, n - params_.keep_last);
+    }
+    return true;
 }
 
 void ReformMethod::recompute(const Selection &selection, Progress &progress, std::vector<float> &logits) {

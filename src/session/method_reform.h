@@ -30,6 +30,7 @@ public:
     void feed(const int32_t *tokens, size_t n, Progress &progress) override;
     void finish(Progress &progress) override;
     Selection select(const std::vector<int32_t> &query, Progress &progress) override;
+    bool token_scores(TokenScores &out) const override;
     void recompute(const Selection &selection, Progress &progress, std::vector<float> &logits) override;
     void append(int32_t token, std::vector<float> &logits) override;
     const std::vector<int32_t> &context_tokens() const override { return decoder_.tokens(); }
@@ -69,6 +70,7 @@ private:
     GatheredDecoder decoder_;   // recompute and decode
     std::vector<float> last_s_, last_p_, last_qemb_;
     std::vector<bool> last_mask_;
+    bool scores_valid_ = false;   // last_s_/last_p_ are those of a select that succeeded
 };
 
 } // namespace lctx

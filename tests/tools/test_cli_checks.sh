@@ -24,6 +24,7 @@ RUN=(run -m "$MODEL" --file "$T/doc.txt" --question "What did Lily have?" -n 8 -
 
 # expect_fail "pattern" args...: non-zero exit, and stderr matches the (grep -E) pattern.
 expect_fail() {
+    [ "$1" = "--" ] && shift   # "expect_fail -- PATTERN ...": the pattern may start with "--"
     local pat=$1; shift
     "$LCTX" "$@" > "$T/out" 2> "$T/err"
     local rc=$?
@@ -98,7 +99,7 @@ expect_fail -- '--n-decode 0 is out of range' bench-refreshkv -m "$MODEL" -n 0
 expect_fail -- "--continuation must be 'greedy' or 'text'" bench-refreshkv -m "$MODEL" --continuation foo
 expect_fail -- '--continuation text needs --file' bench-refreshkv -m "$MODEL" --continuation text
 printf 'A short text.' > "$T/short_text.txt"
-expect_fail -- 'fewer than --ctx + --n-decode' bench-refreshkv -m "$MODEL" --file "$T/short_text.txt" --continuation text
+expect_fail -- 'fewer than --ctx \+ --n-decode' bench-refreshkv -m "$MODEL" --file "$T/short_text.txt" --continuation text
 if expect_ok bench-refreshkv -m "$MODEL" --file "$T/doc.txt" --ctx 8 -n 4 -t 1 --stride 2 --continuation text; then
     grep -q '"continuation": "text"' "$T/out" || fail "bench-refreshkv --continuation text: no continuation field in $(head -c 300 "$T/out")"
 fi
@@ -180,6 +181,31 @@ if expect_ok "${RUN[@]}" --save-index "$T/idx.bin"; then
     expect_ok run -m "$MODEL" --no-chat --index "$T/idx.bin" --question "What did Lily have?" -n 8 -t 1 &&
         { grep -q 'index loaded in' "$T/err" || fail "no 'index loaded' in: $(cat "$T/err")"; }
     grep -Eq '(^|[^0-9.])0 tok/s' "$T/err" && fail "--index shows 0 tok/s: $(cat "$T/err")"
+fi
+# --probe / --probes: the methods that score tokens, one probe per question, the indexed document
+printf 'What did Lily have?\nWho liked the ball?\n' > "$T/q2.txt"
+printf 'a red ball\n' > "$T/p1.txt"
+printf 'a red ball\nHer dog Max\n' > "$T/p2.txt"
+expect_fail "--probe works with --method reform or ilre" "${RUN[@]}" --method full --probe "red ball"
+expect_fail "--probes FILE goes with --questions" "${RUN[@]}" --probes "$T/p2.txt"
+expect_fail "has 1 probes for 2 questions" run -m "$MODEL" --no-chat --file "$T/doc.txt" --questions "$T/q2.txt" \
+    --probes "$T/p1.txt" -n 2 -t 1
+if expect_ok run -m "$MODEL" --no-chat --file "$T/doc.txt" --questions "$T/q2.txt" --probes "$T/p2.txt" \
+        --probe "no such words" -n 2 -t 1 --json; then
+    [ "$(grep -c '"probes": \[' "$T/out")" = 2 ] || fail "--probes: not one probes list per answer: $(cat "$T/out")"
+    grep -q '"text": "Her dog Max", "found": true' "$T/out" || fail "--probes: line 2 not probed: $(cat "$T/out")"
+    grep -q '"text": "no such words", "found": false' "$T/out" || fail "--probe: a miss not reported: $(cat "$T/out")"
+fi
+if expect_ok "${RUN[@]}" --method ilre --probe "red ball"; then
+    grep -q 'probe "red ball": tokens' "$T/err" || fail "no probe line on stderr: $(cat "$T/err")"
+fi
+if [ -f "$T/idx.bin" ]; then
+    expect_fail "--probe with --index needs --file" run -m "$MODEL" --no-chat --index "$T/idx.bin" \
+        --question "What did Lily have?" --probe "red ball"
+    expect_fail "--probe needs the indexed document" run -m "$MODEL" --no-chat --index "$T/idx.bin" \
+        --file "$T/good_utf8.txt" --question "What did Lily have?" --probe "red ball" -n 2 -t 1
+    expect_ok run -m "$MODEL" --no-chat --index "$T/idx.bin" --file "$T/doc.txt" --question "What did Lily have?" \
+        --probe "red ball" -n 2 -t 1 --json && { grep -q '"found": true' "$T/out" || fail "--index probe: $(cat "$T/out")"; }
 fi
 # heads: -o, --output and --out (README) are the same option
 expect_ok heads --out "$T/h.json" --help && grep -q -- '-o, --output FILE' "$T/out" || fail "heads --out not accepted"
