@@ -80,8 +80,9 @@ void ilre_scores(Backend &be, const Hparams &hp, const IlreScoreArgs &a, float *
     std::unique_ptr<Buffer> ybuf = be.alloc(static_cast<size_t>(R * T) * sizeof(float));
     std::vector<float> yh(static_cast<size_t>(R * T));
     const float ninf = -std::numeric_limits<float>::infinity();
-    // Fixed distance: one tile of keys as f32, rotated back to position 0.
-    std::vector<float> kh(fixed ? static_cast<size_t>(T * D) : 0);
+    // Fixed distance: one tile of keys of every KV head as f32, [T][G][D],
+    // rotated back to position 0 in one call (one sin/cos table per token).
+    std::vector<float> kh(fixed ? static_cast<size_t>(T * G * D) : 0);
     std::unique_ptr<Buffer> kbuf = fixed ? be.alloc(kh.size() * sizeof(float)) : nullptr;
     std::vector<int32_t> kpos(fixed ? static_cast<size_t>(T) : 0);
 
@@ -92,6 +93,19 @@ void ilre_scores(Backend &be, const Hparams &hp, const IlreScoreArgs &a, float *
                 if (keep_going && !keep_going()) fail(LCTX_ERR_CANCELLED, "ILRe: scoring cancelled");
                 int64_t len = std::min(T, s.end - t0);
                 for (int32_t g = 0; g < G; ++g) len = std::min(len, a.keys[static_cast<size_t>(g)]->contiguous_from(t0));
+                if (fixed) {
+                    for (int32_t g = 0; g < G; ++g) {
+                        const uint16_t *src = a.keys[static_cast<size_t>(g)]->row(t0);
+                        for (int64_t t = 0; t < len; ++t)
+                            for (int32_t d = 0; d < D; ++d)
+                                kh[static_cast<size_t>((t * G + g) * D + d)] = fp16_to_fp32(src[t * D + d]);
+                    }
+                    for (int64_t t = 0; t < len; ++t) kpos[static_cast<size_t>(t)] = static_cast<int32_t>(-(t0 + t));
+                    const size_t bytes = static_cast<size_t>(len * G * D) * sizeof(float);
+                    be.from_host(kbuf->data(), kh.data(), bytes);
+                    be.rope(rot, kbuf->f32(), int64_t(G) * D, len, G, kpos.data());
+                    be.to_host(kh.data(), kbuf->data(), bytes);
+                }
                 for (int32_t g = 0; g < G; ++g) {
                     WeightView W;
                     W.type = GgmlType::F16;
@@ -99,17 +113,10 @@ void ilre_scores(Backend &be, const Hparams &hp, const IlreScoreArgs &a, float *
                     W.n_rows = len;
                     W.row_bytes = static_cast<size_t>(D) * sizeof(uint16_t);
                     W.data = reinterpret_cast<const uint8_t *>(a.keys[static_cast<size_t>(g)]->row(t0));
-                    if (fixed) {
-                        const uint16_t *src = reinterpret_cast<const uint16_t *>(W.data);
-                        for (int64_t i = 0; i < len * D; ++i) kh[static_cast<size_t>(i)] = fp16_to_fp32(src[i]);
-                        for (int64_t t = 0; t < len; ++t) kpos[static_cast<size_t>(t)] = static_cast<int32_t>(-(t0 + t));
-                        const size_t bytes = static_cast<size_t>(len * D) * sizeof(float);
-                        be.from_host(kbuf->data(), kh.data(), bytes);
-                        be.rope(rot, kbuf->f32(), D, len, 1, kpos.data());
-                        be.to_host(kh.data(), kbuf->data(), bytes);
+                    if (fixed) {   // rows of head g in the [T][G][D] tile
                         W.type = GgmlType::F32;
-                        W.row_bytes = static_cast<size_t>(D) * sizeof(float);
-                        W.data = reinterpret_cast<const uint8_t *>(kh.data());
+                        W.row_bytes = static_cast<size_t>(G * D) * sizeof(float);
+                        W.data = reinterpret_cast<const uint8_t *>(kh.data() + int64_t(g) * D);
                     }
                     const float *q = grouped[s.shift]->f32() + int64_t(g) * R * D;
                     be.matmul(W, q, D, R, ybuf->f32());
