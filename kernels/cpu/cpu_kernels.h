@@ -65,8 +65,10 @@ void rope_ref(const Hparams &hp, float *x, int64_t ld, int64_t n_tok, int32_t n_
 // out = silu(gate) * up, n elements.
 void swiglu(const float *gate, const float *up, float *out, int64_t n);
 
-// out = gelu(gate) * up with the tanh approximation of GELU, n elements.
+// out = gelu(gate) * up with the tanh approximation of GELU, n elements
+// (the active SIMD variant; geglu_ref: the scalar formula with std::tanh).
 void geglu(const float *gate, const float *up, float *out, int64_t n);
+void geglu_ref(const float *gate, const float *up, float *out, int64_t n);
 
 // Attention of n_q query tokens over n_kv cached keys/values, grouped-query.
 //   q:   [n_q][n_head * head_dim]    (already rotated), row stride ldq

@@ -1,6 +1,6 @@
-// rms_norm and swiglu: dispatch to the active SIMD variant, plus the scalar
-// reference (double accumulation, as ggml does for the sum of squares).
-// geglu (Gemma 3): scalar, the compiler vectorises what it can.
+// rms_norm, swiglu and geglu (Gemma 3): dispatch to the active SIMD variant,
+// plus the scalar references (rms_norm: double accumulation, as ggml does for
+// the sum of squares; geglu: the tanh formula with std::tanh).
 #include <cmath>
 
 #include "cpu_kernels.h"
@@ -27,6 +27,11 @@ void swiglu(const float *gate, const float *up, float *out, int64_t n) {
 }
 
 void geglu(const float *gate, const float *up, float *out, int64_t n) {
+    if (n <= 0) return;
+    active_kernels().geglu(gate, up, out, n);
+}
+
+void geglu_ref(const float *gate, const float *up, float *out, int64_t n) {
     // GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
     constexpr float kC = 0.7978845608028654f;
     for (int64_t i = 0; i < n; ++i) {

@@ -33,6 +33,7 @@ struct KernelTable {
                  int rows, bool accumulate);
     void (*rms_norm)(const float *x, const float *w, float *y, int64_t n, float eps);
     void (*swiglu)(const float *gate, const float *up, float *out, int64_t n);
+    void (*geglu)(const float *gate, const float *up, float *out, int64_t n);
     // Flash attention over keys [j0, j1) for the query heads of KV head g and
     // queries [i0, i1): for row r = (i - i0) * group + u (u-th head of the
     // group) writes the unnormalised output o[r * head_dim ..], the running

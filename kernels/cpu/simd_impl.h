@@ -321,6 +321,24 @@ void swiglu(const float *gate, const float *up, float *out, int64_t n) {
     for (; i < n; ++i) out[i] = gate[i] / (1.0f + __builtin_expf(-gate[i])) * up[i];
 }
 
+// GELU (tanh approximation) of the gate times up, as geglu_ref computes it:
+// 0.5 x (1 + tanh(y)) = x / (1 + exp(-2y)), y = sqrt(2/pi) (x + 0.044715 x^3),
+// so one exp per element (V::exp saturates: x far below 0 gives x / huge = 0).
+void geglu(const float *gate, const float *up, float *out, int64_t n) {
+    constexpr float kC = 0.7978845608028654f;   // sqrt(2/pi)
+    const F one = V::set1(1.0f), c1 = V::set1(-2.0f * kC), c3 = V::set1(-2.0f * kC * 0.044715f);
+    int64_t i = 0;
+    for (; i + W <= n; i += W) {
+        const F x = V::load(gate + i);
+        const F t = V::mul(x, V::fmadd(V::mul(x, x), c3, c1));   // -2y
+        V::store(out + i, V::mul(V::div(x, V::add(one, V::exp(t))), V::load(up + i)));
+    }
+    for (; i < n; ++i) {
+        const float x = gate[i];
+        out[i] = x / (1.0f + __builtin_expf(x * (x * x * (-2.0f * kC * 0.044715f) + -2.0f * kC))) * up[i];
+    }
+}
+
 // ---- attention -----------------------------------------------------------------
 
 // p[j] = exp(s[j] - m) for j < nb (s = -inf gives 0); returns the sum.
@@ -624,7 +642,7 @@ void topk_tile(const float *q, int64_t ldq, int rows, const float *kt, int64_t T
 }
 
 const lctx::cpu::KernelTable kTable = {
-    V::name, MR, NR, dequant_row, gemv, dot, gemm, rms_norm, swiglu, attn_partial, attn_colsum,
+    V::name, MR, NR, dequant_row, gemv, dot, gemm, rms_norm, swiglu, geglu, attn_partial, attn_colsum,
     keys_transposed, topk_tile,
 };
 

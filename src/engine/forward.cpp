@@ -152,7 +152,9 @@ void Forward::run(const int32_t *tokens, const int32_t *pos, int64_t n, KvStore 
                 laps.lap(ForwardProfile::KV_STORE);
 
                 const AttentionPlan plan = policy.plan(l, cache, n_kv, nb);
-                const SlotRanges ranges = plan.store ? SlotRanges{} : policy.ranges(l, n_kv, nb);
+                // A store that releases sliding-window slots holds a suffix of them
+                // (KvStore::first_held): the released ones are out of every query's window.
+                const SlotRanges ranges = plan.store ? SlotRanges{} : cache.held(l, policy.ranges(l, n_kv, nb));
                 AttentionArgs a = plan.store ? plan.store->attention_args(l, plan.n_kv)
                                              : cache.attention_args(l, ranges, gather_);
                 a.q = q;
@@ -169,6 +171,8 @@ void Forward::run(const int32_t *tokens, const int32_t *pos, int64_t n, KvStore 
                 // kernel writes [H_kv][attended slots]; add them into
                 // [H_kv][base + n] at the slots' indices.
                 const bool want_cols = col_sums && hooks->obs_begin < b0 + nb;
+                if ((want_cols || plan.col_max) && cache.first_held(l) > 0)
+                    fail(LCTX_ERR_INTERNAL, "column scores over a KV store that released sliding-window slots");
                 if (plan.col_max) {
                     if (want_cols || plan.store)
                         fail(LCTX_ERR_INTERNAL, "an attention plan's col_max with column-sum hooks or another store");

@@ -13,9 +13,24 @@
 // Memory is backend memory (Backend::alloc); element type f32 or f16. The
 // session code never touches it directly: the forward pass stores and
 // attends through attention_args(), methods move slots with the calls below.
+//
+// Sliding-window release (window_slack >= 0; docs/models.md, "KV memory of
+// the sliding layers"): a sliding layer (Hparams::window_of > 0) holds only
+// slots [first_held(l), size()) in a buffer of about window + slack slots.
+// The caller promises, with raise_floor(p), that no query at a position < p
+// reads the store again; append() then drops the leading slots whose
+// position is <= p - window (no such query can see them) and moves the rest
+// to the buffer's start when it runs out of room, or grows it. Slot indices
+// stay logical (the same for every layer), so the forward pass, truncate()
+// and the per-slot positions are unchanged; reading a dropped slot is an
+// internal error. A compacting buffer rather than a ring: the held slots
+// stay contiguous and in slot order, so attention reads them in place as
+// one range. Stores that reorder slots (compact, reposition) do not release.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -29,8 +44,11 @@ class KvStore {
 public:
     // capacity: maximum slots. n_layers_used < 0: all layers of hp. Throws
     // LCTX_ERR_OUT_OF_MEMORY when it cannot be allocated (or exceeds RAM).
+    // window_slack >= 0: the sliding layers release slots out of the window
+    // (see above); they start with window + window_slack slots (the most the
+    // caller appends between two raise_floor calls: its batch size).
     KvStore(Backend &backend, const Hparams &hp, int64_t capacity, int32_t n_layers_used = -1,
-            KvType type = KvType::F32);
+            KvType type = KvType::F32, int64_t window_slack = -1);
 
     Backend &backend() const { return be_; }
     int64_t size() const { return size_; }
@@ -41,6 +59,18 @@ public:
     KvType type() const { return type_; }
     size_t bytes() const;   // memory held by keys, values and positions
 
+    // Sliding-window release (see above). raise_floor: no query at a position
+    // below p will attend to this store until it is emptied (truncate(0),
+    // clear()); the floor only rises. first_held: the first slot layer l
+    // still holds (0 unless it released some).
+    bool releases_window() const { return window_slack_ >= 0; }
+    void raise_floor(int32_t p) { floor_ = std::max<int64_t>(floor_, p); }
+    int64_t first_held(int32_t layer) const { return lo_[static_cast<size_t>(layer)]; }
+    int64_t layer_slots(int32_t layer) const { return cap_[static_cast<size_t>(layer)]; }   // allocated
+    // ranges clipped to the slots layer l holds (empty ranges removed).
+    std::vector<std::pair<int64_t, int64_t>> held(int32_t layer,
+                                                  const std::vector<std::pair<int64_t, int64_t>> &ranges) const;
+
     // Position of slot s of (layer, head); positions(l, h) points at slot 0.
     const int32_t *positions(int32_t layer, int32_t head) const {
         return pos_.data() + (static_cast<size_t>(layer) * n_head_kv_ + head) * capacity_;
@@ -50,7 +80,7 @@ public:
     // Reserves n slots at the end; throws LCTX_ERR_CONTEXT_FULL when there is no room.
     int64_t append(int64_t n);
     void truncate(int64_t new_size);   // drops slots >= new_size
-    void clear() { size_ = 0; }
+    void clear() { truncate(0); }
 
     // Sets the position of slots [slot0, slot0 + n) of every layer and head.
     void set_positions(int64_t slot0, const int32_t *pos, int64_t n);
@@ -123,6 +153,14 @@ private:
     void check_keep(const char *who, const std::vector<int64_t> &keep) const;
     // Rotates n stored keys of (l, h) from slot0 by delta[i] (f16: via f32).
     void rotate_keys(int32_t l, int32_t h, int64_t slot0, int64_t n, const int32_t *delta);
+    // Row of slot s of (l, h) in its layer's buffer (slot s must be held).
+    uint8_t *row_k(int32_t l, int32_t h, int64_t s) const { return head_k(l, h) + (s - base_[l]) * row_bytes(); }
+    uint8_t *row_v(int32_t l, int32_t h, int64_t s) const { return head_v(l, h) + (s - base_[l]) * row_bytes(); }
+    // Throws LCTX_ERR_INTERNAL unless slots [s0, s0 + n) of layer l are held.
+    void check_held(const char *who, int32_t l, int64_t s0, int64_t n) const;
+    void check_no_release(const char *who) const;
+    // append(): drops what the floor allows and makes room for slots up to `end` in layer l.
+    void make_room(int32_t l, int64_t end);
 
     Backend &be_;
     // Per layer (Hparams::rope_of): the rotation, the delta rotation
@@ -131,8 +169,14 @@ private:
     int32_t n_layers_, n_head_kv_, head_dim_;
     int64_t capacity_, size_ = 0;
     KvType type_;
-    std::vector<std::unique_ptr<Buffer>> k_, v_;   // per layer: [head][slot][head_dim]
-    std::vector<int32_t> pos_;                     // [layer][head][slot]
+    std::vector<std::unique_ptr<Buffer>> k_, v_;   // per layer: [head][cap_[l]][head_dim]
+    // Per layer: slots allocated, slot held in row 0, first held slot
+    // (global layers, or no release: capacity_, 0, 0).
+    std::vector<int64_t> cap_, base_, lo_;
+    std::vector<int32_t> window_;                  // per layer: its window if it releases, else 0
+    int64_t window_slack_ = -1;
+    int64_t floor_ = std::numeric_limits<int32_t>::min();
+    std::vector<int32_t> pos_;                     // [layer][head][slot], every slot (4 bytes each)
     MemoryCharge pos_charge_;                      // pos_ on the session's max_memory (if any)
 };
 

@@ -23,6 +23,7 @@ void forward_in_batches(Forward &forward, KvStore &cache, int64_t limit, const i
             fail(LCTX_ERR_CANCELLED, "%s: cancelled after %zu of %zu tokens", who, done, n);
         pos.resize(b);
         std::iota(pos.begin(), pos.end(), static_cast<int32_t>(cache.size()));
+        if (cache.releases_window()) cache.raise_floor(pos[0]);
         ForwardOptions opt;
         opt.logits = done + b == n ? LogitsMode::LAST : LogitsMode::NONE;
         opt.policy = policy;

@@ -17,7 +17,10 @@ namespace lctx {
 // `cached_tokens` once it is in the cache. Throws LCTX_ERR_CONTEXT_FULL
 // (naming `who`) when more than `limit` slots would be used, and
 // LCTX_ERR_CANCELLED; batches that completed stay in the cache. policy:
-// the forward passes' attention policy (null: dense).
+// the forward passes' attention policy (null: dense). A cache that releases
+// sliding-window slots (KvStore::releases_window) gets its floor raised to
+// each batch's first position: its owner only ever clears it, never rolls
+// it back to an earlier position.
 void forward_in_batches(Forward &forward, KvStore &cache, int64_t limit, const int32_t *tokens, size_t n,
                         int32_t n_batch, Progress *progress, std::vector<float> &logits,
                         std::vector<int32_t> &cached_tokens, const char *who, AttentionPolicy *policy = nullptr);

@@ -36,7 +36,12 @@ void GatheredDecoder::recompute(const std::vector<int32_t> &doc_ids, const Selec
     if (static_cast<int64_t>(ids.size()) > n_ctx_)
         fail(LCTX_ERR_CONTEXT_FULL, "%s recompute: %zu tokens do not fit n_ctx = %lld", who_, ids.size(),
              (long long)n_ctx_);
-    if (!cache_) cache_ = std::make_unique<KvStore>(backend_, model_.hparams(), n_ctx_, -1, kv_type_);
+    // Positions only grow from 0 until the next recompute clears the cache:
+    // dense decoding releases the sliding layers' slots out of the window.
+    // RefreshKV scores and copies slots of the whole cache by index: no release.
+    if (!cache_)
+        cache_ = std::make_unique<KvStore>(backend_, model_.hparams(), n_ctx_, -1, kv_type_,
+                                           refreshkv_ ? -1 : std::max<int64_t>(1, n_batch_));
     cache_->clear();
     tokens_.clear();
     try {

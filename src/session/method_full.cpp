@@ -1,5 +1,7 @@
 #include "session/method_full.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <numeric>
 
 #include "common/error.h"
@@ -9,11 +11,16 @@ namespace lctx {
 
 FullMethod::FullMethod(const Model &model, Backend &backend, int64_t n_ctx, int32_t n_batch, KvType kv_type,
                        std::unique_ptr<RefreshKvPolicy> refreshkv)
-    : model_(model), forward_(model, backend), cache_(backend, model.hparams(), n_ctx, -1, kv_type),
+    // Dense FULL releases the sliding layers' slots out of the window (the
+    // floor: each document batch's first position, then the document's end,
+    // where every question restarts). RefreshKV scores and copies slots of
+    // the whole cache by index, so its cache keeps them all.
+    : model_(model), forward_(model, backend),
+      cache_(backend, model.hparams(), n_ctx, -1, kv_type, refreshkv ? -1 : std::max<int64_t>(1, n_batch)),
       n_batch_(n_batch), refreshkv_(std::move(refreshkv)) {}
 
 void FullMethod::prefill(const int32_t *tokens, size_t n, Progress *progress, double done0, double done1,
-                         LogitsMode mode, std::vector<float> &logits, AttentionPolicy *policy) {
+                         LogitsMode mode, std::vector<float> &logits, AttentionPolicy *policy, int64_t floor_limit) {
     if (static_cast<int64_t>(n) > cache_.capacity() - cache_.size())
         fail(LCTX_ERR_CONTEXT_FULL, "the KV cache holds %lld of %lld tokens and cannot take %zu more: create the "
              "session with a larger n_ctx", static_cast<long long>(cache_.size()),
@@ -25,6 +32,7 @@ void FullMethod::prefill(const int32_t *tokens, size_t n, Progress *progress, do
             fail(LCTX_ERR_CANCELLED, "cancelled after %zu of %zu tokens", done, n);
         pos.resize(b);
         std::iota(pos.begin(), pos.end(), static_cast<int32_t>(cache_.size()));
+        cache_.raise_floor(static_cast<int32_t>(std::min<int64_t>(pos[0], floor_limit)));
         ForwardOptions opt;
         opt.logits = done + b == n ? mode : LogitsMode::NONE;
         opt.policy = policy;
@@ -42,7 +50,7 @@ void FullMethod::feed(const int32_t *tokens, size_t n, Progress &progress) {
         FullMethod &m;
         ~Sync() { m.n_doc_ = static_cast<int64_t>(m.tokens_.size()); }
     } sync{*this};
-    prefill(tokens, n, &progress, 0.0, 1.0, LogitsMode::NONE, scratch_logits_);
+    prefill(tokens, n, &progress, 0.0, 1.0, LogitsMode::NONE, scratch_logits_, nullptr, INT32_MAX);
 }
 
 void FullMethod::finish(Progress &) {}
@@ -69,7 +77,8 @@ void FullMethod::recompute(const Selection &selection, Progress &progress, std::
     cache_.truncate(n_doc_);
     tokens_.resize(static_cast<size_t>(n_doc_));
     if (!refreshkv_) {
-        prefill(selection.query.data(), selection.query.size(), &progress, 0.0, 1.0, LogitsMode::LAST, logits);
+        prefill(selection.query.data(), selection.query.size(), &progress, 0.0, 1.0, LogitsMode::LAST, logits, nullptr,
+                n_doc_);
         return;
     }
     // The question ends the prompt; its last token builds the partial caches.
@@ -77,7 +86,7 @@ void FullMethod::recompute(const Selection &selection, Progress &progress, std::
     refreshkv_->begin_prompt(n_doc_ + static_cast<int64_t>(selection.query.size()));
     try {
         prefill(selection.query.data(), selection.query.size(), &progress, 0.0, 1.0, LogitsMode::LAST, logits,
-                refreshkv_.get());
+                refreshkv_.get(), n_doc_);
     } catch (...) {
         cache_.truncate(n_doc_);
         tokens_.resize(static_cast<size_t>(n_doc_));
@@ -87,12 +96,12 @@ void FullMethod::recompute(const Selection &selection, Progress &progress, std::
 
 void FullMethod::append(int32_t token, std::vector<float> &logits) {
     if (!refreshkv_) {
-        prefill(&token, 1, nullptr, 0.0, 1.0, LogitsMode::LAST, logits);
+        prefill(&token, 1, nullptr, 0.0, 1.0, LogitsMode::LAST, logits, nullptr, n_doc_);
         return;
     }
     refreshkv_->begin_step();
     try {
-        prefill(&token, 1, nullptr, 0.0, 1.0, LogitsMode::LAST, logits, refreshkv_.get());
+        prefill(&token, 1, nullptr, 0.0, 1.0, LogitsMode::LAST, logits, refreshkv_.get(), n_doc_);
     } catch (...) {
         refreshkv_->cancel_step();
         throw;

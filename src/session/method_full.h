@@ -34,9 +34,12 @@ public:
 
 private:
     // Forwards tokens at the next positions in batches of n_batch_, through
-    // `policy` (null: dense).
+    // `policy` (null: dense). floor_limit: the lowest position a later query
+    // may have (the document's end once questions start: each question is
+    // computed again from there); the cache's floor rises to each batch's
+    // first position up to it.
     void prefill(const int32_t *tokens, size_t n, Progress *progress, double done0, double done1, LogitsMode mode,
-                 std::vector<float> &logits, AttentionPolicy *policy = nullptr);
+                 std::vector<float> &logits, AttentionPolicy *policy, int64_t floor_limit);
 
     const Model &model_;
     Forward forward_;

@@ -12,18 +12,22 @@
 
 namespace lctx {
 
-// Every filled slot of every (layer, KV head): keys as stored, values, positions.
+// Every held slot of every (layer, KV head): keys as stored, values,
+// positions (a sliding layer that released slots out of its window hashes
+// the slots it holds, from KvStore::first_held).
 inline void digest_kv(Hash64 &h, const KvStore &kv) {
     h.add(kv.size());
     std::vector<float> rows(static_cast<size_t>(kv.size()) * kv.head_dim());
     for (int32_t l = 0; l < kv.n_layers(); ++l)
         for (int32_t g = 0; g < kv.n_head_kv(); ++g) {
-            if (kv.size() == 0) continue;
-            kv.read_keys(l, g, 0, kv.size(), rows.data());
-            h.update(rows.data(), rows.size() * sizeof(float));
-            kv.read_values(l, g, 0, kv.size(), rows.data());
-            h.update(rows.data(), rows.size() * sizeof(float));
-            h.update(kv.positions(l, g), static_cast<size_t>(kv.size()) * sizeof(int32_t));
+            const int64_t s0 = kv.first_held(l), n = kv.size() - s0;
+            if (n <= 0) continue;
+            const size_t floats = static_cast<size_t>(n) * kv.head_dim();
+            kv.read_keys(l, g, s0, n, rows.data());
+            h.update(rows.data(), floats * sizeof(float));
+            kv.read_values(l, g, s0, n, rows.data());
+            h.update(rows.data(), floats * sizeof(float));
+            h.update(kv.positions(l, g) + s0, static_cast<size_t>(n) * sizeof(int32_t));
         }
 }
 

@@ -1,4 +1,4 @@
-// rms_norm and swiglu of every SIMD variant against formulas written here.
+// rms_norm, swiglu and geglu of every SIMD variant against formulas written here.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -53,6 +53,34 @@ TEST(KernelsNorm, SwigluMatchesFormula) {
             EXPECT_LT(test::nmse(got.data(), want.data(), n), 1e-12) << name << " n " << n;
             for (int64_t i = 0; i < n; ++i)
                 ASSERT_NEAR(got[i], want[i], 1e-6 * (1.0 + std::fabs(want[i]))) << name << " i " << i << " g " << g[i];
+        }
+    });
+}
+
+// GELU with the tanh approximation, in double, here; and the scalar
+// reference the engine used before the SIMD path (std::tanh in float).
+TEST(KernelsNorm, GegluMatchesFormulaAndTheScalarReference) {
+    std::mt19937 rng(7);
+    test::for_each_variant([&](cpu::SimdVariant, const char *name) {
+        for (int64_t n : {1, 5, 16, 31, 2048, 2049}) {
+            auto g = test::random_floats(n, rng, -12.0f, 12.0f), u = test::random_floats(n, rng, -2.0f, 2.0f);
+            if (n > 3) {
+                g[0] = -100.0f;   // exp(-2y) overflows: gelu -> -0
+                g[1] = 100.0f;    // exp(-2y) underflows: gelu -> x
+                g[2] = 0.0f;
+            }
+            std::vector<float> want(n), got(n), ref(n);
+            for (int64_t i = 0; i < n; ++i) {
+                const double x = g[i];
+                want[i] = static_cast<float>(0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x))) * u[i]);
+            }
+            cpu::geglu(g.data(), u.data(), got.data(), n);
+            cpu::geglu_ref(g.data(), u.data(), ref.data(), n);
+            EXPECT_LT(test::nmse(got.data(), want.data(), n), 1e-12) << name << " n " << n;
+            for (int64_t i = 0; i < n; ++i) {
+                ASSERT_NEAR(got[i], want[i], 2e-6 * (1.0 + std::fabs(want[i]))) << name << " i " << i << " g " << g[i];
+                ASSERT_NEAR(ref[i], want[i], 2e-6 * (1.0 + std::fabs(want[i]))) << "ref i " << i << " g " << g[i];
+            }
         }
     });
 }
