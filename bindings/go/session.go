@@ -747,3 +747,24 @@ func (s *Session) Ask(question string, maxTokens int, sp *Sampling, yield func(p
 	}
 	return s.Generate(maxTokens, sp, yield)
 }
+
+// SelectScores returns every token's score from the last successful Select
+// (REFORM, ILRe): the raw scores, the scores the selection ranks by, and the
+// always-gathered ranges [0, forcedFirst) and [n - forcedLast, n).
+func (s *Session) SelectScores() (raw, ranked []float32, forcedFirst, forcedLast int64, err error) {
+	var n, first, last C.int64_t
+	if err = call("lctx_session_select_scores", func() C.lctx_status {
+		return C.lctx_session_select_scores(s.h, nil, nil, 0, &n, &first, &last)
+	}); err != nil {
+		return
+	}
+	raw, ranked = make([]float32, int(n)), make([]float32, int(n))
+	var pr, pk *C.float
+	if n > 0 {
+		pr, pk = (*C.float)(unsafe.Pointer(&raw[0])), (*C.float)(unsafe.Pointer(&ranked[0]))
+	}
+	err = call("lctx_session_select_scores", func() C.lctx_status {
+		return C.lctx_session_select_scores(s.h, pr, pk, n, &n, &first, &last)
+	})
+	return raw, ranked, int64(first), int64(last), err
+}

@@ -50,7 +50,6 @@
 %ignore lctx_session_logits;
 %ignore lctx_log_set;
 %ignore lctx_session_refreshkv_stats; /* per-layer counts: lctxsw_session_refreshkv_layer_steps */
-%ignore lctx_session_select_scores; /* caller buffers; not bound yet (a diagnostic of lctx run --probe) */
 %ignore lctx_chat_message; /* lctx_chat_apply takes (role, content, ...) strings */
 %rename(lctx_tokenize) lctxsw_tokenize;
 %rename(lctx_token_to_piece) lctxsw_token_to_piece;

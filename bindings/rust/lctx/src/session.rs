@@ -658,6 +658,21 @@ impl<'m> Session<'m> {
     pub fn n_fed(&self) -> i64 {
         unsafe { sys::lctx_session_n_fed(self.h.as_ptr()) }
     }
+    /// Every token's score from the last successful select (REFORM, ILRe):
+    /// (raw scores, the scores the selection ranks by, forced_first, forced_last).
+    pub fn select_scores(&self) -> Result<(Vec<f32>, Vec<f32>, i64, i64)> {
+        let (mut n, mut first, mut last) = (0i64, 0i64, 0i64);
+        check(unsafe {
+            sys::lctx_session_select_scores(self.h.as_ptr(), std::ptr::null_mut(), std::ptr::null_mut(), 0, &mut n,
+                                            &mut first, &mut last)
+        })?;
+        let (mut raw, mut ranked) = (vec![0f32; n as usize], vec![0f32; n as usize]);
+        check(unsafe {
+            sys::lctx_session_select_scores(self.h.as_ptr(), raw.as_mut_ptr(), ranked.as_mut_ptr(), n, &mut n,
+                                            &mut first, &mut last)
+        })?;
+        Ok((raw, ranked, first, last))
+    }
     /// Message of the last failed call on this session ("" if none).
     pub fn last_error(&self) -> String {
         c_text(unsafe { sys::lctx_session_last_error(self.h.as_ptr()) })
