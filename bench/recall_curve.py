@@ -41,6 +41,7 @@ import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import needle_data  # noqa: E402
+from multi_needle_eval import cpu_name  # noqa: E402
 
 CHARS_PER_TOKEN = 4.1   # SmolLM2 on English prose: the character budget for a target length
 DEPTHS = [0.1, 0.3, 0.5, 0.7, 0.9]
@@ -106,16 +107,6 @@ def make_doc(haystack, n_chars, seed):
         body.insert(int(len(body) * d), sentence)
         needles.append({"depth": d, "key": keys[i], "value": value, "needle": sentence, "question": question})
     return "\n\n".join(body), sorted(needles, key=lambda n: n["depth"])
-
-
-def cpu_name():
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "?"
 
 
 def load_rows(path):

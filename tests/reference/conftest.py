@@ -18,6 +18,11 @@ def need_file(path: pathlib.Path, what: str) -> pathlib.Path:
     return path
 
 
+def build_tool(name: str) -> pathlib.Path:
+    """A test program of the build (tests/NAME); skipped when not built."""
+    return need_file(BUILD / "tests" / name, f"{name} (build it; set LCTX_BUILD_DIR)")
+
+
 def need_model(path: pathlib.Path, hint: str) -> pathlib.Path:
     """A missing model fails the test (never a skip)."""
     if not path.exists():

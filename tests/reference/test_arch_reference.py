@@ -27,18 +27,11 @@ import pytest
 pytest.importorskip("gguf")
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import make_tiny_arch  # noqa: E402
-from conftest import BUILD  # noqa: E402
+from conftest import build_tool  # noqa: E402
 
 N_TOKENS = 200
 COS_MIN = 0.99999
 N_PROMPTS, N_PREDICT = 5, 32
-
-
-def _tool(name):
-    p = BUILD / "tests" / name
-    if not p.exists():
-        pytest.skip(f"{p} not built (set LCTX_BUILD_DIR)")
-    return p
 
 
 @pytest.fixture(scope="session")
@@ -94,7 +87,7 @@ def _lctx_logits(path, tokens, out_dir):
     out_dir.mkdir(parents=True, exist_ok=True)
     tok_file = out_dir / "tokens.txt"
     tok_file.write_text(" ".join(map(str, tokens)))
-    res = subprocess.run([str(_tool("lctx_forward_dump")), str(path), str(out_dir), "--tokens", str(tok_file),
+    res = subprocess.run([str(build_tool("lctx_forward_dump")), str(path), str(out_dir), "--tokens", str(tok_file),
                           "--threads", "2"], capture_output=True, text=True, timeout=900)
     assert res.returncode == 0, res.stderr
     n_vocab = int(res.stdout.split()[1])

@@ -33,17 +33,10 @@ from gguf import GGMLQuantizationType as T  # noqa: E402
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import gemma3_ref  # noqa: E402
 import make_tiny_gemma3  # noqa: E402
-from conftest import BUILD  # noqa: E402
+from conftest import build_tool  # noqa: E402
 
 COS_MIN = 0.9999
 HIDDEN_REL_MAX = 1e-3
-
-
-def _tool(name):
-    p = BUILD / "tests" / name
-    if not p.exists():
-        pytest.skip(f"{p} not built (set LCTX_BUILD_DIR)")
-    return p
 
 
 @pytest.fixture(scope="session")
@@ -63,7 +56,7 @@ def _run_dump(model, tokens, out_dir, last=False, batch=0):
     out_dir.mkdir(parents=True, exist_ok=True)
     tok_file = out_dir / "tokens.txt"
     tok_file.write_text(" ".join(str(t) for t in tokens))
-    cmd = [str(_tool("lctx_forward_dump")), str(model), str(out_dir), "--tokens", str(tok_file), "--threads", "2"]
+    cmd = [str(build_tool("lctx_forward_dump")), str(model), str(out_dir), "--tokens", str(tok_file), "--threads", "2"]
     if last:
         cmd.append("--last")
     if batch:
@@ -101,7 +94,7 @@ def _tokens(n, n_vocab, seed, bos):
 
 
 def test_gemma3_real_tensors_dequantize_like_gguf(gemma3, tmp_path):
-    tool = _tool("lctx_dequant_dump")
+    tool = build_tool("lctx_dequant_dump")
     reader = gguf.GGUFReader(str(gemma3))
     seen = {}
     for t in reader.tensors:
