@@ -114,9 +114,9 @@ IlreParams ilre_params_from(const Model &model, const lctx_session_params &sp) {
     p.budget = size_field(r.budget, std::min<int64_t>(4096, std::max<int64_t>(p.n_ctx / 2, 8)), "budget");
     p.query_tokens = size_field(r.query_tokens, 0, "query_tokens");
     p.dca = r.dca;
-    if (r.score_distance < -1 || r.score_distance > (1 << 20))
-        fail(LCTX_ERR_INVALID_ARG, "ILRe: score_distance = %d is out of range [-1, 2^20] (-1: each key at its own "
-             "position)", r.score_distance);
+    if (r.score_distance < LCTX_ILRE_SCORE_AUTO || r.score_distance > (1 << 20))
+        fail(LCTX_ERR_INVALID_ARG, "ILRe: score_distance = %d is out of range [-2, 2^20] (-2: auto, -1: each key at "
+             "its own position, >= 0: every key at that distance)", r.score_distance);
     p.score_distance = r.score_distance;
     p.dca_after = n_train;
     if (r.max_kernels) p.max_kernels = parse_kernel_list(r.max_kernels, "max_kernels");

@@ -24,7 +24,12 @@ struct IlreParams {
     int64_t budget = 4096;          // B: gathered tokens besides the sinks; default min(4096, n_ctx/2)
     int64_t query_tokens = 0;       // score with the last N question tokens; 0: all
     bool dca = true;                // bounded distances beyond the trained context (docs/methods/ilre.md, "DCA")
-    int64_t score_distance = -1;    // >= 0: keys scored position-free at this distance ("Scoring at a fixed distance")
+    // >= 0: keys scored position-free at this distance; -1: at their positions;
+    // kScoreAuto: -1 within the trained context, kAutoScoreDistance past it
+    // (docs/methods/ilre.md, "Scoring at a fixed distance").
+    int64_t score_distance = kScoreAuto;
+    static constexpr int64_t kScoreAuto = -2;
+    static constexpr int64_t kAutoScoreDistance = 1024;
     int64_t dca_after = 0;          // where DCA starts acting: the model's trained context
     std::vector<int32_t> max_kernels{2, 4, 8};
     std::vector<int32_t> avg_kernels{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};

@@ -116,8 +116,9 @@ Selection IlreMethod::select(const std::vector<int32_t> &query, Progress &progre
     args.n_keys = N;
     args.queries = last_q_.data();
     args.n_q = q - q0;
-    if (params_.score_distance >= 0) {
-        args.fixed_distance = params_.score_distance;
+    const int64_t distance = effective_score_distance(N + (q - q0));
+    if (distance >= 0) {
+        args.fixed_distance = distance;
         args.query_pos0 = N;   // the question's tokens follow the document
     } else if (params_.dca && N + (q - q0) > params_.dca_after) {
         // DCA shifts keys only when the question would sit past the trained context.

@@ -48,6 +48,13 @@ public:
     const std::vector<float> &last_scores() const { return last_scores_; }
     // The question's rotated queries at the retrieval layer for the last select.
     const std::vector<float> &last_queries() const { return last_q_; }
+    // The scoring distance select uses for n_scored (document + scored question)
+    // tokens: score_distance itself, or for auto -1 (positional) while they fit
+    // the trained context and kAutoScoreDistance past it.
+    int64_t effective_score_distance(int64_t n_scored) const {
+        if (params_.score_distance != IlreParams::kScoreAuto) return params_.score_distance;
+        return n_scored > params_.dca_after ? IlreParams::kAutoScoreDistance : -1;
+    }
 
 private:
     ChunkStep encode_step();

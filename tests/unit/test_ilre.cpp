@@ -424,6 +424,7 @@ session_test::SessionParams ilre_params(int layer, int chunk, int window, int bu
     p.ilre_p.window = window;
     p.ilre_p.budget = budget;
     p.ilre_p.dca = false;
+    p.ilre_p.score_distance = -1;   // keys at their positions; the auto default has its own test
     return p;
 }
 
@@ -551,6 +552,33 @@ TEST(IlreMethod, DcaActsOnlyPastTheTrainedContext) {
     }
 }
 
+TEST(IlreMethod, AutoScoreDistanceIsPositionalWithinTheTrainedContextAndFixedPastIt) {
+    Tiny t(256);
+    const auto query = random_tokens(9, 6);
+    auto scores = [&](const std::vector<int32_t> &doc, int32_t distance) {
+        auto p = ilre_params(2, 64, 32, 50);
+        p.ilre_p.score_distance = distance;
+        Session s(*t.model, p);
+        feed_split(s, doc, {doc.size()});
+        s.select(query.data(), query.size());
+        return ilre(s).last_scores();
+    };
+    // 240 + 9 tokens fit the 256 trained positions; 600 + 9 do not.
+    for (int n : {240, 600}) {
+        const auto doc = random_tokens(n, 5);
+        const auto autos = scores(doc, LCTX_ILRE_SCORE_AUTO);
+        const auto positional = scores(doc, -1);
+        const auto fixed = scores(doc, int32_t(IlreParams::kAutoScoreDistance));
+        ASSERT_EQ(autos.size(), size_t(n));
+        EXPECT_NE(positional, fixed) << "the two scorings must differ for this test to say anything";
+        if (n + 9 <= 256) {
+            EXPECT_EQ(autos, positional) << n;
+        } else {
+            EXPECT_EQ(autos, fixed) << n;
+        }
+    }
+}
+
 TEST(IlreMethod, ParameterErrors) {
     Tiny t;
     auto check = [&](session_test::SessionParams p, const char *what) {
@@ -573,6 +601,9 @@ TEST(IlreMethod, ParameterErrors) {
     p = ilre_params(2, 64, 32, 100);
     p.ilre_p.max_kernels = "2,x";
     check(p, "bad kernel list");
+    p = ilre_params(2, 64, 32, 100);
+    p.ilre_p.score_distance = -3;
+    check(p, "score_distance below auto");
     // A question longer than a chunk is refused with a clear status.
     Session s(*t.model, ilre_params(2, 64, 32, 100));
     const auto doc = random_tokens(300, 1), q = random_tokens(65, 2);
