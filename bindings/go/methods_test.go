@@ -168,11 +168,27 @@ func TestIlreParams(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if _, _, _, _, err := s.SelectScores(); !errors.Is(err, ErrState) {
+		t.Fatalf("SelectScores before a select: %v, want ErrState", err)
+	}
 	sel, err := s.Select(q)
 	if err != nil {
 		t.Fatal(err)
 	}
 	pos := sel.Positions()
+	// SelectScores: one score per document token; ILRe ranks by its raw
+	// scores, the sinks are forced, the selection's scores are those at its
+	// positions.
+	raw, ranked, first, last, err := s.SelectScores()
+	if err != nil || int64(len(raw)) != n || len(ranked) != len(raw) || first != 4 || last != 0 {
+		t.Fatalf("SelectScores: %d raw, %d ranked, forced %d/%d, %v; want %d, %d, 4/0", len(raw), len(ranked),
+			first, last, err, n, n)
+	}
+	for k, p := range pos {
+		if raw[p] != ranked[p] || sel.Scores()[k] != raw[p] {
+			t.Fatalf("token %d: raw %g ranked %g selection %g", p, raw[p], ranked[p], sel.Scores()[k])
+		}
+	}
 	if sel.Size() != 4+40 || len(pos) != 4+40 {
 		t.Fatalf("selection of %d (%d positions), want sink + budget = 44", sel.Size(), len(pos))
 	}
@@ -203,7 +219,7 @@ func TestIlreParams(t *testing.T) {
 		{func(l *IlreParams) { l.AvgKernels = "8-1" }, "avg_kernels"},
 		{func(l *IlreParams) { l.Chunk = -1 }, "chunk"},
 		{func(l *IlreParams) { big := int32(m.NLayer()); l.RetrievalLayer = &big }, "retrieval_layer"},
-		{func(l *IlreParams) { d := int32(-2); l.ScoreDistance = &d }, "score_distance"},
+		{func(l *IlreParams) { d := int32(-3); l.ScoreDistance = &d }, "score_distance"},
 	}
 	for _, b := range bad {
 		s, err := NewSession(m, params(b.edit))

@@ -171,4 +171,35 @@ static lctxsw_positions lctxsw_session_refreshkv_layer_steps(const lctx_session 
     return r;
 }
 
+/* Every scored document token's score from the session's last successful
+ * select (lctx_session_select_scores): the raw scores, or with `ranked` the
+ * ones select ranked by. The status of lctx_session_select_scores on failure. */
+static lctxsw_floats lctxsw_session_select_scores(const lctx_session *session, bool ranked) {
+    lctxsw_floats r = {LCTX_OK, NULL, 0};
+    int64_t n = 0;
+    r.status = lctx_session_select_scores(session, NULL, NULL, 0, &n, NULL, NULL);
+    if (r.status != LCTX_OK) return r;
+    r.data = (float *)malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+    if (!r.data) { r.status = LCTX_ERR_OUT_OF_MEMORY; return r; }
+    r.status = lctx_session_select_scores(session, ranked ? NULL : r.data, ranked ? r.data : NULL, n, &n, NULL, NULL);
+    if (r.status != LCTX_OK) { free(r.data); r.data = NULL; return r; }
+    r.n = (size_t)n;
+    return r;
+}
+
+/* The forced ranges of the last select as {forced_first, forced_last}: the
+ * first and last document tokens gathered whatever their scores. */
+static lctxsw_positions lctxsw_session_select_forced(const lctx_session *session) {
+    lctxsw_positions r = {LCTX_OK, NULL, 0};
+    int64_t n = 0, first = 0, last = 0;
+    r.status = lctx_session_select_scores(session, NULL, NULL, 0, &n, &first, &last);
+    if (r.status != LCTX_OK) return r;
+    r.data = (int64_t *)malloc(2 * sizeof(int64_t));
+    if (!r.data) { r.status = LCTX_ERR_OUT_OF_MEMORY; return r; }
+    r.data[0] = first;
+    r.data[1] = last;
+    r.n = 2;
+    return r;
+}
+
 #endif /* LCTX_SWIG_HELPERS_H */

@@ -122,6 +122,20 @@ class Selection:
 
 
 @dataclass
+class SelectScores:
+    """Every scored document token's score from the session's last select
+    (lctx_session_select_scores). `raw`: the method's score of each token;
+    `ranked`: what select ranked by (REFORM: the pooled scores; ILRe: `raw`
+    again). The first `forced_first` and last `forced_last` tokens were
+    gathered whatever their scores. Arrays are numpy float32 when numpy is
+    installed, else lists."""
+    raw: object
+    ranked: object
+    forced_first: int
+    forced_last: int
+
+
+@dataclass
 class RefreshKVStats:
     """lctx_refreshkv_stats plus the per-layer step counts. A layer step is one
     layer of one decoded token: n_full + n_partial == n_steps * n_layer, and
@@ -319,6 +333,15 @@ class Session:
             query = self.model.tokenize(query, add_special=False, parse_special=True)
         self._stage_label[0] = "select"
         return Selection(capi.lctx_select(self.handle, query))
+
+    def select_scores(self) -> SelectScores:
+        """The scores behind the last successful select (REFORM, ILRe):
+        lctx.UnsupportedError for other methods, lctx.StateError before a
+        select has succeeded."""
+        forced = capi.lctxsw_session_select_forced(self.handle)
+        return SelectScores(raw=_as_array(capi.lctx_session_select_scores(self.handle, False), "float32"),
+                            ranked=_as_array(capi.lctx_session_select_scores(self.handle, True), "float32"),
+                            forced_first=int(forced[0]), forced_last=int(forced[1]))
 
     def recompute(self, selection: Selection) -> None:
         self._stage_label[0] = "recompute"

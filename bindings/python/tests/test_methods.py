@@ -90,7 +90,7 @@ def test_ilre_session_with_explicit_params(model):
         assert all(0 <= t < model.n_vocab for t in toks)
     for bad, name in ((dict(ilre_max_kernels="2,x"), "max_kernels"), (dict(ilre_avg_kernels="8-1"), "avg_kernels"),
                       (dict(ilre_chunk=-1), "chunk"), (dict(ilre_retrieval_layer=model.n_layer), "retrieval_layer"),
-                      (dict(ilre_score_distance=-2), "score_distance")):
+                      (dict(ilre_score_distance=-3), "score_distance")):
         with pytest.raises(lctx.InvalidArgumentError, match=name):
             model.session(**{**params, **bad})
     with pytest.raises(TypeError):
@@ -101,6 +101,50 @@ def test_ilre_session_with_explicit_params(model):
         s.build_index()
         with s.select(model.tokenize(" Lily saw a", add_special=False)) as sel:
             assert len(sel) == 4 + 40 and list(sel.positions)[:4] == [0, 1, 2, 3]
+
+
+def test_select_scores_are_the_ones_the_selection_used(model):
+    # Session.select_scores (lctx_session_select_scores): one score per document
+    # token, the selection's scores are the ranked scores at its positions, the
+    # forced ranges are reported; refused before a select and for FULL.
+    doc = "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. " * 4
+    q = model.tokenize(" Lily saw a", add_special=False)
+    ilre = dict(method=lctx.Method.ILRE, n_ctx=256, n_threads=1, ilre_retrieval_layer=1, ilre_sink=4,
+                ilre_window=32, ilre_chunk=64, ilre_budget=40)
+    reform = dict(method=lctx.Method.REFORM, n_ctx=256, n_threads=1, reform_chunk=64, reform_budget=64,
+                  reform_sink=4, reform_recent=4, reform_obs=16, reform_recompute=48, reform_keep_first=3,
+                  reform_keep_last=2, reform_pool_half=1)
+    for params in (ilre, reform):
+        with model.session(**params) as s:
+            n = s.feed(doc)
+            s.build_index()
+            with pytest.raises(lctx.StateError):
+                s.select_scores()
+            with s.select(q) as sel:
+                sc = s.select_scores()
+                raw, ranked = list(sc.raw), list(sc.ranked)
+                assert len(raw) == len(ranked) == n
+                pos, sel_scores = list(sel.positions), list(sel.scores)
+                assert sel_scores == [ranked[p] for p in pos]
+                if params is ilre:
+                    assert raw == ranked and (sc.forced_first, sc.forced_last) == (4, 0)
+                    assert pos[:4] == [0, 1, 2, 3]
+                else:
+                    assert (sc.forced_first, sc.forced_last) == (3, 2)
+                    assert {0, 1, 2, n - 2, n - 1} <= set(pos)
+                # Outside the forced ranges, nothing left out ranks above the
+                # lowest score the selection took.
+                chosen = set(pos)
+                taken = [ranked[p] for p in pos if sc.forced_first <= p < n - sc.forced_last]
+                left = [ranked[p] for p in range(sc.forced_first, n - sc.forced_last) if p not in chosen]
+                if params is reform:
+                    assert taken and left and max(left) <= min(taken)
+    with model.session(method=lctx.Method.FULL, n_ctx=256, n_threads=1) as s:
+        s.feed(doc[:200])
+        s.build_index()
+        with s.select(q):
+            with pytest.raises(lctx.UnsupportedError):
+                s.select_scores()
 
 
 DOC = "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. "

@@ -57,14 +57,22 @@ fn ilre_session_with_explicit_params() {
         ..Default::default()
     };
     assert_eq!(SessionParams::default().ilre_retrieval_layer, -1, "lctx_ilre_default_params: the model's profile");
-    assert_eq!(SessionParams::default().ilre_score_distance, -1, "lctx_ilre_default_params: keys at their positions");
+    assert_eq!(SessionParams::default().ilre_score_distance, -2, "lctx_ilre_default_params: auto (LCTX_ILRE_SCORE_AUTO)");
     let doc = "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. ".repeat(4);
     let mut s = m.session(&params()).unwrap();
     let n = s.feed_text(&doc).unwrap() as i64;
     assert!(n > 4 + 40, "document of {n} tokens");
     s.build_index().unwrap();
+    assert_eq!(s.select_scores().unwrap_err().status, Status::State, "select_scores before a select");
     let sel = s.select(&m.tokenize(" Lily saw a", false, true).unwrap()).unwrap();
     let pos = sel.positions();
+    // select_scores: one score per document token; ILRe ranks by its raw scores,
+    // the sinks are forced, the selection's scores are those at its positions.
+    let (raw, ranked, first, last) = s.select_scores().unwrap();
+    assert_eq!((raw.len() as i64, first, last), (n, 4, 0));
+    assert_eq!(raw, ranked);
+    let at: Vec<f32> = pos.iter().map(|&p| raw[p as usize]).collect();
+    assert_eq!(sel.scores(), at);
     assert_eq!((sel.len(), pos.len()), (4 + 40, 4 + 40));
     assert_eq!(pos[..4], [0, 1, 2, 3], "the sinks are always gathered");
     assert!(pos.windows(2).all(|w| w[0] < w[1]) && pos[pos.len() - 1] < n, "{pos:?}");
@@ -83,7 +91,7 @@ fn ilre_session_with_explicit_params() {
         (SessionParams { ilre_chunk: -1, ..params() }, "chunk"),
         (SessionParams { ilre_retrieval_layer: m.n_layer(), ..params() }, "retrieval_layer"),
         (SessionParams { ilre_max_kernels: Some("2\0".into()), ..params() }, "ilre_max_kernels"),
-        (SessionParams { ilre_score_distance: -2, ..params() }, "score_distance"),
+        (SessionParams { ilre_score_distance: -3, ..params() }, "score_distance"),
     ];
     for (p, field) in bad {
         let e = m.session(&p).err().unwrap_or_else(|| panic!("{field}: accepted"));

@@ -292,6 +292,34 @@ public final class Session implements AutoCloseable {
         return logprob[0];
     }
 
+    /** Every scored document token's score from the last select
+     * (lctx_session_select_scores). raw: the method's score of each token;
+     * ranked: what select ranked by (REFORM: the pooled scores; ILRe: raw
+     * again). The first forcedFirst and last forcedLast tokens were gathered
+     * whatever their scores. */
+    public static final class SelectScores {
+        public final float[] raw;
+        public final float[] ranked;
+        public final long forcedFirst;
+        public final long forcedLast;
+
+        SelectScores(float[] raw, float[] ranked, long[] forced) {
+            this.raw = raw;
+            this.ranked = ranked;
+            this.forcedFirst = forced[0];
+            this.forcedLast = forced[1];
+        }
+    }
+
+    /** The scores behind the last successful select (REFORM, ILRe); an
+     * LctxException with LCTX_ERR_UNSUPPORTED for other methods and
+     * LCTX_ERR_STATE before a select has succeeded. */
+    public SelectScores selectScores() {
+        long[] forced = LctxNative.lctxsw_session_select_forced(ptr());
+        return new SelectScores(LctxNative.lctx_session_select_scores(ptr(), false),
+                LctxNative.lctx_session_select_scores(ptr(), true), forced);
+    }
+
     /** lctx_refreshkv_stats plus the per-layer step counts. A layer step is one
      * layer of one decoded token: nFull + nPartial == nSteps * nLayer and
      * layerFull[l] + layerPartial[l] == nSteps. */

@@ -1,5 +1,6 @@
 package org.lctx;
 
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
@@ -125,8 +126,20 @@ class MethodRegistryTest {
                 int n = s.feedText(doc);
                 assertTrue(n > 4 + 40, "document of " + n + " tokens");
                 s.buildIndex();
+                LctxException before = assertThrows(LctxException.class, s::selectScores);
+                assertEquals(lctx_status.LCTX_ERR_STATE, before.status(), before.getMessage());
                 try (Selection sel = s.select(m.tokenize(" Lily saw a", false, true))) {
                     long[] pos = sel.positions();
+                    // selectScores: one score per document token; ILRe ranks by its raw
+                    // scores, the sinks are forced, and the selection's scores are
+                    // those at its positions.
+                    Session.SelectScores sc = s.selectScores();
+                    assertEquals(n, sc.raw.length);
+                    assertArrayEquals(sc.raw, sc.ranked);
+                    assertEquals(4, sc.forcedFirst);
+                    assertEquals(0, sc.forcedLast);
+                    float[] selScores = sel.scores();
+                    for (int k = 0; k < pos.length; k++) assertEquals(sc.raw[(int) pos[k]], selScores[k]);
                     assertEquals(4 + 40, sel.size());
                     assertEquals(4 + 40, pos.length);
                     for (int k = 0; k < 4; k++) assertEquals(k, pos[k], "the sinks are always gathered");
