@@ -56,15 +56,17 @@ std::string profile_json(const ReformProfile &p, const Hparams &hp, double wall,
         in_hooks += p.seconds[part];
     }
     parts.emplace_back("hooks_other", p.forward.seconds[F::HOOKS] - in_hooks);
-    for (int part : {R::SCORE_ACCUM, R::EVICT_KEEP, R::KV_COMPACT, R::STORE}) parts.emplace_back(R::name(part), p.seconds[part]);
+    for (int part : {R::SCORE_ACCUM, R::EVICT_KEEP, R::KV_COMPACT, R::STORE})
+        parts.emplace_back(R::name(part), p.seconds[part]);
     double named = 0.0;
     for (const auto &[name, s] : parts) named += s;
     const double in_steps = p.step_seconds - named, outside = wall - p.step_seconds;
 
     std::string out = "{\"wall_seconds\": ";
     char buf[512];
-    std::snprintf(buf, sizeof buf, "%.4f, \"build_index_seconds\": %.4f, \"steps\": %lld, \"tokens\": %lld, \"parts\": {",
-                  wall, build_index, static_cast<long long>(p.steps), static_cast<long long>(p.tokens));
+    std::snprintf(buf, sizeof buf,
+                  "%.4f, \"build_index_seconds\": %.4f, \"steps\": %lld, \"tokens\": %lld, \"parts\": {", wall,
+                  build_index, static_cast<long long>(p.steps), static_cast<long long>(p.tokens));
     out += buf;
     for (size_t i = 0; i < parts.size(); ++i) {
         std::snprintf(buf, sizeof buf, "%s\"%s\": %.5f", i ? ", " : "", parts[i].first.c_str(), parts[i].second);

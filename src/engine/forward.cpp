@@ -137,7 +137,8 @@ void Forward::run(const int32_t *tokens, const int32_t *pos, int64_t n, KvStore 
             if (opt.profile) {
                 opt.profile->layer_tokens += nb * n_layers;
                 // Keys before the sub-batch, then causal within it.
-                opt.profile->attn_pairs += double(n_layers) * (double(nb) * double(n_kv - nb) + 0.5 * double(nb) * double(nb + 1));
+                const double pairs = double(nb) * double(n_kv - nb) + 0.5 * double(nb) * double(nb + 1);
+                opt.profile->attn_pairs += double(n_layers) * pairs;
             }
             for (int32_t l = 0; l < n_layers; ++l) {
                 laps.layer = l;
