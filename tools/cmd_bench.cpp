@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_reform.h"
 #include "cli.h"
 #include "common/error.h"
 #include "common/ggml_type.h"
@@ -125,44 +126,6 @@ struct Bench {
         return seconds_since(t0);
     }
 };
-
-// REFORM encode through the public API, as an application runs it: a REFORM
-// session with default parameters, the document fed in pieces of 4096
-// tokens, then build_index. Returns the "reform" JSON member.
-std::string reform_json(const Args &a, const std::vector<int64_t> &lengths, int64_t repeats, int64_t threads,
-                        int32_t n_vocab) {
-    lctx_model *m = load_model(a);
-    std::mt19937 rng(99);
-    std::uniform_int_distribution<int32_t> u(0, n_vocab - 1);
-    std::string out = "  \"reform\": [";
-    std::string backend;   // the sessions' (the same for all: one registry)
-    for (size_t i = 0; i < lengths.size(); ++i) {
-        std::vector<lctx_token> doc(static_cast<size_t>(lengths[i]));
-        for (auto &t : doc) t = u(rng);
-        std::vector<double> tps;
-        for (int64_t r = 0; r < repeats; ++r) {
-            lctx_session_params sp;
-            lctx_session_default_params(&sp);
-            sp.method = LCTX_METHOD_REFORM;
-            sp.n_threads = static_cast<int32_t>(threads);
-            lctx_session *s = nullptr;
-            check(lctx_session_create(m, &sp, &s), "creating a REFORM session");
-            backend = session_backend(s);
-            const auto t0 = std::chrono::steady_clock::now();
-            for (size_t off = 0; off < doc.size(); off += 4096)
-                check(lctx_feed_chunk(s, doc.data() + off, std::min<size_t>(4096, doc.size() - off)), "feed_chunk");
-            check(lctx_build_index(s), "build_index");
-            tps.push_back(lengths[i] / seconds_since(t0));
-            lctx_session_free(s);
-        }
-        char buf[192];
-        std::snprintf(buf, sizeof buf, "%s\n    {\"n_doc\": %lld, \"backend\": \"%s\", \"tok_s\": ", i ? "," : "",
-                      static_cast<long long>(lengths[i]), backend.c_str());
-        out += buf + json_list(tps) + "}";
-    }
-    lctx_model_free(m);
-    return out + "\n  ],\n";
-}
 
 // Keys before or after RoPE? Per KV length n, for one layer of this model:
 // the decode attention of one query over n slots (f32 and f16 storage), and
@@ -290,7 +253,11 @@ int cmd_bench(int argc, char **argv) {
         "  -r, --repeats N        repeats of every measurement (default 3)\n"
         "  --profile              per-op time breakdown, GEMM GFLOP/s and the FMA peak\n"
         "  --no-mmap              read the model into memory instead of mapping the file\n"
-        "  --reform LIST          also REFORM encode (feed + build_index) of these document lengths\n"
+        "  --reform LIST          also REFORM encode (feed + build_index) of these document lengths; with\n"
+        "                         --profile, where the encode time goes (per op, per layer, GFLOP/s)\n"
+        "  --select-study LIST    per index size: REFORM's select on a synthetic index of that many tokens\n"
+        "                         (scoring, pooling, top-k; the previous portable scoring beside the fast one)\n"
+        "  --select-query N       query rows scored by --select-study (default 32)\n"
         "  --kv f32|f16           element type of the KV store (default f32)\n"
         "  --backend NAME         cpu, or a backend module's name (cuda); default: $LCTX_BACKEND, else the best\n"
         "                         available. One that cannot run here falls back to the CPU with a line on\n"
@@ -301,7 +268,7 @@ int cmd_bench(int argc, char **argv) {
         "                         (the cost of keeping keys before RoPE), f32 and f16\n"
         "Prints one JSON object: tokens/s per repeat, peak RSS, profile.\n";
     Args a = parse_args(argc, argv, {"--model", "--threads", "--prompts", "--decode-ctx", "--n-decode", "--repeats", "--reform", "--kv",
-                         "--kv-study", "--topk-study", "--backend"},
+                         "--kv-study", "--topk-study", "--backend", "--select-study", "--select-query"},
                         {"--profile", "--no-mmap"},
                         {{"-m", "--model"}, {"-t", "--threads"}, {"-p", "--prompts"}, {"-n", "--n-decode"},
                          {"-r", "--repeats"}},
@@ -316,6 +283,9 @@ int cmd_bench(int argc, char **argv) {
     const std::vector<int64_t> kv_study = a.has("--kv-study") ? parse_list(a.get("--kv-study")) : std::vector<int64_t>{};
     const std::vector<int64_t> topk_study =
         a.has("--topk-study") ? parse_list(a.get("--topk-study")) : std::vector<int64_t>{};
+    const std::vector<int64_t> select_study =
+        a.has("--select-study") ? parse_list(a.get("--select-study")) : std::vector<int64_t>{};
+    const int64_t select_query = a.get_int("--select-query", 32, 1, 65536);
     const std::string kv_name = a.get("--kv", "f32");
     if (kv_name != "f32" && kv_name != "f16") die("--kv must be f32 or f16\n");
     const KvType kv = kv_name == "f16" ? KvType::F16 : KvType::F32;
@@ -384,8 +354,9 @@ int cmd_bench(int argc, char **argv) {
             out += buf + json_list(decode_tps) + "},\n";
         }
 
+        const double fma_peak = profile ? cpu_backend_fma_peak_gflops(*backend) : 0.0;
         if (profile) {
-            const double peak = cpu_backend_fma_peak_gflops(*backend), flops = matmul_flops_per_token(hp);
+            const double peak = fma_peak, flops = matmul_flops_per_token(hp);
             std::snprintf(buf, sizeof buf, "  \"fma_peak_gflops\": %.1f,\n  \"profile\": {", peak);
             out += buf;
             for (size_t i = 0; i < prompts.size(); ++i) {
@@ -411,7 +382,9 @@ int cmd_bench(int argc, char **argv) {
             }
             out += "\n  },\n";
         }
-        if (!reform.empty()) out += reform_json(a, reform, repeats, threads, hp.n_vocab);
+        if (!reform.empty())
+            out += reform_json(a, hp, reform, repeats, threads, profile, fma_peak);
+        if (!select_study.empty()) out += select_study_json(a, *model, *backend, select_study, repeats, select_query, threads);
         if (!kv_study.empty()) out += kv_study_json(*backend, hp, kv_study, repeats);
         if (!topk_study.empty()) out += topk_study_json(*backend, hp, topk_study, repeats);
         std::snprintf(buf, sizeof buf, "  \"peak_rss_mib\": %.1f\n}\n", peak_rss_mib());

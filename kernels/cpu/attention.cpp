@@ -5,6 +5,7 @@
 // column has one writer. attention_ref is the naive materialised version.
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <vector>
 
@@ -169,6 +170,7 @@ void attention(ThreadPool &pool, const AttentionArgs &args) {
     });
 
     if (!a.col_sums || a.n_kv == 0 || a.obs_begin >= a.n_q) return;
+    const auto col_t0 = a.colsum_seconds ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     // Column sums: items own disjoint key ranges (no two threads write a column).
     const int64_t n_kb = (a.n_kv + kAttnKeyBlock - 1) / kAttnKeyBlock;
     const int64_t per_head = std::min(n_kb, std::max<int64_t>(1, (4 * pool.size() + a.n_head_kv - 1) / a.n_head_kv));
@@ -185,6 +187,8 @@ void attention(ThreadPool &pool, const AttentionArgs &args) {
             else kt.attn_colsum(a, scale, g, j0, j1, fm.data(), fl.data(), scratch.data());
         }
     });
+    if (a.colsum_seconds)
+        *a.colsum_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - col_t0).count();
 }
 
 void attention_ref(const AttentionArgs &a) {

@@ -105,6 +105,7 @@ struct AttentionArgs {
     float *col_sums = nullptr;    // optional
     int64_t obs_begin = 0;
     bool col_max = false;         // col_sums takes the max instead of the sum (caller zeroes it)
+    double *colsum_seconds = nullptr;   // optional: the column pass's wall time is added here
     // Set by attention() itself, not by callers: [n_q * n_head][n_kv] scaled
     // scores (-inf where masked) written by the first pass, read by the
     // column pass. Only with fewer than kAttnTiledMinRows rows per item.
@@ -157,5 +158,22 @@ struct TopkDotArgs {
 constexpr int32_t kMaxTopk = 64;
 void topk_dot(ThreadPool &pool, const TopkDotArgs &a);
 void topk_dot_ref(const TopkDotArgs &a);   // naive loops, one key at a time
+
+// Max over query rows of dot products (REFORM's selection scores,
+// docs/methods/reform.md): out[t] = max over the n_q query rows u of
+// q_u . key t, for n f16 keys of dim elements, ld apart (n_q >= 1). Keys are
+// widened and transposed in tiles of kTopkTile as topk_dot does and scored
+// against every query row in registers; each dot product adds its dim
+// products in order, so the result does not depend on the thread count. A NaN
+// product never wins; a key whose products are all NaN scores -inf.
+struct MaxDotArgs {
+    const uint16_t *keys = nullptr;
+    int64_t n = 0, ld = 0;
+    int32_t dim = 0;
+    const float *q = nullptr;     // [n_q][dim], row stride ldq
+    int64_t n_q = 0, ldq = 0;
+    float *out = nullptr;         // [n]
+};
+void max_dot_f16(ThreadPool &pool, const MaxDotArgs &a);
 
 } // namespace lctx::cpu

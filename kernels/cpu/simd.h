@@ -52,6 +52,10 @@ struct KernelTable {
                             float *tmp);
     void (*topk_tile)(const float *q, int64_t ldq, int rows, const float *kt, int64_t T, int64_t n_valid, int d,
                       int64_t idx0, int k, bool tile_max, float *best_score, int64_t *best_index);
+    // best[t] = max over `rows` query rows of q_r . key t for the n_valid keys
+    // of a transposed tile (keys_transposed); a NaN product never wins.
+    void (*max_dot_tile)(const float *q, int64_t ldq, int rows, const float *kt, int64_t T, int64_t n_valid, int d,
+                         float *best);
 };
 
 // Keys per block in the attention kernels; scratch needed per call.

@@ -641,9 +641,61 @@ void topk_tile(const float *q, int64_t ldq, int rows, const float *kt, int64_t T
     }
 }
 
+// ---- max over query rows of dot products (REFORM's selection scores) -------------
+
+// Running maxima m0, m1 (2W keys from key t of the transposed tile) over RB
+// query rows. Each key's dot product adds its d products in order.
+template <int RB>
+inline void max_dot_rows(const float *q, int64_t ldq, const float *kt, int64_t T, int64_t t, int d, F &m0, F &m1) {
+    F c[RB][2];
+#pragma GCC unroll 8
+    for (int r = 0; r < RB; ++r) c[r][0] = c[r][1] = V::zero();
+    for (int e = 0; e < d; ++e) {
+        const F b0 = V::load(kt + e * T + t), b1 = V::load(kt + e * T + t + W);
+#pragma GCC unroll 8
+        for (int r = 0; r < RB; ++r) {
+            const F a = V::set1(q[r * ldq + e]);
+            c[r][0] = V::fmadd(b0, a, c[r][0]);
+            c[r][1] = V::fmadd(b1, a, c[r][1]);
+        }
+    }
+    // A NaN product never wins (max(c, m) keeps m), as std::max(best, c) does.
+#pragma GCC unroll 8
+    for (int r = 0; r < RB; ++r) {
+        m0 = V::max(c[r][0], m0);
+        m1 = V::max(c[r][1], m1);
+    }
+}
+
+// best[t] = max over the `rows` query rows (q + r * ldq) of their dot product
+// with key t of one transposed tile, for t < n_valid (T a multiple of 2W).
+void max_dot_tile(const float *q, int64_t ldq, int rows, const float *kt, int64_t T, int64_t n_valid, int d,
+                  float *best) {
+    alignas(64) float buf[2 * W];
+    constexpr int RB = 6;
+    for (int64_t t = 0; t < n_valid; t += 2 * W) {
+        F m0 = V::set1(-INFINITY), m1 = m0;
+        int r = 0;
+        for (; r + RB <= rows; r += RB) max_dot_rows<RB>(q + r * ldq, ldq, kt, T, t, d, m0, m1);
+        const float *qr = q + r * ldq;
+        switch (rows - r) {
+        case 5: max_dot_rows<5>(qr, ldq, kt, T, t, d, m0, m1); break;
+        case 4: max_dot_rows<4>(qr, ldq, kt, T, t, d, m0, m1); break;
+        case 3: max_dot_rows<3>(qr, ldq, kt, T, t, d, m0, m1); break;
+        case 2: max_dot_rows<2>(qr, ldq, kt, T, t, d, m0, m1); break;
+        case 1: max_dot_rows<1>(qr, ldq, kt, T, t, d, m0, m1); break;
+        default: break;
+        }
+        V::store(buf, m0);
+        V::store(buf + W, m1);
+        const int64_t nv = std::min<int64_t>(2 * W, n_valid - t);
+        for (int64_t j = 0; j < nv; ++j) best[t + j] = buf[j];
+    }
+}
+
 const lctx::cpu::KernelTable kTable = {
     V::name, MR, NR, dequant_row, gemv, dot, gemm, rms_norm, swiglu, geglu, attn_partial, attn_colsum,
-    keys_transposed, topk_tile,
+    keys_transposed, topk_tile, max_dot_tile,
 };
 
 } // namespace

@@ -1,6 +1,11 @@
 #include "backend/backend.h"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
+#include <vector>
+
+#include "common/ggml_type.h"
 
 namespace lctx {
 
@@ -18,7 +23,43 @@ float rope_magnitude(const Hparams &hp) {
     return mscale;
 }
 
+// fp16 -> fp32 through a table: the scalar conversion would dominate.
+const float *half_table() {
+    static const std::vector<float> table = [] {
+        std::vector<float> t(65536);
+        for (uint32_t h = 0; h < 65536; ++h) t[h] = fp16_to_fp32(static_cast<uint16_t>(h));
+        return t;
+    }();
+    return table.data();
+}
+
+void max_dot_range(const MaxDotArgs &a, int64_t t0, int64_t t1) {
+    const float *tab = half_table();
+    std::vector<float> row(static_cast<size_t>(a.dim));
+    for (int64_t t = t0; t < t1; ++t) {
+        const uint16_t *e = a.keys + t * a.ld;
+        for (int32_t i = 0; i < a.dim; ++i) row[i] = tab[e[i]];
+        float best = -std::numeric_limits<float>::infinity();
+        for (int64_t u = 0; u < a.n_q; ++u) {
+            const float *q = a.q + u * a.ldq;
+            float acc = 0.0f;
+            for (int32_t i = 0; i < a.dim; ++i) acc += row[i] * q[i];
+            best = std::max(best, acc);
+        }
+        a.out[t] = best;
+    }
+}
+
 } // namespace
+
+void max_dot_f16_portable(const MaxDotArgs &a, Backend *parallel) {
+    if (a.n <= 0) return;
+    if (!parallel || a.n < 4096) {
+        max_dot_range(a, 0, a.n);
+        return;
+    }
+    parallel->parallel_for(a.n, [&](int64_t b, int64_t e, int) { max_dot_range(a, b, e); });
+}
 
 Hparams rope_delta_hparams(const Hparams &hp) {
     // Rotations compose additively in the position (linear and YaRN angles

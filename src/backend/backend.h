@@ -85,6 +85,9 @@ struct AttentionArgs {
     float *col_sums = nullptr;
     int64_t obs_begin = 0;
     bool col_max = false;            // col_sums: max, not sum, of the probabilities
+    // Profiling (may be null): a backend that computes col_sums in a pass of
+    // its own adds that pass's wall time here (the CPU backend does).
+    double *colsum_seconds = nullptr;
 };
 
 // Per-row top-k of dot products (ReAttention's selection): for each of the
@@ -111,6 +114,25 @@ struct TopkDotArgs {
     float *best_score = nullptr;
     int64_t *best_index = nullptr;
 };
+
+// Max over query rows of dot products with f16 keys (REFORM's selection
+// scores): out[t] = max over the n_q f32 query rows u (q + u * ldq) of
+// q_u . key t, for n keys of dim elements, ld apart (n_q >= 1). A NaN
+// product never wins; a key with only NaN products scores -inf. Host memory.
+struct MaxDotArgs {
+    const uint16_t *keys = nullptr;
+    int64_t n = 0, ld = 0;
+    int32_t dim = 0;
+    const float *q = nullptr;
+    int64_t n_q = 0, ldq = 0;
+    float *out = nullptr;
+};
+
+// The portable MaxDotArgs scoring (fp16 table, one key at a time, products
+// added in order in f32): the Backend default, and the reference the SIMD
+// kernels were checked against. parallel (may be null) splits long inputs.
+class Backend;
+void max_dot_f16_portable(const MaxDotArgs &a, Backend *parallel);
 
 class Backend {
 public:
@@ -178,6 +200,8 @@ public:
     virtual std::vector<int64_t> top_k(const float *x, int64_t n, int64_t k) = 0;
     // See TopkDotArgs.
     virtual void topk_dot(const TopkDotArgs &a) = 0;
+    // See MaxDotArgs. Default: max_dot_f16_portable on this backend's threads.
+    virtual void max_dot_f16(const MaxDotArgs &a) { max_dot_f16_portable(a, this); }
 };
 
 // Scratch of at least `floats` floats (one at least) in backend memory: `b`

@@ -20,17 +20,30 @@ constexpr int64_t kSubBatch = 512;
 
 // Profiling laps: lap(op) charges the time since the previous lap to op.
 // Without a profile it is one predictable branch.
+// Laps inside a layer are also added to that layer's total.
 struct Laps {
     ForwardProfile *p;
     std::chrono::steady_clock::time_point t0;
+    int32_t layer = -1;
     explicit Laps(ForwardProfile *prof) : p(prof) {
         if (p) t0 = std::chrono::steady_clock::now();
     }
     void lap(ForwardProfile::Op op) {
         if (!p) return;
         const auto t = std::chrono::steady_clock::now();
-        p->seconds[op] += std::chrono::duration<double>(t - t0).count();
+        const double dt = std::chrono::duration<double>(t - t0).count();
+        p->seconds[op] += dt;
+        if (layer >= 0) {
+            if (p->layer_seconds.size() <= static_cast<size_t>(layer)) p->layer_seconds.resize(layer + 1, 0.0);
+            p->layer_seconds[static_cast<size_t>(layer)] += dt;
+        }
         t0 = t;
+    }
+    // Moves seconds already lapped to one op over to another (same layer).
+    void move(ForwardProfile::Op from, ForwardProfile::Op to, double seconds) {
+        if (!p) return;
+        p->seconds[from] -= seconds;
+        p->seconds[to] += seconds;
     }
 };
 
@@ -38,7 +51,8 @@ struct Laps {
 
 const char *ForwardProfile::name(int op) {
     static const char *const names[N_OPS] = {"embed",       "norm",   "qkv",       "rope",     "kv_store", "attention",
-                                             "attn_output", "ffn_gate_up", "swiglu", "ffn_down", "residual", "output"};
+                                             "attn_output", "ffn_gate_up", "swiglu", "ffn_down", "residual", "output",
+                                             "hooks",       "policy", "col_scores"};
     return op >= 0 && op < N_OPS ? names[op] : "?";
 }
 
@@ -96,6 +110,7 @@ void Forward::run(const int32_t *tokens, const int32_t *pos, int64_t n, KvStore 
         if (col_sums) {
             col_sums->assign(static_cast<size_t>(n_layers), {});
             for (auto &c : *col_sums) c.assign(static_cast<size_t>(H_kv * (base + n)), 0.0f);
+            laps.lap(ForwardProfile::COL_SCORES);
         }
 
         const int64_t nb_max = std::min<int64_t>(n, kSubBatch);
@@ -119,7 +134,14 @@ void Forward::run(const int32_t *tokens, const int32_t *pos, int64_t n, KvStore 
             if (hp.embd_scale != 1.0f) be_.scale(x, hp.embd_scale, nb * E);
             laps.lap(ForwardProfile::EMBED);
 
+            if (opt.profile) {
+                opt.profile->layer_tokens += nb * n_layers;
+                // Keys before the sub-batch, then causal within it.
+                const double pairs = double(nb) * double(n_kv - nb) + 0.5 * double(nb) * double(nb + 1);
+                opt.profile->attn_pairs += double(n_layers) * pairs;
+            }
             for (int32_t l = 0; l < n_layers; ++l) {
+                laps.layer = l;
                 if (opt.keep_going && !opt.keep_going()) fail(LCTX_ERR_CANCELLED, "forward pass cancelled");
                 const LayerWeights &L = model_.layers()[static_cast<size_t>(l)];
                 const Hparams &rope_hp = rope_hp_[static_cast<size_t>(l)];
@@ -143,7 +165,9 @@ void Forward::run(const int32_t *tokens, const int32_t *pos, int64_t n, KvStore 
                 const float *q_host = on_host(hq_, q, nb * Q);   // copied once for hooks and policy
                 if (hooks && hooks->on_qkv)
                     hooks->on_qkv(l, q_host, on_host(hk_, k, nb * KV), on_host(hv_, v, nb * KV), nb);
+                laps.lap(ForwardProfile::HOOKS);
                 policy.before_attention(l, q_host, nb, cache);
+                laps.lap(ForwardProfile::POLICY);
                 be_.rope(rope_hp, q, Q, nb, hp.n_head, pos + b0);
                 be_.rope(rope_hp, k, KV, nb, hp.n_head_kv, pos + b0);
                 laps.lap(ForwardProfile::ROPE);
@@ -152,6 +176,7 @@ void Forward::run(const int32_t *tokens, const int32_t *pos, int64_t n, KvStore 
                 laps.lap(ForwardProfile::KV_STORE);
 
                 const AttentionPlan plan = policy.plan(l, cache, n_kv, nb);
+                laps.lap(ForwardProfile::POLICY);
                 // A store that releases sliding-window slots holds a suffix of them
                 // (KvStore::first_held): the released ones are out of every query's window.
                 const SlotRanges ranges = plan.store ? SlotRanges{} : cache.held(l, policy.ranges(l, n_kv, nb));
@@ -186,7 +211,11 @@ void Forward::run(const int32_t *tokens, const int32_t *pos, int64_t n, KvStore 
                     a.col_sums = cols.data();
                     a.obs_begin = std::max<int64_t>(0, hooks->obs_begin - b0);
                 }
+                double col_pass = 0.0;   // the kernel's column pass, when profiling
+                if (opt.profile && a.col_sums) a.colsum_seconds = &col_pass;
                 be_.attention(a);
+                laps.lap(ForwardProfile::ATTENTION);
+                laps.move(ForwardProfile::ATTENTION, ForwardProfile::COL_SCORES, col_pass);
                 if (want_cols) {
                     std::vector<float> &dst = (*col_sums)[static_cast<size_t>(l)];
                     for (int32_t h = 0; h < H_kv; ++h) {
@@ -198,8 +227,9 @@ void Forward::run(const int32_t *tokens, const int32_t *pos, int64_t n, KvStore 
                         }
                     }
                 }
+                laps.lap(ForwardProfile::COL_SCORES);
                 policy.after_attention(l, cache, n_kv, nb);
-                laps.lap(ForwardProfile::ATTENTION);
+                laps.lap(ForwardProfile::POLICY);
                 be_.matmul(L.wo, attn, Q, nb, xn);
                 laps.lap(ForwardProfile::ATTN_OUT);
                 if (hp.post_norms) {
@@ -230,7 +260,9 @@ void Forward::run(const int32_t *tokens, const int32_t *pos, int64_t n, KvStore 
                 laps.lap(ForwardProfile::RESIDUAL);
 
                 if (hooks && hooks->on_hidden) hooks->on_hidden(l, on_host(hx_, x, nb * E), nb);
+                laps.lap(ForwardProfile::HOOKS);
             }
+            laps.layer = -1;
 
             // --- output head, only for the rows wanted
             int64_t r0 = 0, nr = 0;

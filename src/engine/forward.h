@@ -39,12 +39,22 @@ enum class LogitsMode { NONE, LAST, ALL };
 
 // Optional per-op wall-clock breakdown (lctx bench --profile). Times are
 // added to seconds[op] across calls; with ForwardOptions::profile null the
-// forward pass reads no clock.
+// forward pass reads no clock. HOOKS is the time in ForwardHooks callbacks,
+// POLICY the attention policy's own work, COL_SCORES the column scores
+// (the kernel's column pass on the CPU backend, scattering them into the
+// hook's arrays, zeroing those): ATTENTION excludes them.
 struct ForwardProfile {
     enum Op { EMBED, NORM, QKV, ROPE, KV_STORE, ATTENTION, ATTN_OUT, FFN_GATE_UP, SWIGLU, FFN_DOWN, RESIDUAL,
-              OUTPUT, N_OPS };
+              OUTPUT, HOOKS, POLICY, COL_SCORES, N_OPS };
     double seconds[N_OPS] = {};
-    int64_t tokens = 0;   // tokens forwarded while profiling
+    int64_t tokens = 0;         // tokens forwarded while profiling
+    int64_t layer_tokens = 0;   // tokens x layers run: the layer matmuls' work
+    // (query, key) pairs attended per query head, summed over layers,
+    // counting every slot filled before a query's sub-batch as visible
+    // (dense causal attention; sliding windows see fewer).
+    double attn_pairs = 0.0;
+    // Per layer: the time of the ops run inside that layer (hooks included).
+    std::vector<double> layer_seconds;
     static const char *name(int op);
     double total() const;
 };

@@ -34,8 +34,14 @@ ReformMethod::ReformMethod(const Model &model, Backend &backend, const lctx_sess
 
 void ReformMethod::make_encoder(const EncoderConfig &cfg) {
     encoder_ = std::make_unique<ReformEncoder>(model_, backend_, cfg, profile_.heads);
+    encoder_->set_profile(encode_profile_);
     store_ = std::make_unique<EmbeddingStore>(encoder_->dim(), budget_of(backend_));
     feeder_.chunk = cfg.chunk;
+}
+
+void ReformMethod::set_encode_profile(ReformProfile *p) {
+    encode_profile_ = p;
+    encoder_->set_profile(p);
 }
 
 ChunkStep ReformMethod::encode_step() {

@@ -42,6 +42,11 @@ public:
     void save_index(const std::string &path) const;
     void load_index(const std::string &path, const lctx_session_params &params);
 
+    // Profiling of the encoding (lctx bench --reform N --profile): feed and
+    // build_index add their encoder steps' times to *p (may be null; the
+    // caller keeps it alive). Never changes what is encoded.
+    void set_encode_profile(ReformProfile *p);
+
     // Introspection for tests, tools and diagnostics.
     const ReformParams &params() const { return params_; }
     const HeadProfile &profile() const { return profile_; }
@@ -70,6 +75,7 @@ private:
     GatheredDecoder decoder_;   // recompute and decode
     std::vector<float> last_s_, last_p_, last_qemb_;
     std::vector<bool> last_mask_;
+    ReformProfile *encode_profile_ = nullptr;
     bool scores_valid_ = false;   // last_s_/last_p_ are those of a select that succeeded
 };
 

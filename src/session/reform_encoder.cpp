@@ -34,7 +34,9 @@ ReformEncoder::ReformEncoder(const Model &model, Backend &backend, const Encoder
     score_.resize(static_cast<size_t>(exit_) * n_kv_);
 }
 
-void ReformEncoder::capture_exit_layer(const float *x, int64_t n, int64_t row0, const RowWriter &write) {
+void ReformEncoder::capture_exit_layer(const float *x, int64_t n, int64_t row0, const RowWriter &write,
+                                       ReformProfile *prof) {
+    auto slot = [&](ReformProfile::Part p) { return prof ? &prof->seconds[p] : nullptr; };
     const Hparams &hp = model_.hparams();
     const LayerWeights &L = model_.layers()[static_cast<size_t>(exit_)];
     const int64_t E = hp.n_embd, D = head_dim_;
@@ -42,13 +44,18 @@ void ReformEncoder::capture_exit_layer(const float *x, int64_t n, int64_t row0, 
     // backend, in its memory, and come back to the host for normalising.
     float *xb = scratch_f32(backend_, x_buf_, n * E), *xn = scratch_f32(backend_, xn_buf_, n * E),
           *pb = scratch_f32(backend_, proj_buf_, n * D);
-    backend_.from_host(xb, x, static_cast<size_t>(n * E) * sizeof(float));
-    backend_.rms_norm(xb, L.attn_norm, xn, n, E, hp.rms_eps);
+    {
+        ProfileTimer t(slot(ReformProfile::EXIT_NORM));
+        backend_.from_host(xb, x, static_cast<size_t>(n * E) * sizeof(float));
+        backend_.rms_norm(xb, L.attn_norm, xn, n, E, hp.rms_eps);
+    }
     proj_.resize(static_cast<size_t>(n * D));
     tmp_.resize(static_cast<size_t>(D));
     for (size_t i = 0; i < heads_.size(); ++i) {
         const HeadSpec &h = heads_[i];
         if (h.layer != exit_) continue;
+        ProfileTimer t_proj(slot(ReformProfile::EXIT_PROJ));
+        if (prof) prof->exit_rows += n * D;
         const WeightView &W = h.kind == HeadKind::Q ? L.wq : h.kind == HeadKind::K ? L.wk : L.wv;
         WeightView sub = W;   // the head's D rows of the projection
         sub.data = W.row(int64_t(h.head) * D);
@@ -65,6 +72,8 @@ void ReformEncoder::capture_exit_layer(const float *x, int64_t n, int64_t row0, 
         if (hp.qk_norm && h.kind != HeadKind::V)   // as the forward pass's on_qkv sees Q and K
             backend_.rms_norm(pb, h.kind == HeadKind::Q ? L.q_norm : L.k_norm, pb, n, D, hp.rms_eps);
         backend_.to_host(proj_.data(), pb, static_cast<size_t>(n * D) * sizeof(float));
+        t_proj.stop();
+        ProfileTimer t_cap(slot(ReformProfile::EXIT_CAPTURE));
         for (int64_t t = 0; t < n; ++t) {
             l2_normalize(proj_.data() + t * D, static_cast<int32_t>(D), tmp_.data());
             write(row0 + t, static_cast<int32_t>(i * D), tmp_.data());
@@ -73,7 +82,7 @@ void ReformEncoder::capture_exit_layer(const float *x, int64_t n, int64_t row0, 
 }
 
 void ReformEncoder::run_capture(const int32_t *tokens, int64_t n, const RowWriter &write, ForwardHooks *extra,
-                                const std::function<bool()> &keep_going) {
+                                const std::function<bool()> &keep_going, ReformProfile *prof) {
     const Hparams &hp = model_.hparams();
     const int64_t D = head_dim_, E = hp.n_embd;
     if (exit_ == 0) {
@@ -84,7 +93,7 @@ void ReformEncoder::run_capture(const int32_t *tokens, int64_t n, const RowWrite
         backend_.get_rows(model_.tok_embd(), tokens, n, rows->f32());
         if (hp.embd_scale != 1.0f) backend_.scale(rows->f32(), hp.embd_scale, n * E);
         backend_.to_host(x.data(), rows->data(), x.size() * sizeof(float));
-        capture_exit_layer(x.data(), n, 0, write);
+        capture_exit_layer(x.data(), n, 0, write, prof);
         return;
     }
     ForwardHooks hooks;
@@ -93,6 +102,7 @@ void ReformEncoder::run_capture(const int32_t *tokens, int64_t n, const RowWrite
     std::vector<int64_t> done(static_cast<size_t>(exit_) + 1, 0);
     std::vector<float> buf(static_cast<size_t>(D));
     hooks.on_qkv = [&](int32_t l, const float *q, const float *k, const float *v, int64_t nt) {
+        ProfileTimer t(prof ? &prof->seconds[ReformProfile::HEAD_CAPTURE] : nullptr);
         for (size_t i = 0; i < heads_.size(); ++i) {
             const HeadSpec &h = heads_[i];
             if (h.layer != l) continue;
@@ -107,7 +117,7 @@ void ReformEncoder::run_capture(const int32_t *tokens, int64_t n, const RowWrite
     };
     hooks.on_hidden = [&](int32_t l, const float *x, int64_t nt) {
         if (l != exit_ - 1) return;
-        capture_exit_layer(x, nt, done[exit_], write);
+        capture_exit_layer(x, nt, done[exit_], write, prof);
         done[exit_] += nt;
     };
     std::vector<int32_t> pos(static_cast<size_t>(n));
@@ -117,6 +127,7 @@ void ReformEncoder::run_capture(const int32_t *tokens, int64_t n, const RowWrite
     opt.logits = LogitsMode::NONE;
     opt.hooks = &hooks;
     opt.keep_going = keep_going;
+    opt.profile = prof ? &prof->forward : nullptr;
     std::vector<float> no_logits;
     forward_.run(tokens, pos.data(), n, cache_, opt, no_logits);
 }
@@ -125,8 +136,12 @@ void ReformEncoder::step(const int32_t *tokens, int64_t m, EmbeddingStore &store
                          const std::function<bool()> &keep_going) {
     if (m < 1 || m > cfg_.chunk)
         fail(LCTX_ERR_INTERNAL, "REFORM step of %lld tokens (chunk %lld)", (long long)m, (long long)cfg_.chunk);
+    ProfileTimer t_step(prof_ ? &prof_->step_seconds : nullptr);
     const int64_t base = n_encoded_, n0 = cache_.size();
-    store.reserve(base + m);
+    {
+        ProfileTimer t(timer(ReformProfile::STORE));
+        store.reserve(base + m);
+    }
     RowWriter write = [&](int64_t row, int32_t col, const float *v) { store.write(base + row, col, v, head_dim_); };
     ForwardHooks extra;
     const bool scored = cfg_.evictor != EvictorKind::STREAMING;   // StreamingLLM needs no attention scores
@@ -134,10 +149,11 @@ void ReformEncoder::step(const int32_t *tokens, int64_t m, EmbeddingStore &store
         extra.col_sums = &cols_;
         extra.obs_begin = m - std::min(cfg_.obs, m);
     }
-    run_capture(tokens, m, write, &extra, keep_going);   // throws with the cache unchanged
+    run_capture(tokens, m, write, &extra, keep_going, prof_);   // throws with the cache unchanged
 
     // From here on nothing throws except allocation failures.
     const int64_t n = n0 + m;
+    ProfileTimer t_acc(timer(ReformProfile::SCORE_ACCUM));
     for (int32_t l = 0; l < exit_; ++l) {
         for (int32_t g = 0; g < n_kv_; ++g) {
             std::vector<int64_t> &o = orig(l, g);
@@ -151,9 +167,17 @@ void ReformEncoder::step(const int32_t *tokens, int64_t m, EmbeddingStore &store
             for (int64_t i = 0; i < n; ++i) s[i] += a[i];
         }
     }
-    store.commit(base + m);
+    t_acc.stop();
+    {
+        ProfileTimer t(timer(ReformProfile::STORE));
+        store.commit(base + m);
+    }
     n_encoded_ = base + m;
     if (n > cfg_.budget) evict();
+    if (prof_) {
+        ++prof_->steps;
+        prof_->tokens += m;
+    }
 }
 
 void ReformEncoder::evict() {
@@ -166,9 +190,16 @@ void ReformEncoder::evict() {
         for (int32_t g = 0; g < n_kv_; ++g) {
             std::vector<int64_t> &o = orig(l, g);
             std::vector<float> &s = score(l, g);
-            compact_head_slots(cache_, l, g, rule.keep(s.data(), o.data(), n), o, s);
+            std::vector<int64_t> keep;
+            {
+                ProfileTimer t(timer(ReformProfile::EVICT_KEEP));
+                keep = rule.keep(s.data(), o.data(), n);
+            }
+            ProfileTimer t(timer(ReformProfile::KV_COMPACT));
+            compact_head_slots(cache_, l, g, keep, o, s);
         }
     }
+    ProfileTimer t(timer(ReformProfile::KV_COMPACT));
     cache_.truncate(B);   // every head now holds B slots at positions 0..B-1
 }
 
@@ -184,7 +215,7 @@ void ReformEncoder::embed_query(const int32_t *tokens, int64_t q, std::vector<fl
         std::memcpy(out.data() + r * Dm + col, v, static_cast<size_t>(head_dim_) * sizeof(float));
     };
     const int64_t n0 = cache_.size();
-    run_capture(tokens, q, write, nullptr, keep_going);
+    run_capture(tokens, q, write, nullptr, keep_going, nullptr);   // select is not profiled
     cache_.truncate(n0);   // select works "on a copy": the query rows are dropped
 }
 

@@ -15,6 +15,7 @@
 #include "session/embedding_store.h"
 #include "session/evictor.h"
 #include "session/head_profile.h"
+#include "session/reform_profile.h"
 
 namespace lctx {
 
@@ -60,16 +61,20 @@ public:
     // Restores a loaded state: n_slots filled slots (positions 0..n_slots-1)
     // after n_encoded document tokens; the caller fills keys/values/orig/score.
     void restore(int64_t n_slots, int64_t n_encoded);
+    // Profiling of step() (may be null; the caller keeps it alive): times are
+    // added to *p. Never changes what is encoded.
+    void set_profile(ReformProfile *p) { prof_ = p; }
 
 private:
     using RowWriter = std::function<void(int64_t row, int32_t col, const float *v)>;
     // Runs tokens through layers 0..E-1 at positions n_slots.., capturing
-    // every head into `write` (row = index in tokens).
+    // every head into `write` (row = index in tokens); prof may be null.
     void run_capture(const int32_t *tokens, int64_t n, const RowWriter &write, ForwardHooks *extra,
-                     const std::function<bool()> &keep_going);
+                     const std::function<bool()> &keep_going, ReformProfile *prof);
     // Projections of the heads at layer E from the residual stream rows x.
-    void capture_exit_layer(const float *x, int64_t n, int64_t row0, const RowWriter &write);
+    void capture_exit_layer(const float *x, int64_t n, int64_t row0, const RowWriter &write, ReformProfile *prof);
     void evict();
+    double *timer(ReformProfile::Part part) { return prof_ ? &prof_->seconds[part] : nullptr; }
 
     const Model &model_;
     Backend &backend_;
@@ -84,6 +89,7 @@ private:
     std::vector<std::vector<float>> cols_;
     std::unique_ptr<Buffer> x_buf_, xn_buf_, proj_buf_;
     std::vector<float> proj_, tmp_;
+    ReformProfile *prof_ = nullptr;
 };
 
 // Writes v / ||v|| (or zeros when ||v|| < 1e-20) into out, n floats.

@@ -9,49 +9,28 @@
 
 namespace lctx {
 
-namespace {
-
-// fp16 -> fp32 through a table: the store is read once per question and the
-// scalar conversion would dominate the scoring time.
-const float *half_table() {
-    static const std::vector<float> table = [] {
-        std::vector<float> t(65536);
-        for (uint32_t h = 0; h < 65536; ++h) t[h] = fp16_to_fp32(static_cast<uint16_t>(h));
-        return t;
-    }();
-    return table.data();
-}
-
-void score_range(const uint16_t *emb, int64_t t0, int64_t t1, int32_t dim, const float *query, int64_t n_query,
-                 float inv_heads, float *s) {
-    const float *tab = half_table();
-    std::vector<float> row(static_cast<size_t>(dim));
-    for (int64_t t = t0; t < t1; ++t) {
-        const uint16_t *e = emb + t * dim;
-        for (int32_t i = 0; i < dim; ++i) row[i] = tab[e[i]];
-        float best = n_query > 0 ? -std::numeric_limits<float>::infinity() : 0.0f;
-        for (int64_t u = 0; u < n_query; ++u) {
-            const float *q = query + u * dim;
-            float acc = 0.0f;
-            for (int32_t i = 0; i < dim; ++i) acc += row[i] * q[i];
-            best = std::max(best, acc);
-        }
-        s[t] = best * inv_heads;
-    }
-}
-
-} // namespace
-
 void score_tokens(const uint16_t *emb, int64_t n, int32_t dim, const float *query, int64_t n_query,
                   int32_t n_heads, float *s, Backend *backend) {
-    const float inv = n_heads > 0 ? 1.0f / static_cast<float>(n_heads) : 1.0f;
-    if (!backend || n < 4096) {
-        score_range(emb, 0, n, dim, query, n_query, inv, s);
+    if (n <= 0) return;
+    if (n_query == 0) {
+        std::fill(s, s + n, 0.0f);
         return;
     }
-    // Each token's score depends only on its own row: the split does not
-    // change the result, so selections are identical for any thread count.
-    backend->parallel_for(n, [&](int64_t b, int64_t e, int) { score_range(emb, b, e, dim, query, n_query, inv, s); });
+    MaxDotArgs a;
+    a.keys = emb;
+    a.n = n;
+    a.ld = dim;
+    a.dim = dim;
+    a.q = query;
+    a.n_q = n_query;
+    a.ldq = dim;
+    a.out = s;
+    // Each token's score depends only on its own row (products added in
+    // order): the thread split never changes a score.
+    if (backend) backend->max_dot_f16(a);
+    else max_dot_f16_portable(a, nullptr);
+    const float inv = n_heads > 0 ? 1.0f / static_cast<float>(n_heads) : 1.0f;
+    for (int64_t t = 0; t < n; ++t) s[t] *= inv;
 }
 
 void max_pool(const float *s, int64_t n, int64_t half, float *p) {

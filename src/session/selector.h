@@ -12,7 +12,8 @@ namespace lctx {
 
 // s[t] = max_u dot(emb[t], query[u]) / n_heads for t < n: emb is fp16
 // [n][dim], query f32 [n_query][dim] (rows of unit-norm head blocks, so s is
-// the mean per-head cosine). n_query == 0 gives s = 0. pool may be null.
+// the mean per-head cosine). n_query == 0 gives s = 0. backend may be null
+// (the portable scalar loop); else its max_dot_f16 (the CPU's SIMD kernel).
 void score_tokens(const uint16_t *emb, int64_t n, int32_t dim, const float *query, int64_t n_query,
                   int32_t n_heads, float *s, Backend *backend);
 

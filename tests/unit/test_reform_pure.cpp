@@ -93,11 +93,21 @@ TEST(ReformSelector, ScoreMatchesDoubleReference) {
     unit_blocks(q);
     std::vector<uint16_t> e(ef.size());
     for (size_t i = 0; i < e.size(); ++i) e[i] = fp32_to_fp16(ef[i]);
-    auto pool = make_cpu_backend(2);
-    std::vector<float> s(n), s1(n);
+    auto pool = make_cpu_backend(2), single = make_cpu_backend(1);
+    std::vector<float> s(n), s1(n), s_port(n);
     score_tokens(e.data(), n, D, q.data(), nq, heads, s.data(), pool.get());
-    score_tokens(e.data(), n, D, q.data(), nq, heads, s1.data(), nullptr);
+    score_tokens(e.data(), n, D, q.data(), nq, heads, s1.data(), single.get());
     EXPECT_EQ(s, s1);   // thread count does not change scores
+    score_tokens(e.data(), n, D, q.data(), nq, heads, s_port.data(), nullptr);   // the portable loop
+    for (int64_t t = 0; t < n; ++t) {
+        double best = -1e30;
+        for (int64_t u = 0; u < nq; ++u) {
+            double acc = 0;
+            for (int i = 0; i < D; ++i) acc += double(fp16_to_fp32(e[t * D + i])) * q[u * D + i];
+            best = std::max(best, acc / heads);
+        }
+        ASSERT_NEAR(s_port[t], best, 1e-5) << t;
+    }
     for (int64_t t = 0; t < n; ++t) {
         double best = -1e30;
         for (int64_t u = 0; u < nq; ++u) {
@@ -114,6 +124,40 @@ TEST(ReformSelector, ScoreMatchesDoubleReference) {
     float one = 0;
     score_tokens(same.data(), 1, D, q.data(), nq, heads, &one, nullptr);
     EXPECT_NEAR(one, 1.0f, 2e-3);
+}
+
+// The SIMD scoring (CpuBackend::max_dot_f16) selects exactly the tokens the
+// portable loop (the scoring before it) selects, on a fixed index the shape
+// of SmolLM2's (4 heads of 64) with REFORM's default gather parameters.
+TEST(ReformSelector, FastScoringSelectsAsPortable) {
+    std::mt19937 rng(17);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    const int32_t heads = 4, d = 64, D = heads * d;
+    const int64_t n = 100000, nq = 32;
+    auto unit = [&](std::vector<float> &v) {
+        for (size_t b = 0; b < v.size() / d; ++b) {
+            double ss = 0;
+            for (int i = 0; i < d; ++i) ss += double(v[b * d + i]) * v[b * d + i];
+            for (int i = 0; i < d; ++i) v[b * d + i] = float(v[b * d + i] / std::sqrt(ss));
+        }
+    };
+    std::vector<float> ef(static_cast<size_t>(n * D)), q(static_cast<size_t>(nq * D));
+    for (float &x : ef) x = u(rng);
+    for (float &x : q) x = u(rng);
+    unit(ef);
+    unit(q);
+    std::vector<uint16_t> e(ef.size());
+    for (size_t i = 0; i < e.size(); ++i) e[i] = fp32_to_fp16(ef[i]);
+    auto be = make_cpu_backend(2);
+    std::vector<float> s_fast(n), s_port(n), p_fast(n), p_port(n);
+    score_tokens(e.data(), n, D, q.data(), nq, heads, s_fast.data(), be.get());
+    score_tokens(e.data(), n, D, q.data(), nq, heads, s_port.data(), nullptr);
+    max_pool(s_fast.data(), n, 64, p_fast.data());
+    max_pool(s_port.data(), n, 64, p_port.data());
+    const auto sel_fast = select_top(s_fast.data(), p_fast.data(), n, 4096, 256, 256);
+    const auto sel_port = select_top(s_port.data(), p_port.data(), n, 4096, 256, 256);
+    ASSERT_EQ(sel_fast.size(), 4096u);
+    EXPECT_EQ(sel_fast, sel_port);
 }
 
 TEST(ReformSelector, MaxPoolMatchesNaive) {

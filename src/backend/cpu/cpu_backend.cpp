@@ -60,6 +60,7 @@ cpu::AttentionArgs to_cpu(const AttentionArgs &a, const float *k, const float *v
     c.col_sums = a.col_sums;
     c.obs_begin = a.obs_begin;
     c.col_max = a.col_max;
+    c.colsum_seconds = a.colsum_seconds;
     return c;
 }
 
@@ -215,6 +216,19 @@ public:
         c.best_score = a.best_score;
         c.best_index = a.best_index;
         cpu::topk_dot(pool_, c);
+    }
+
+    void max_dot_f16(const MaxDotArgs &a) override {
+        cpu::MaxDotArgs c;
+        c.keys = a.keys;
+        c.n = a.n;
+        c.ld = a.ld;
+        c.dim = a.dim;
+        c.q = a.q;
+        c.n_q = a.n_q;
+        c.ldq = a.ldq;
+        c.out = a.out;
+        cpu::max_dot_f16(pool_, c);
     }
 
 private:
