@@ -7,6 +7,9 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
 
 #include "common/model_types.h"
 #include "thread_pool.h"
@@ -60,6 +63,45 @@ struct RopeParams {
 RopeParams rope_params(const Hparams &hp);   // fails (LCTX_ERR_INVALID_ARG) on an odd or too large n_rot
 void rope(const Hparams &hp, float *x, int64_t ld, int64_t n_tok, int32_t n_heads, const int32_t *pos);
 void rope_ref(const Hparams &hp, float *x, int64_t ld, int64_t n_tok, int32_t n_heads, const int32_t *pos);
+
+// The (cos, sin) pairs rope() computes for positions [0, n_pos()), kept so that
+// the projections of every layer and of q and k look them up instead of
+// calling cos/sin in double again (bitwise the same values). Immutable once
+// built; RopeTableCache hands them out.
+class RopeTable {
+public:
+    RopeTable(const RopeParams &p, int64_t n_pos);
+    bool matches(const RopeParams &p) const;   // every field that changes a value
+    int64_t n_pos() const { return n_pos_; }
+    const float *at(int64_t pos) const { return cs_.data() + pos * n_rot_; }   // cs[2i], cs[2i + 1]
+
+private:
+    RopeParams p_;
+    std::vector<float> freq_factors_;   // a copy: p_.freq_factors may be freed with its model
+    int n_rot_;
+    int64_t n_pos_;
+    std::vector<float> cs_;
+};
+
+// A few RopeTables (one per set of RoPE parameters: gemma3's sliding and
+// global layers differ), grown to the largest position asked for, up to
+// kMaxBytes each; positions past that are computed as rope() does.
+class RopeTableCache {
+public:
+    static constexpr size_t kMaxBytes = size_t(8) << 20;
+    static constexpr int kMaxTables = 4;
+    // A table for p covering positions [0, min(n_pos, the size cap)).
+    std::shared_ptr<const RopeTable> get(const RopeParams &p, int64_t n_pos);
+
+private:
+    std::mutex mu_;
+    std::vector<std::shared_ptr<const RopeTable>> tables_;   // most recently used last
+};
+
+// rope() with the (cos, sin) pairs of positions inside `table` looked up
+// (table may be null); the same results bit for bit.
+void rope_cached(const RopeParams &p, const RopeTable *table, float *x, int64_t ld, int64_t n_tok, int32_t n_heads,
+                 const int32_t *pos);
 // Rotate by position deltas (re-positioning cached keys): same as rope with pos = delta.
 
 // out = silu(gate) * up, n elements.

@@ -94,18 +94,70 @@ RopeParams rope_params(const Hparams &hp) {
 
 
 void rope(const Hparams &hp, float *x, int64_t ld, int64_t n_tok, int32_t n_heads, const int32_t *pos) {
+    rope_cached(rope_params(hp), nullptr, x, ld, n_tok, n_heads, pos);
+}
+
+void rope_cached(const RopeParams &p, const RopeTable *table, float *x, int64_t ld, int64_t n_tok, int32_t n_heads,
+                 const int32_t *pos) {
     check(x, n_tok, n_heads, pos);
-    const RopeParams p = rope_params(hp);
     thread_local std::vector<float> cs;
     thread_local std::vector<double> invf;
     cs.resize(p.n_rot);
     invf.resize(p.n_rot / 2);
     for (int i = 0; i < p.n_rot / 2; ++i) invf[i] = inv_freq(p, i);
+    const int64_t n_table = table ? table->n_pos() : 0;
     for (int64_t t = 0; t < n_tok; ++t) {
         // one sin/cos table per token, shared by all its heads
-        for (int i = 0; i < p.n_rot / 2; ++i) rope_cs(p, pos[t], i, invf[i], cs[2 * i], cs[2 * i + 1]);
-        for (int32_t h = 0; h < n_heads; ++h) rotate(p, cs.data(), x + t * ld + static_cast<int64_t>(h) * p.head_dim);
+        const float *c = nullptr;
+        if (pos[t] >= 0 && pos[t] < n_table) {
+            c = table->at(pos[t]);
+        } else {
+            for (int i = 0; i < p.n_rot / 2; ++i) rope_cs(p, pos[t], i, invf[i], cs[2 * i], cs[2 * i + 1]);
+            c = cs.data();
+        }
+        for (int32_t h = 0; h < n_heads; ++h) rotate(p, c, x + t * ld + static_cast<int64_t>(h) * p.head_dim);
     }
+}
+
+RopeTable::RopeTable(const RopeParams &p, int64_t n_pos) : p_(p), n_rot_(p.n_rot), n_pos_(n_pos) {
+    if (p.freq_factors && p.n_rot >= 2) freq_factors_.assign(p.freq_factors, p.freq_factors + static_cast<size_t>(p.n_rot / 2));
+    p_.freq_factors = freq_factors_.empty() ? nullptr : freq_factors_.data();
+    cs_.resize(static_cast<size_t>(n_pos) * static_cast<size_t>(n_rot_));
+    std::vector<double> invf(static_cast<size_t>(n_rot_ / 2));
+    for (int i = 0; i < n_rot_ / 2; ++i) invf[i] = inv_freq(p_, i);
+    for (int64_t t = 0; t < n_pos; ++t) {
+        float *c = cs_.data() + t * n_rot_;
+        for (int i = 0; i < n_rot_ / 2; ++i) rope_cs(p_, t, i, invf[i], c[2 * i], c[2 * i + 1]);
+    }
+}
+
+bool RopeTable::matches(const RopeParams &p) const {
+    // head_dim and the layout only change which elements rotate, not the table.
+    if (p.n_rot != p_.n_rot || p.base != p_.base || p.freq_scale != p_.freq_scale || p.ext_factor != p_.ext_factor ||
+        p.attn_factor != p_.attn_factor || p.corr[0] != p_.corr[0] || p.corr[1] != p_.corr[1])
+        return false;
+    if (!p.freq_factors || freq_factors_.empty()) return !p.freq_factors && freq_factors_.empty();
+    return std::equal(freq_factors_.begin(), freq_factors_.end(), p.freq_factors);
+}
+
+std::shared_ptr<const RopeTable> RopeTableCache::get(const RopeParams &p, int64_t n_pos) {
+    const int64_t cap = std::max<int64_t>(1, static_cast<int64_t>(kMaxBytes / (sizeof(float) * std::max(2, p.n_rot))));
+    const int64_t want = std::min(n_pos, cap);
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i = 0; i < tables_.size(); ++i) {
+        if (!tables_[i]->matches(p)) continue;
+        std::shared_ptr<const RopeTable> t = tables_[i];
+        tables_.erase(tables_.begin() + static_cast<std::ptrdiff_t>(i));
+        // Grow by doubling, so that positions rising one at a time (decode)
+        // rebuild the table O(log n) times.
+        if (t->n_pos() < want) t = std::make_shared<const RopeTable>(p, std::min(cap, std::max(want, 2 * t->n_pos())));
+        tables_.push_back(t);
+        return t;
+    }
+    if (want <= 0) return nullptr;
+    if (static_cast<int>(tables_.size()) == kMaxTables) tables_.erase(tables_.begin());
+    tables_.push_back(std::make_shared<const RopeTable>(p, want));
+    return tables_.back();
 }
 
 void rope_ref(const Hparams &hp, float *x, int64_t ld, int64_t n_tok, int32_t n_heads, const int32_t *pos) {

@@ -154,3 +154,84 @@ TEST(KernelsRope, FreqFactorsDivideEachPairsAngle) {
             expect_rotated(hp, in, out_ref, ld, n_heads, pos, angle, 2e-6, "rope_ref");
         }
 }
+
+TEST(KernelsRope, CachedTableGivesTheSameBitsAndMatchesItsParameters) {
+    // rope_cached looks up (cos, sin) for positions inside a RopeTable and
+    // computes the rest; both must give exactly what rope() gives, for plain,
+    // YaRN and frequency-factor parameters, positions inside, at the edge of,
+    // beyond the table and negative (re-positioning rotates by deltas).
+    std::mt19937 rng(21);
+    std::vector<float> ff(16);
+    for (int i = 0; i < 16; ++i) ff[i] = 1.0f + 0.5f * i;
+    std::vector<Hparams> hps;
+    hps.push_back(make_hp(64, 64, RopeLayout::NORMAL, 10000.0f));
+    hps.push_back(make_hp(64, 48, RopeLayout::NEOX, 1000000.0f));
+    Hparams yarn = make_hp(64, 64, RopeLayout::NEOX, 10000.0f);
+    yarn.rope_scaling = RopeScaling::YARN;
+    yarn.rope_freq_scale = 0.25f;
+    yarn.rope_orig_ctx = 4096;
+    yarn.yarn_ext_factor = 1.0f;
+    yarn.yarn_attn_factor = 1.0f;
+    yarn.yarn_beta_fast = 32.0f;
+    yarn.yarn_beta_slow = 1.0f;
+    hps.push_back(yarn);
+    Hparams freqs = make_hp(32, 32, RopeLayout::NORMAL, 500000.0f);
+    freqs.rope_freq_factors = ff.data();
+    hps.push_back(freqs);
+    const std::vector<int32_t> pos = {0, 1, 999, 1000, 1001, 4095, 70000, -3, -1000, 17};
+    for (const Hparams &hp : hps) {
+        const cpu::RopeParams p = cpu::rope_params(hp);
+        const cpu::RopeTable table(p, 1001);
+        ASSERT_TRUE(table.matches(p));
+        const int n_heads = 3;
+        const int64_t ld = n_heads * hp.head_dim + 5;
+        const auto in = test::random_floats(ld * pos.size(), rng);
+        std::vector<float> want = in, got = in;
+        cpu::rope(hp, want.data(), ld, pos.size(), n_heads, pos.data());
+        cpu::rope_cached(p, &table, got.data(), ld, pos.size(), n_heads, pos.data());
+        for (size_t k = 0; k < in.size(); ++k) ASSERT_EQ(got[k], want[k]) << "element " << k;
+    }
+    // A table answers only for the parameters it was built with.
+    const cpu::RopeParams a = cpu::rope_params(hps[0]);
+    const cpu::RopeTable ta(a, 8);
+    EXPECT_FALSE(ta.matches(cpu::rope_params(hps[1])));
+    EXPECT_FALSE(ta.matches(cpu::rope_params(yarn)));
+    Hparams other_base = hps[0];
+    other_base.rope_base = 10001.0f;
+    EXPECT_FALSE(ta.matches(cpu::rope_params(other_base)));
+    const cpu::RopeParams f = cpu::rope_params(freqs);
+    const cpu::RopeTable tf(f, 8);
+    std::vector<float> ff2 = ff;
+    ff2[7] += 1.0f;
+    Hparams freqs2 = freqs;
+    freqs2.rope_freq_factors = ff2.data();
+    EXPECT_TRUE(tf.matches(f));
+    EXPECT_FALSE(tf.matches(cpu::rope_params(freqs2)));
+    Hparams no_freqs = freqs;
+    no_freqs.rope_freq_factors = nullptr;
+    EXPECT_FALSE(tf.matches(cpu::rope_params(no_freqs)));
+}
+
+TEST(KernelsRope, TableCacheGrowsCapsAndKeepsOnePerParameterSet) {
+    cpu::RopeTableCache cache;
+    const cpu::RopeParams a = cpu::rope_params(make_hp(64, 64, RopeLayout::NORMAL, 10000.0f));
+    const cpu::RopeParams b = cpu::rope_params(make_hp(64, 64, RopeLayout::NORMAL, 1000000.0f));
+    auto t1 = cache.get(a, 100);
+    ASSERT_NE(t1, nullptr);
+    EXPECT_EQ(t1->n_pos(), 100);
+    EXPECT_EQ(cache.get(a, 50), t1) << "a covering table is reused";
+    auto t2 = cache.get(a, 101);
+    EXPECT_EQ(t2->n_pos(), 200) << "grows by doubling";
+    auto tb = cache.get(b, 10);
+    EXPECT_TRUE(tb->matches(b));
+    EXPECT_FALSE(tb->matches(a));
+    EXPECT_EQ(cache.get(a, 150), t2);
+    const int64_t cap = int64_t(cpu::RopeTableCache::kMaxBytes / (sizeof(float) * 64));
+    EXPECT_EQ(cache.get(a, 1 << 30)->n_pos(), cap) << "capped at kMaxBytes";
+    EXPECT_EQ(cache.get(b, 0), tb) << "nothing needed: the existing table";
+    cpu::RopeTableCache empty;
+    EXPECT_EQ(empty.get(a, 0), nullptr);
+    // The table holder keeps working after the cache replaced it.
+    EXPECT_EQ(t1->n_pos(), 100);
+    EXPECT_TRUE(t1->matches(a));
+}

@@ -112,12 +112,16 @@ public:
     }
 
     void rope(const Hparams &hp, float *x, int64_t ld, int64_t n_tok, int32_t n_heads, const int32_t *pos) override {
+        const cpu::RopeParams p = cpu::rope_params(hp);
+        int64_t max_pos = -1;
+        for (int64_t t = 0; t < n_tok && pos; ++t) max_pos = std::max<int64_t>(max_pos, pos[t]);
+        const std::shared_ptr<const cpu::RopeTable> table = rope_tables_.get(p, max_pos + 1);
         if (n_tok < 64) {
-            cpu::rope(hp, x, ld, n_tok, n_heads, pos);
+            cpu::rope_cached(p, table.get(), x, ld, n_tok, n_heads, pos);
             return;
         }
         pool_.parallel_for(n_tok, [&](int64_t t0, int64_t t1, int) {
-            cpu::rope(hp, x + t0 * ld, ld, t1 - t0, n_heads, pos + t0);
+            cpu::rope_cached(p, table.get(), x + t0 * ld, ld, t1 - t0, n_heads, pos + t0);
         });
     }
 
@@ -233,6 +237,7 @@ public:
 
 private:
     cpu::ThreadPool pool_;
+    cpu::RopeTableCache rope_tables_;   // (cos, sin) per position, shared by every layer's q and k
 
     friend double lctx::cpu_backend_fma_peak_gflops(Backend &);   // f16 attention: widened keys and values
 };
