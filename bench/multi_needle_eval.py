@@ -66,9 +66,11 @@ def write_table(path, rows, argv, title, asked):
                      f"{r['decode_tok_s']:.1f} | {r['peak_rss_mib']:.0f} | {r['load_avg']:.1f} | {r['cpu']} |")
     lines += ["", "Per-question answers:", "", "```"]
     for r in rows:
-        for d, ans, val, ok in zip(r["depths"], r["answers"], r["values"], r["ok"]):
-            lines.append(json.dumps({"length": r["length"], "method": r["method"], "depth": d, "value": val,
-                                     "ok": ok, "answer": ans}))
+        for i, (d, ans, val, ok) in enumerate(zip(r["depths"], r["answers"], r["values"], r["ok"])):
+            q = {"length": r["length"], "method": r["method"], "depth": d, "value": val, "ok": ok, "answer": ans}
+            if "gathered" in r:
+                q["gathered"] = r["gathered"][i]   # fraction of the needle sentence's tokens selected
+            lines.append(json.dumps(q))
     lines.append("```")
     path.write_text("\n".join(lines) + "\n")
 
@@ -98,6 +100,9 @@ def main():
     ap.add_argument("--completion", action="store_true",
                     help="base models: no chat template; each question is a sentence for the model to complete")
     ap.add_argument("--chars-per-token", type=float, default=CHARS_PER_TOKEN)
+    ap.add_argument("--probes", action="store_true",
+                    help="REFORM, ILRe: probe each question's needle sentence (`lctx run --probes`) and report "
+                         "the fraction of its tokens the select gathered")
     a = ap.parse_args()
     asked = ("\"" + completion_question("KEY") + "\" completed, no chat template (`--no-chat`)" if a.completion
              else "\"What is the special magic number for KEY? Answer with the number only.\", chat template")
@@ -112,6 +117,8 @@ def main():
         with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as fq:
             ask = completion_question if a.completion else needle_data.question
             fq.write("\n".join(ask(k) for _, k, _ in needles) + "\n")
+        with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as fp:
+            fp.write("".join(f"The special magic number for {k} is {v}.\n" for _, k, v in needles))
         for m in a.methods:
             extra = []
             for e in a.extra:
@@ -119,7 +126,7 @@ def main():
                 if name == m:
                     extra += args.split()
             cmd = [a.lctx, "run", "-m", a.model, "--file", f.name, "--questions", fq.name, "-n", str(a.n_predict),
-                   "--json", "--method", m, "-t", str(a.threads)] + (["--no-chat"] if a.completion else []) + extra
+                   "--json", "--method", m, "-t", str(a.threads)] + (["--no-chat"] if a.completion else []) + (["--probes", fp.name] if a.probes else []) + extra
             load0, t = os.getloadavg()[0], time.time()
             r = subprocess.run(cmd, capture_output=True, text=True)
             if r.returncode != 0:
@@ -134,11 +141,14 @@ def main():
                    "peak_rss_mib": max(x["peak_rss_mib"] for x in res), "n_input": res[0]["n_input_tokens"],
                    "wall_s": round(time.time() - t, 1), "load_avg": round((load0 + os.getloadavg()[0]) / 2, 2),
                    "cpu": cpu_name()}
+            if a.probes:
+                row["gathered"] = [x["probes"][0].get("gathered_fraction") for x in res]
             rows.append(row)
             print(json.dumps(row), flush=True)
             write_table(out, rows, [pathlib.Path(sys.executable).name] + sys.argv, a.title, asked)
         os.unlink(f.name)
         os.unlink(fq.name)
+        os.unlink(fp.name)
 
 
 if __name__ == "__main__":

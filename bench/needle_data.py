@@ -12,11 +12,12 @@ import re
 import sysconfig
 
 
-def haystack_paragraphs() -> list:
+def haystack_paragraphs(first: str = "n", last: str = "z") -> list:
+    """Long docstrings of the stdlib modules whose names start with first..last."""
     lib = pathlib.Path(sysconfig.get_paths()["stdlib"])
     out = []
     for f in sorted(lib.glob("*.py")):
-        if not ("n" <= f.name[0] <= "z"):
+        if not (first <= f.name[0] <= last):
             continue
         try:
             tree = ast.parse(f.read_text(encoding="utf-8"))
@@ -52,3 +53,15 @@ def make_doc(n_chars: int, depth: float, seed: int):
 
 def question(key: str) -> str:
     return f"What is the special magic number for {key}? Answer with the number only."
+
+
+if __name__ == "__main__":
+    # `python bench/needle_data.py --heads-filler FILE`: the filler text of
+    # head identification (`lctx heads --filler FILE`), modules a..m.
+    import argparse
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--heads-filler", required=True, metavar="FILE")
+    args = ap.parse_args()
+    paras = haystack_paragraphs("a", "m")
+    pathlib.Path(args.heads_filler).write_text("\n\n".join(paras) + "\n", encoding="utf-8")
+    print(f"{len(paras)} paragraphs, {sum(len(p) for p in paras)} chars -> {args.heads_filler}")

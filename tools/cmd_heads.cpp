@@ -98,7 +98,13 @@ Sample build(const Tokenizer &tok, Filler &filler, std::mt19937 &r, int64_t leng
     std::vector<int32_t> qtail = tok.tokenize("\nAnswer:", false, false);
     const int64_t budget = length - ins_len - static_cast<int64_t>(q.size() + qtail.size());
     std::vector<std::vector<int32_t>> sents;
-    int64_t have = 0;
+    // The sample starts as the engine's documents do: with BOS when the model
+    // adds one (Gemma does, SmolLM2 does not); it is never gold.
+    for (int32_t id : tok.tokenize("", true, false)) {
+        s.ids.push_back(id);
+        s.gold.push_back(false);
+    }
+    int64_t have = static_cast<int64_t>(s.ids.size());
     while (have < budget) {
         sents.push_back(tok.tokenize(filler.next(r), false, false));
         have += static_cast<int64_t>(sents.back().size());

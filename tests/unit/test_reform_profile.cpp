@@ -9,6 +9,7 @@
 
 #include "session/head_mnr.h"
 #include "session/head_profile.h"
+#include "session/ilre_params.h"
 
 using namespace lctx;
 
@@ -69,5 +70,62 @@ TEST(ReformHeadProfile, BuiltinsMatchCommittedFiles) {
         HeadProfile p = parse_head_profile(b, "builtin");
         EXPECT_FALSE(p.model_shape.empty());
         EXPECT_EQ(p.heads.size(), 4u);
+    }
+}
+
+namespace {
+
+HeadProfile committed_profile(const char *file) {
+    const std::filesystem::path p = std::filesystem::path(LCTX_SOURCE_DIR) / "data" / "heads" / file;
+    std::ifstream f(p);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return parse_head_profile(ss.str(), p.string());
+}
+
+// The shapes as the GGUF files state them (general.architecture, block_count,
+// embedding_length, head_count, head_count_kv, key_length, vocabulary size,
+// context_length), so a change of the key format breaks the lookup here.
+Hparams shape(const char *arch, int32_t layers, int32_t embd, int32_t heads, int32_t kv, int32_t dim, int32_t vocab,
+              int32_t ctx) {
+    Hparams hp;
+    hp.arch = arch;
+    hp.n_layer = layers;
+    hp.n_embd = embd;
+    hp.n_head = heads;
+    hp.n_head_kv = kv;
+    hp.head_dim = dim;
+    hp.n_vocab = vocab;
+    hp.n_ctx_train = ctx;
+    return hp;
+}
+
+} // namespace
+
+TEST(ReformHeadProfile, BuiltinChosenByShapeKey) {
+    struct Case {
+        Hparams hp;
+        const char *file;
+    };
+    const Case cases[] = {
+        {shape("llama", 30, 576, 9, 3, 64, 49152, 8192), "smollm2-135m.json"},        // SmolLM2-135M(-Instruct)
+        {shape("gemma3", 18, 640, 4, 1, 256, 262144, 32768), "gemma3-270m.json"},     // Gemma 3 270M
+    };
+    for (const Case &c : cases) {
+        const HeadProfile want = committed_profile(c.file);
+        ASSERT_FALSE(want.heads.empty()) << c.file;
+        ASSERT_GE(want.ilre_layer, 0) << c.file << " has no \"ilre\" retrieval layer";
+        const HeadProfile got = choose_head_profile(c.hp, "");
+        EXPECT_EQ(got.origin, "builtin") << c.file;
+        EXPECT_EQ(got.heads_string(), want.heads_string()) << c.file;
+        std::string origin;
+        EXPECT_EQ(ilre_default_layer(c.hp, "", origin), want.ilre_layer) << c.file;
+        EXPECT_EQ(origin, "builtin") << c.file;
+        // One field off (another context length): no built-in profile fits.
+        Hparams other = c.hp;
+        other.n_ctx_train *= 2;
+        EXPECT_EQ(choose_head_profile(other, "").origin, "fallback") << c.file;
+        ilre_default_layer(other, "", origin);
+        EXPECT_EQ(origin, "fallback") << c.file;
     }
 }
