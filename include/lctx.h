@@ -379,11 +379,11 @@ typedef struct lctx_ilre_params {
     const char *avg_kernels;      /* average-pool sizes, e.g. "1-16" or "1,3,5" (NULL: "1-16") */
     const char *profile_path;     /* JSON profile holding the retrieval layer (lctx heads --ilre);
                                      NULL: the built-in one for the model */
-    int32_t     score_distance;   /* LCTX_ILRE_SCORE_AUTO (-2, default): -1 while the document and question
-                                     fit the trained context, else position-free at 1024;
-                                     -1: the question scores each key at its own position (with dca's
-                                     shifts); >= 0: position-free scoring, every key as if it sat this
-                                     many positions before the question (dca then only moves the sinks) */
+    int32_t     score_distance;   /* -1 (default): the question scores each key at its own position (with
+                                     dca's shifts); >= 0: position-free scoring, every key as if it sat this
+                                     many positions before the question (dca then only moves the sinks);
+                                     LCTX_ILRE_SCORE_AUTO (-2): -1 while the document and question fit the
+                                     trained context, else position-free at 1024 */
 } lctx_ilre_params;
 
 /* lctx_ilre_params.score_distance: keys at their positions within the trained

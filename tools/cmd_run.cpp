@@ -161,7 +161,7 @@ int cmd_run(int argc, char **argv) {
         "  --no-dca             ILRe: no bounded distances past the trained context (DCA is on by default)\n"
         "  --query-tokens N     ILRe: score with the last N tokens of the question only (default: all)\n"
         "  --score-distance N   ILRe: position-free scoring, every key as if N positions before the question;\n"
-        "                       -1: each key at its own position; -2 (default): -1 while the input fits the\n"
+        "                       -1 (default): each key at its own position; -2: -1 while the input fits the\n"
         "                       trained context, 1024 past it\n"
         "  --ilre-profile FILE  ILRe profile with the retrieval layer (JSON from 'lctx heads --ilre')\n"
         "  --global N, --local N, --span N, --vote-k N, --spans N\n"
@@ -227,7 +227,7 @@ int cmd_run(int argc, char **argv) {
     const int32_t ilre_layer = a.get_i32("--layer", -1, -1, INT32_MAX, "-1: the model's profile");
     const int32_t ilre_window = a.get_i32("--window", 0, 1);
     const int32_t query_tokens = a.get_i32("--query-tokens", 0, 1);
-    const int32_t score_distance = a.get_i32("--score-distance", LCTX_ILRE_SCORE_AUTO, LCTX_ILRE_SCORE_AUTO, 1 << 20,
+    const int32_t score_distance = a.get_i32("--score-distance", -1, LCTX_ILRE_SCORE_AUTO, 1 << 20,
                                                   "-2: auto, -1: each key at its own position");
     // ReAttention: -1 (derived from the model) or a value in [lo, 2^20].
     auto ra_knob = [&](const char *name, int32_t lo, int32_t hi, const char *note) -> int32_t {

@@ -127,8 +127,8 @@ type IlreParams struct {
 	AvgKernels     string // average-pool sizes, e.g. "1-16" or "1,3,5"; "": the default
 	ProfilePath    string // JSON profile holding the retrieval layer (lctx heads --ilre); "": built-in
 	// Position-free scoring, every key as if this many positions before the
-	// question; -1: each key at its own position; nil: the default (-2, auto:
-	// -1 within the trained context, 1024 past it).
+	// question; nil: the default, each key at its own position (-1); -2:
+	// auto, -1 within the trained context and 1024 past it.
 	ScoreDistance *int32
 }
 

@@ -105,7 +105,7 @@ LCTX_API void lctx_ilre_default_params(lctx_ilre_params *out) {
     out->max_kernels = nullptr;
     out->avg_kernels = nullptr;
     out->profile_path = nullptr;
-    out->score_distance = LCTX_ILRE_SCORE_AUTO;   // positional within the trained context, fixed past it
+    out->score_distance = -1;   // each key at its own position (auto: docs/methods/ilre.md)
 }
 
 LCTX_API void lctx_reattention_default_params(lctx_reattention_params *out) {

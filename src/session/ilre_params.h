@@ -27,7 +27,7 @@ struct IlreParams {
     // >= 0: keys scored position-free at this distance; -1: at their positions;
     // kScoreAuto: -1 within the trained context, kAutoScoreDistance past it
     // (docs/methods/ilre.md, "Scoring at a fixed distance").
-    int64_t score_distance = kScoreAuto;
+    int64_t score_distance = -1;
     static constexpr int64_t kScoreAuto = -2;
     static constexpr int64_t kAutoScoreDistance = 1024;
     int64_t dca_after = 0;          // where DCA starts acting: the model's trained context

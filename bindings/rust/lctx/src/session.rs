@@ -282,7 +282,7 @@ pub struct SessionParams {
     /// JSON profile holding the retrieval layer (`lctx heads --ilre`); None: the built-in one.
     pub ilre_profile_path: Option<String>,
     /// ILRe: position-free scoring, every key as if this many positions before the question;
-    /// -1: each key at its own position; -2 (default, auto): -1 within the trained context,
+    /// -1 (default): each key at its own position; -2 (auto): -1 within the trained context,
     /// 1024 past it.
     pub ilre_score_distance: i32,
     /// ReAttention G: first tokens always attended; -1 (default): derived from the model.

@@ -57,7 +57,7 @@ fn ilre_session_with_explicit_params() {
         ..Default::default()
     };
     assert_eq!(SessionParams::default().ilre_retrieval_layer, -1, "lctx_ilre_default_params: the model's profile");
-    assert_eq!(SessionParams::default().ilre_score_distance, -2, "lctx_ilre_default_params: auto (LCTX_ILRE_SCORE_AUTO)");
+    assert_eq!(SessionParams::default().ilre_score_distance, -1, "lctx_ilre_default_params: keys at their positions");
     let doc = "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. ".repeat(4);
     let mut s = m.session(&params()).unwrap();
     let n = s.feed_text(&doc).unwrap() as i64;
