@@ -18,12 +18,7 @@
 
 namespace lctx::cli {
 
-namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
+// A JSON array of numbers with 3 decimals (tokens/s of the repeats).
 std::string json_list(const std::vector<double> &v) {
     std::string s = "[";
     char buf[64];
@@ -32,6 +27,12 @@ std::string json_list(const std::vector<double> &v) {
         s += buf;
     }
     return s + "]";
+}
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 // Multiply-adds x 2 of one layer's matmuls per token (q, k, v, o, gate, up, down).

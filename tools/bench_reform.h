@@ -18,6 +18,9 @@ namespace lctx::cli {
 // of 4096 tokens, then build_index; tokens/s per repeat. With profile, the
 // first repeat of every length also reports where the encode time goes
 // (ReformProfile), rates against fma_peak_gflops (0: unknown). "reform" member.
+// A JSON array of numbers with 3 decimals.
+std::string json_list(const std::vector<double> &v);
+
 std::string reform_json(const Args &a, const Hparams &hp, const std::vector<int64_t> &lengths, int64_t repeats,
                         int64_t threads, bool profile, double fma_peak_gflops);
 

@@ -57,16 +57,6 @@ double matmul_flops_per_token(const Hparams &hp) {
     return 2.0 * hp.n_layer * (E * Q + 2 * E * KV + Q * E + 3 * E * F);
 }
 
-std::string json_list(const std::vector<double> &v) {
-    std::string s = "[";
-    char buf[64];
-    for (size_t i = 0; i < v.size(); ++i) {
-        std::snprintf(buf, sizeof buf, "%s%.3f", i ? ", " : "", v[i]);
-        s += buf;
-    }
-    return s + "]";
-}
-
 std::string json_profile(const ForwardProfile &p) {
     std::string s = "{";
     char buf[96];
