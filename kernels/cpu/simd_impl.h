@@ -564,6 +564,23 @@ inline unsigned valid_lanes(int64_t t, int64_t n_valid) {
     return left <= 0 ? 0u : (1u << left) - 1u;
 }
 
+// c[r][0..1] = the dot products of query row r (q + r * ldq) with the 2W keys
+// of a transposed tile from key t, each adding its d products in order.
+template <int RB>
+inline void dot_rows_strip(const float *q, int64_t ldq, const float *kt, int64_t T, int64_t t, int d, F (&c)[RB][2]) {
+#pragma GCC unroll 8
+    for (int r = 0; r < RB; ++r) c[r][0] = c[r][1] = V::zero();
+    for (int e = 0; e < d; ++e) {
+        const F b0 = V::load(kt + e * T + t), b1 = V::load(kt + e * T + t + W);
+#pragma GCC unroll 8
+        for (int r = 0; r < RB; ++r) {
+            const F a = V::set1(q[r * ldq + e]);
+            c[r][0] = V::fmadd(b0, a, c[r][0]);
+            c[r][1] = V::fmadd(b1, a, c[r][1]);
+        }
+    }
+}
+
 // RB query rows against one transposed key tile, 2W keys per register strip.
 template <int RB>
 inline void topk_rows(const float *q, int64_t ldq, const float *kt, int64_t T, int64_t n_valid, int d, int64_t idx0,
@@ -576,17 +593,7 @@ inline void topk_rows(const float *q, int64_t ldq, const float *kt, int64_t T, i
     }
     for (int64_t t = 0; t < n_valid; t += 2 * W) {
         F c[RB][2];
-#pragma GCC unroll 8
-        for (int r = 0; r < RB; ++r) c[r][0] = c[r][1] = V::zero();
-        for (int e = 0; e < d; ++e) {
-            const F b0 = V::load(kt + e * T + t), b1 = V::load(kt + e * T + t + W);
-#pragma GCC unroll 8
-            for (int r = 0; r < RB; ++r) {
-                const F a = V::set1(q[r * ldq + e]);
-                c[r][0] = V::fmadd(b0, a, c[r][0]);
-                c[r][1] = V::fmadd(b1, a, c[r][1]);
-            }
-        }
+        dot_rows_strip<RB>(q, ldq, kt, T, t, d, c);
         for (int r = 0; r < RB; ++r) {
             float *rs = bs + r * k;
             int64_t *ri = bi + r * k;
@@ -648,17 +655,7 @@ void topk_tile(const float *q, int64_t ldq, int rows, const float *kt, int64_t T
 template <int RB>
 inline void max_dot_rows(const float *q, int64_t ldq, const float *kt, int64_t T, int64_t t, int d, F &m0, F &m1) {
     F c[RB][2];
-#pragma GCC unroll 8
-    for (int r = 0; r < RB; ++r) c[r][0] = c[r][1] = V::zero();
-    for (int e = 0; e < d; ++e) {
-        const F b0 = V::load(kt + e * T + t), b1 = V::load(kt + e * T + t + W);
-#pragma GCC unroll 8
-        for (int r = 0; r < RB; ++r) {
-            const F a = V::set1(q[r * ldq + e]);
-            c[r][0] = V::fmadd(b0, a, c[r][0]);
-            c[r][1] = V::fmadd(b1, a, c[r][1]);
-        }
-    }
+    dot_rows_strip<RB>(q, ldq, kt, T, t, d, c);
     // A NaN product never wins (max(c, m) keeps m), as std::max(best, c) does.
 #pragma GCC unroll 8
     for (int r = 0; r < RB; ++r) {
