@@ -22,6 +22,13 @@ answer comes in; a rerun skips the rows already there (and asks only the
 missing questions). The markdown table (--out) is rewritten from the .jsonl
 after every document.
 
+With --index-dir, each document's REFORM index is saved there after its first
+encoding (DIR/HAYSTACK-LENGTH.idx, with the encoding's time and peak RSS in
+DIR/HAYSTACK-LENGTH.json), and later runs answer from it without encoding again:
+a change to select (--extra) is measured on the same indexes in minutes.
+Rows answered from a saved index carry the encoding run's time and RSS
+("from_index": true).
+
 Usage (from the repo root):
   nice -n 10 .venv/bin/python bench/recall_curve.py --lctx build/release/tools/lctx \
       --model models/SmolLM2-135M-Instruct.Q4_1.gguf -t 2
@@ -173,6 +180,15 @@ def run_document(a, haystack, length, done, jsonl, command):
     cmd = [a.lctx, "run", "-m", a.model, "--method", "reform", "--file", str(tmp / "doc.txt"),
            "--questions", str(tmp / "questions.txt"), "--probes", str(tmp / "probes.txt"),
            "--json", "-t", str(a.threads), "-n", str(a.n_predict)] + shlex.split(a.extra)
+    saved = None   # the encoding run's figures when answering from a saved index
+    if a.index_dir:
+        idx = pathlib.Path(a.index_dir, f"{haystack}-{length}.idx")
+        meta = idx.with_suffix(".json")
+        if idx.exists() and meta.exists():
+            saved = json.loads(meta.read_text())
+            cmd += ["--index", str(idx)]
+        else:
+            cmd += ["--save-index", str(idx)]
     print(f"[{haystack} {length}] {len(todo)} questions: {' '.join(cmd)}", file=sys.stderr, flush=True)
     load0 = os.getloadavg()[0]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
@@ -183,12 +199,17 @@ def run_document(a, haystack, length, done, jsonl, command):
         x = json.loads(line)
         n = todo[x["question_index"]]
         probe = x["probes"][0]
+        enc = saved or {"encode_s": x["timings_s"]["encode"], "encode_tok_s": x["encode_tokens_per_s"],
+                        "peak_rss_mib": x["peak_rss_mib"], "load_avg": round((load0 + os.getloadavg()[0]) / 2, 2),
+                        "cpu": cpu_name()}
+        if a.index_dir and saved is None and got == 0:
+            pathlib.Path(a.index_dir, f"{haystack}-{length}.json").write_text(json.dumps(enc) + "\n")
         row = {"haystack": haystack, "length": length, "depth": n["depth"], "key": n["key"], "value": n["value"],
                "needle": n["needle"], "n_input": x["n_input_tokens"], "answer": x["answer"],
                "ok": n["value"] in x["answer"], "probe": probe, "n_selected": x["n_selected"],
-               "encode_s": x["timings_s"]["encode"], "encode_tok_s": x["encode_tokens_per_s"],
-               "select_s": x["timings_s"]["select"], "peak_rss_mib": x["peak_rss_mib"],
-               "load_avg": round((load0 + os.getloadavg()[0]) / 2, 2), "cpu": cpu_name(),
+               "encode_s": enc["encode_s"], "encode_tok_s": enc["encode_tok_s"],
+               "select_s": x["timings_s"]["select"], "peak_rss_mib": enc["peak_rss_mib"],
+               "load_avg": enc["load_avg"], "cpu": enc["cpu"], "from_index": saved is not None,
                "threads": a.threads, "command": command}
         with jsonl.open("a") as f:
             f.write(json.dumps(row) + "\n")
@@ -214,6 +235,8 @@ def main():
     ap.add_argument("--extra", default="", help="more `lctx run` flags, one string (e.g. \"--budget 8192\")")
     ap.add_argument("--jsonl", default="docs/results/reform-recall-curve-smollm2.jsonl")
     ap.add_argument("--out", default="docs/results/reform-recall-curve-smollm2.md")
+    ap.add_argument("--index-dir", default="", help="save each document's index here, and answer from it "
+                    "when it is there already (see above)")
     ap.add_argument("--note", default="", help="a line for the table's header (e.g. what the run was for)")
     a = ap.parse_args()
     jsonl, out = pathlib.Path(a.jsonl), pathlib.Path(a.out)
