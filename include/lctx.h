@@ -306,6 +306,9 @@ typedef struct lctx_reform_params {
                                   (default; obs 128, scores summed over chunks), _TOVA (the chunk's last
                                   query), _STREAMING (sinks + most recent), _SNAPKV (32 queries, pooled by 7);
                                   obs = 0 takes the evictor's own default */
+    int32_t     repeat_window; /* repeated text competes for the recompute budget once: a token whose
+                                  `repeat_window` tokens up to it, or from it on, occurred earlier in the
+                                  input ranks below every other (docs/methods/reform.md); 0: 16; < 0: off */
 } lctx_reform_params;
 
 LCTX_API void lctx_reform_default_params(lctx_reform_params *out);

@@ -156,6 +156,9 @@ int cmd_run(int argc, char **argv) {
         "  --chunk N            tokens per encoding step (default n_ctx_train/4)\n"
         "  --working N          REFORM working-cache budget (default = chunk)\n"
         "  --heads FILE         REFORM head profile (JSON from 'lctx heads')\n"
+        "  --repeat-window N    REFORM: a token whose N tokens up to it, or from it on, occurred earlier in\n"
+        "                       the input ranks below all others, so repeated text is gathered once\n"
+        "                       (default 16; -1: off; otherwise >= 2)\n"
         "  --layer N            ILRe retrieval layer, 0..n_layer-1 (default -1: the model's profile)\n"
         "  --window N           ILRe window of the shallow layers (default chunk/2)\n"
         "  --no-dca             ILRe: no bounded distances past the trained context (DCA is on by default)\n"
@@ -201,7 +204,7 @@ int cmd_run(int argc, char **argv) {
     const char *usage = usage_text.c_str();
     Args a = parse_args(argc, argv,
                         concat({"--model", "--file", "--question", "--question-file", "--questions", "--method",
-                                "--budget", "--chunk", "--working", "--heads", "--save-index", "--index", "--n-predict",
+                                "--budget", "--chunk", "--working", "--heads", "--repeat-window", "--save-index", "--index", "--n-predict",
                                 "--ctx", "--threads", "--layer", "--window", "--ilre-profile", "--query-tokens", "--score-distance",
                                 "--global", "--local", "--span", "--vote-k", "--spans", "--reuse", "--store-ram",
                                 "--store-dir", "--kv-type", "--decode", "--rkv-k", "--rkv-stride", "--rkv-threshold",
@@ -224,6 +227,8 @@ int cmd_run(int argc, char **argv) {
     const int32_t ctx_arg = a.get_i32("--ctx", 0, 1);
     const int32_t chunk_arg = a.get_i32("--chunk", 0, 1);
     const int32_t working = a.get_i32("--working", 0, 1);
+    const int32_t repeat_window = a.get_i32("--repeat-window", 0, -1, INT32_MAX, "-1: off");
+    if (a.has("--repeat-window") && (repeat_window == 0 || repeat_window == 1)) die("--repeat-window must be -1 (off) or at least 2");
     const int32_t ilre_layer = a.get_i32("--layer", -1, -1, INT32_MAX, "-1: the model's profile");
     const int32_t ilre_window = a.get_i32("--window", 0, 1);
     const int32_t query_tokens = a.get_i32("--query-tokens", 0, 1);
@@ -353,6 +358,7 @@ int cmd_run(int argc, char **argv) {
     rp.chunk = chunk_arg;
     kv.chunk = rp.chunk;
     rp.budget = working;
+    rp.repeat_window = a.has("--repeat-window") ? repeat_window : 0;
     const std::string heads = a.get("--heads");
     rp.heads_path = heads.empty() ? nullptr : heads.c_str();
     lctx_ilre_params ip;

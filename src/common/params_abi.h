@@ -66,7 +66,7 @@ template <> struct ParamsFields<lctx_reform_params> {
         LCTX_FIELD(lctx_reform_params, obs),         LCTX_FIELD(lctx_reform_params, keep_first),
         LCTX_FIELD(lctx_reform_params, keep_last),   LCTX_FIELD(lctx_reform_params, pool_half),
         LCTX_FIELD(lctx_reform_params, h2o_per_chunk), LCTX_FIELD(lctx_reform_params, heads_path),
-        LCTX_FIELD(lctx_reform_params, evictor)};
+        LCTX_FIELD(lctx_reform_params, evictor),     LCTX_FIELD(lctx_reform_params, repeat_window)};
 };
 template <> struct ParamsFields<lctx_kv_params> {
     static constexpr FieldSpan list[] = {

@@ -75,6 +75,7 @@ private:
     GatheredDecoder decoder_;   // recompute and decode
     std::vector<float> last_s_, last_p_, last_qemb_;
     std::vector<bool> last_mask_;
+    std::vector<uint8_t> repeat_;   // mark_repeats of the input, made by the first select
     ReformProfile *encode_profile_ = nullptr;
     bool scores_valid_ = false;   // last_s_/last_p_ are those of a select that succeeded
 };

@@ -26,6 +26,7 @@ struct ReformParams {
     int64_t keep_first = 0;   // F: first document tokens always selected. Default min(256, R/8)
     int64_t keep_last = 0;    // T: last document tokens always selected. Default min(256, R/8)
     int64_t pool_half = 0;    // selection max-pool half width (kernel 2*half+1). Default 64 (kernel 129)
+    int64_t repeat_window = 0;   // tokens compared to find repeated text (selector.h mark_repeats); 0 = off. Default 16
     int64_t n_ctx = 0;        // decode cache capacity (R + query + answer). Default n_ctx_train
     int32_t n_batch = 512;    // tokens per forward batch in recompute
     bool h2o_accumulate = true;   // H2O scores summed over chunks (false: per-chunk scores)

@@ -48,6 +48,51 @@ void max_pool(const float *s, int64_t n, int64_t half, float *p) {
     }
 }
 
+std::vector<uint8_t> mark_repeats(const int32_t *ids, int64_t n, int64_t window) {
+    std::vector<uint8_t> out(static_cast<size_t>(std::max<int64_t>(n, 0)), 0);
+    if (window < 2 || n < window) return out;
+    // hash of the window ending at e (e >= window - 1), polynomial mod 2^64
+    // with an odd multiplier, rolled in O(n).
+    const uint64_t mul = 0x9E3779B97F4A7C15ull;
+    uint64_t top = 1;   // mul^(window - 1)
+    for (int64_t i = 1; i < window; ++i) top *= mul;
+    const int64_t n_win = n - window + 1;
+    std::vector<std::pair<uint64_t, int64_t>> h(static_cast<size_t>(n_win));   // (hash, end)
+    uint64_t cur = 0;
+    for (int64_t e = 0; e < n; ++e) {
+        if (e >= window) cur -= top * static_cast<uint32_t>(ids[e - window]);
+        cur = cur * mul + static_cast<uint32_t>(ids[e]);
+        if (e >= window - 1) h[static_cast<size_t>(e - window + 1)] = {cur, e};
+    }
+    std::sort(h.begin(), h.end());
+    // seen_before[e]: the window ending at e equals one ending earlier. Within
+    // a run of equal hashes the first (earliest) end is the original; a window
+    // that differs from it token by token (a hash collision) is left unmarked.
+    std::vector<uint8_t> seen_before(static_cast<size_t>(n), 0);
+    for (size_t i = 0; i < h.size();) {
+        size_t j = i + 1;
+        for (; j < h.size() && h[j].first == h[i].first; ++j) {
+            const int32_t *a = ids + h[i].second - window + 1, *b = ids + h[j].second - window + 1;
+            if (std::equal(a, a + window, b)) seen_before[static_cast<size_t>(h[j].second)] = 1;
+        }
+        i = j;
+    }
+    for (int64_t t = 0; t < n; ++t) {
+        const bool left = seen_before[static_cast<size_t>(t)];   // window [t - window + 1, t]
+        const bool right = t + window - 1 < n && seen_before[static_cast<size_t>(t + window - 1)];   // [t, t + window - 1]
+        out[static_cast<size_t>(t)] = left || right;
+    }
+    return out;
+}
+
+std::vector<float> demote_repeats(const std::vector<float> &s, const std::vector<uint8_t> &repeat) {
+    std::vector<float> out = s;
+    if (repeat.size() == s.size())
+        for (size_t t = 0; t < s.size(); ++t)
+            if (repeat[t]) out[t] -= 4.0f;
+    return out;
+}
+
 std::vector<int64_t> select_top(const float *s, const float *p, int64_t n, int64_t budget, int64_t first,
                                 int64_t last) {
     std::vector<int64_t> out;

@@ -20,6 +20,19 @@ void score_tokens(const uint16_t *emb, int64_t n, int32_t dim, const float *quer
 // p[t] = max of s over [t - half, t + half] clipped to [0, n): O(n).
 void max_pool(const float *s, int64_t n, int64_t half, float *p);
 
+// Repeated text (docs/methods/reform.md, "Repeated text"): out[t] = 1 when
+// the `window` tokens ending at t, or the `window` tokens starting at t, occur
+// earlier in ids (compared token by token, not only by hash). The first
+// occurrence of any text is never marked, so of a paragraph repeated k times
+// the first copy stays and the other k - 1 are marked; text repeated in
+// pieces shorter than `window` is never marked. window < 2: nothing marked.
+std::vector<uint8_t> mark_repeats(const int32_t *ids, int64_t n, int64_t window);
+
+// The scores select ranks by: s, with every marked token moved below every
+// unmarked one (s - 4: cosines lie in [-1, 1]) so that each repeated text
+// competes for the budget once. repeat may be empty (s is copied).
+std::vector<float> demote_repeats(const std::vector<float> &s, const std::vector<uint8_t> &repeat);
+
 // Positions chosen for a budget of `budget` tokens, ascending: everything
 // when n <= budget; else [0, first) and [n - last, n) plus the best others by
 // (p desc, s desc, position asc) up to `budget` in all. When the forced

@@ -37,6 +37,8 @@ int main(void) {
     OFF(lctx_reform_params, pool_half);
     OFF(lctx_reform_params, h2o_per_chunk);
     OFF(lctx_reform_params, heads_path);
+    OFF(lctx_reform_params, evictor);
+    OFF(lctx_reform_params, repeat_window);
     SIZE(lctx_kv_params);
     OFF(lctx_kv_params, budget);
     OFF(lctx_kv_params, chunk);

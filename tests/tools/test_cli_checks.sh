@@ -52,6 +52,8 @@ expect_fail -- '--threads -1 is out of range' "${RUN[@]}" -t -1
 expect_fail -- '--threads 4294967297 is out of range' "${RUN[@]}" --threads 4294967297
 expect_fail -- '--chunk -1 is out of range' "${RUN[@]}" --chunk -1
 expect_fail -- '--working 2147483648 is out of range' "${RUN[@]}" --working 2147483648
+expect_fail -- '--repeat-window must be -1 \(off\) or at least 2' "${RUN[@]}" --repeat-window 1
+expect_fail -- '--repeat-window -2 is out of range' "${RUN[@]}" --repeat-window -2
 expect_fail -- '--ctx -1 is out of range' "${RUN[@]}" --ctx -1
 expect_fail -- '--n-predict -1 is out of range' "${RUN[@]}" -n -1
 expect_fail -- '--n-predict 4294967360 is out of range' "${RUN[@]}" -n 4294967360

@@ -106,6 +106,7 @@ TEST(ParamsDefaults, SetStructSizeAndAcceptNull) {
     EXPECT_EQ(r.struct_size, sizeof r);
     EXPECT_EQ(r.chunk, 0);
     EXPECT_EQ(r.pool_half, 0);
+    EXPECT_EQ(r.repeat_window, 0);
     EXPECT_FALSE(r.h2o_per_chunk);
     EXPECT_EQ(r.heads_path, nullptr);
     lctx_kv_params k;
@@ -261,6 +262,7 @@ TEST_F(ParamsAbi, ReformParamsCutShortAndFull) {
     EXPECT_EQ(p.keep_first, 25);   // min(256, recompute / 8)
     EXPECT_EQ(p.keep_last, 25);
     EXPECT_EQ(p.pool_half, 64);
+    EXPECT_EQ(p.repeat_window, 16);
     EXPECT_TRUE(p.h2o_accumulate);
 
     // A full struct is read to its last field.
@@ -284,7 +286,16 @@ TEST_F(ParamsAbi, ReformParamsCutShortAndFull) {
     EXPECT_EQ(q.keep_first, 6);
     EXPECT_EQ(q.keep_last, 7);
     EXPECT_EQ(q.pool_half, 0);
+    EXPECT_EQ(q.repeat_window, 16);   // 0: the default
     EXPECT_FALSE(q.h2o_accumulate);
+    full.repeat_window = -1;
+    EXPECT_EQ(method_of<lctx::ReformMethod>(&sp).params().repeat_window, 0);   // off
+    full.repeat_window = 40;
+    EXPECT_EQ(method_of<lctx::ReformMethod>(&sp).params().repeat_window, 40);
+    full.repeat_window = 1;   // a window of one token would mark every repeated token
+    EXPECT_EQ(create(&sp), LCTX_ERR_INVALID_ARG);
+    EXPECT_THAT(lctx_last_error(), HasSubstr("repeat window"));
+    full.repeat_window = 0;
     full.heads_path = "/nonexistent/lctx-profile.json";
     EXPECT_EQ(create(&sp), LCTX_ERR_IO);
     EXPECT_THAT(lctx_last_error(), HasSubstr("/nonexistent/lctx-profile.json"));

@@ -215,6 +215,80 @@ TEST(ReformSelector, TopKMatchesBruteForceAndIsNested) {
     }
 }
 
+// Brute force of mark_repeats: compare every window with every earlier one.
+static std::vector<uint8_t> naive_repeats(const std::vector<int32_t> &ids, int64_t w) {
+    const int64_t n = static_cast<int64_t>(ids.size());
+    std::vector<uint8_t> out(static_cast<size_t>(n), 0);
+    if (w < 2) return out;
+    auto occurs_before = [&](int64_t start) {   // the window [start, start + w) occurs at an earlier start
+        for (int64_t u = 0; u < start; ++u)
+            if (std::equal(ids.begin() + start, ids.begin() + start + w, ids.begin() + u)) return true;
+        return false;
+    };
+    for (int64_t t = 0; t < n; ++t) {
+        const bool left = t - w + 1 >= 0 && occurs_before(t - w + 1);
+        const bool right = t + w <= n && occurs_before(t);
+        out[static_cast<size_t>(t)] = left || right;
+    }
+    return out;
+}
+
+TEST(ReformSelector, MarkRepeatsMatchesBruteForce) {
+    std::mt19937 rng(23);
+    for (int trial = 0; trial < 300; ++trial) {
+        const int64_t n = rng() % 400, w = rng() % 12;
+        const int32_t vocab = 2 + static_cast<int32_t>(rng() % (trial % 3 == 0 ? 3 : 50));   // tiny vocabularies repeat by chance
+        std::vector<int32_t> ids;
+        while (static_cast<int64_t>(ids.size()) < n) {
+            if (!ids.empty() && rng() % 4 == 0) {   // copy an earlier piece: repeated text
+                const size_t from = rng() % ids.size(), len = 1 + rng() % 40;
+                for (size_t i = 0; i < len && static_cast<int64_t>(ids.size()) < n; ++i)
+                    ids.push_back(ids[std::min(from + i, ids.size() - 1)]);
+            } else {
+                ids.push_back(static_cast<int32_t>(rng() % vocab) - (trial % 5 == 0 ? vocab / 2 : 0));
+            }
+        }
+        ASSERT_EQ(mark_repeats(ids.data(), n, w), naive_repeats(ids, w)) << "trial " << trial << " n " << n << " w " << w;
+    }
+}
+
+TEST(ReformSelector, RepeatedParagraphRanksOnceAndTheNeedleIsGathered) {
+    // Three copies of a 60-token paragraph that scores 0.9, one 10-token needle
+    // scoring 0.8, noise at 0.1, pooling 30 each side: without the filter the
+    // budget goes to the copies of the paragraph (360 tokens pool to 0.9);
+    // with it, to the paragraph's first copy and the needle.
+    std::mt19937 rng(3);
+    std::vector<int32_t> para(60), ids;
+    for (int32_t &x : para) x = 1000 + static_cast<int32_t>(rng() % 1000);
+    std::vector<float> s;
+    auto noise = [&](int k) { for (int i = 0; i < k; ++i) { ids.push_back(static_cast<int32_t>(ids.size()) + 5000); s.push_back(0.1f); } };
+    auto paragraph = [&] { for (int32_t x : para) { ids.push_back(x); s.push_back(0.9f); } };
+    noise(100); paragraph(); noise(100); paragraph(); noise(50);
+    const int64_t needle = static_cast<int64_t>(ids.size());
+    for (int i = 0; i < 10; ++i) { ids.push_back(9000 + i); s.push_back(0.8f); }
+    noise(100); paragraph(); noise(100);
+    const int64_t n = static_cast<int64_t>(ids.size());
+    const auto rep = mark_repeats(ids.data(), n, 16);
+    for (int64_t t = 0; t < 160; ++t) EXPECT_EQ(rep[t], 0) << t;   // the first copy and what precedes it
+    for (int64_t t = needle; t < needle + 10; ++t) EXPECT_EQ(rep[t], 0) << t;
+    for (int64_t t = 260; t < 320; ++t) EXPECT_EQ(rep[t], 1) << t;   // the second copy, whole
+    const int64_t budget = 190;   // the 120 tokens pooled from one copy + 70 from the needle
+    auto pick = [&](const std::vector<float> &sc) {
+        std::vector<float> p(static_cast<size_t>(n));
+        max_pool(sc.data(), n, 30, p.data());
+        return select_top(sc.data(), p.data(), n, budget, 0, 0);
+    };
+    auto has = [](const std::vector<int64_t> &sel, int64_t t) { return std::binary_search(sel.begin(), sel.end(), t); };
+    const auto plain = pick(s);
+    EXPECT_FALSE(has(plain, needle));
+    const auto filtered = pick(demote_repeats(s, rep));
+    for (int64_t t = needle; t < needle + 10; ++t) EXPECT_TRUE(has(filtered, t)) << t;
+    EXPECT_TRUE(has(filtered, 130));   // inside the first copy
+    EXPECT_FALSE(has(filtered, 290));  // inside the second
+    // No marks: the scores are unchanged.
+    EXPECT_EQ(demote_repeats(s, std::vector<uint8_t>(s.size(), 0)), s);
+}
+
 TEST(ReformSelector, ForcedRangesOverBudgetShareItBetweenTheEnds) {
     std::mt19937 rng(17);
     for (int trial = 0; trial < 300; ++trial) {
