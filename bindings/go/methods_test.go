@@ -100,6 +100,7 @@ func TestMethodParams(t *testing.T) {
 		{SessionParams{Method: MethodInfiniPot, KV: &KVParams{InfiniPotNucRatio: 2}}, "infinipot_nuc_ratio"},
 		{SessionParams{Method: MethodInfLLM, KVChunk: -1}, "kv_chunk"},
 		{SessionParams{Method: MethodReform, Reform: &ReformParams{HeadsPath: "/nonexistent/heads.json"}}, "/nonexistent/heads.json"},
+		{SessionParams{Method: MethodReform, Reform: &ReformParams{RepeatWindow: 1}}, "repeat window"},
 	}
 	for _, c := range cases {
 		s, err := NewSession(m, &c.p)

@@ -94,6 +94,9 @@ type ReformParams struct {
 	PoolHalf    int32  // score max-pool half width; < 0: no pooling
 	H2OPerChunk bool   // eviction scores of the last chunk only
 	HeadsPath   string // JSON head profile (lctx heads); "": the built-in one
+	// RepeatWindow: repeated text competes for the recompute budget once
+	// (tokens compared; 0: 16; < 0: off; 1 is refused)
+	RepeatWindow int32
 }
 
 // KVParams are the KV baselines' knobs (lctx_kv_params: truncate, streaming,
@@ -302,6 +305,7 @@ func (p *SessionParams) native(mem *cParams, label *string) (C.lctx_session_para
 			cr.sink, cr.recent, cr.obs = C.int32_t(r.Sink), C.int32_t(r.Recent), C.int32_t(r.Obs)
 			cr.keep_first, cr.keep_last = C.int32_t(r.KeepFirst), C.int32_t(r.KeepLast)
 			cr.pool_half = C.int32_t(r.PoolHalf)
+			cr.repeat_window = C.int32_t(r.RepeatWindow)
 			cr.h2o_per_chunk = C.bool(r.H2OPerChunk)
 			cr.heads_path = mem.str(r.HeadsPath)
 			c.reform = cr

@@ -147,6 +147,35 @@ def test_select_scores_are_the_ones_the_selection_used(model):
                 s.select_scores()
 
 
+def test_reform_repeat_window_ranks_repeated_text_once(model):
+    # reform_repeat_window (lctx_reform_params.repeat_window): a document of
+    # four copies of one passage; by default (16) the later copies rank below
+    # every token of the first, with the raw scores untouched; -1 turns it off;
+    # 1 is refused.
+    doc = "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. " * 4
+    q = model.tokenize(" Lily saw a", add_special=False)
+    base = dict(method=lctx.Method.REFORM, n_ctx=256, n_threads=1, reform_chunk=64, reform_budget=64,
+                reform_sink=4, reform_recent=4, reform_obs=16, reform_recompute=48, reform_pool_half=1)
+    got = {}
+    for window in (0, -1):
+        with model.session(reform_repeat_window=window, **base) as s:
+            n = s.feed(doc)
+            s.build_index()
+            with s.select(q):
+                sc = s.select_scores()
+                got[window] = (list(sc.raw), list(sc.ranked))
+    raw_on, ranked_on = got[0]
+    raw_off, ranked_off = got[-1]
+    assert raw_on == raw_off
+    later = range(n // 2, n - 16)   # inside the third and fourth copies
+    assert all(ranked_on[t] < -2 for t in later)
+    assert all(ranked_off[t] >= -1 for t in later)
+    assert min(ranked_on[: n // 4]) >= -1   # the first copy keeps its scores
+    with pytest.raises(lctx.InvalidArgumentError):
+        with model.session(reform_repeat_window=1, **base):
+            pass
+
+
 DOC = "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. "
 
 

@@ -250,6 +250,8 @@ pub struct SessionParams {
     pub reform_keep_first: i32,
     pub reform_keep_last: i32,
     pub reform_pool_half: i32,
+    /// Repeated text competes for the recompute budget once: tokens compared (0: 16; < 0: off; 1 is refused).
+    pub reform_repeat_window: i32,
     pub reform_h2o_per_chunk: bool,
     /// JSON head profile (`lctx heads`); None: the built-in one for the model.
     pub reform_heads_path: Option<String>,
@@ -359,6 +361,7 @@ impl Default for SessionParams {
             reform_keep_first: r.keep_first,
             reform_keep_last: r.keep_last,
             reform_pool_half: r.pool_half,
+            reform_repeat_window: r.repeat_window,
             reform_h2o_per_chunk: r.h2o_per_chunk,
             reform_heads_path: None,
             kv_budget: k.budget,
@@ -469,6 +472,7 @@ impl SessionParams {
         r.keep_first = self.reform_keep_first;
         r.keep_last = self.reform_keep_last;
         r.pool_half = self.reform_pool_half;
+        r.repeat_window = self.reform_repeat_window;
         r.h2o_per_chunk = self.reform_h2o_per_chunk;
         let heads = self.reform_heads_path.as_deref().map(|s| cstring(s, "reform_heads_path")).transpose()?;
         if let Some(h) = &heads {

@@ -100,6 +100,19 @@ fn ilre_session_with_explicit_params() {
     }
 }
 
+/// reform_repeat_window reaches lctx_reform_params.repeat_window: 1 is refused, -1 (off) and 40 accepted.
+#[test]
+fn reform_repeat_window() {
+    let m = common::tiny_model();
+    let p = |w: i32| SessionParams { method: Method::Reform, n_threads: 1, reform_repeat_window: w, ..Default::default() };
+    let e = m.session(&p(1)).err().expect("repeat window 1 accepted");
+    assert_eq!(e.status, Status::InvalidArg);
+    assert!(e.message.contains("repeat window"), "{}", e.message);
+    for w in [-1, 0, 40] {
+        m.session(&p(w)).unwrap_or_else(|e| panic!("repeat window {w}: {}", e.message));
+    }
+}
+
 /// kv_type reaches lctx_session_params.kv_type and backend lctx_model_params.backend.
 #[test]
 fn kv_type_and_backend() {
