@@ -85,6 +85,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             rp.recent = knob(in) % 16;
             rp.obs = knob(in) % 32;
             rp.pool_half = knob(in) % 8;
+            rp.repeat_window = knob(in) % 24;
             const int32_t ev = in.u8() % 5;
             std::memcpy(&rp.evictor, &ev, sizeof ev);
             kp.budget = knob(in) % 128;
