@@ -387,6 +387,9 @@ typedef struct lctx_ilre_params {
                                      many positions before the question (dca then only moves the sinks);
                                      LCTX_ILRE_SCORE_AUTO (-2): -1 while the document and question fit the
                                      trained context, else position-free at 1024 */
+    int32_t     repeat_window;    /* repeated text competes for the budget once: a token whose
+                                     `repeat_window` tokens up to it, or from it on, occurred earlier in the
+                                     input scores 0 before pooling (docs/methods/ilre.md); 0: 16; < 0: off */
 } lctx_ilre_params;
 
 /* lctx_ilre_params.score_distance: keys at their positions within the trained

@@ -156,8 +156,8 @@ int cmd_run(int argc, char **argv) {
         "  --chunk N            tokens per encoding step (default n_ctx_train/4)\n"
         "  --working N          REFORM working-cache budget (default = chunk)\n"
         "  --heads FILE         REFORM head profile (JSON from 'lctx heads')\n"
-        "  --repeat-window N    REFORM: a token whose N tokens up to it, or from it on, occurred earlier in\n"
-        "                       the input ranks below all others, so repeated text is gathered once\n"
+        "  --repeat-window N    REFORM, ILRe: a token whose N tokens up to it, or from it on, occurred earlier\n"
+        "                       in the input ranks below all others, so repeated text is gathered once\n"
         "                       (default 16; -1: off; otherwise >= 2)\n"
         "  --layer N            ILRe retrieval layer, 0..n_layer-1 (default -1: the model's profile)\n"
         "  --window N           ILRe window of the shallow layers (default chunk/2)\n"
@@ -363,6 +363,7 @@ int cmd_run(int argc, char **argv) {
     rp.heads_path = heads.empty() ? nullptr : heads.c_str();
     lctx_ilre_params ip;
     lctx_ilre_default_params(&ip);
+    ip.repeat_window = a.has("--repeat-window") ? repeat_window : 0;
     if (method_id == LCTX_METHOD_ILRE) {
         ip.budget = budget;
         ip.chunk = rp.chunk;

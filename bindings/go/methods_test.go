@@ -142,8 +142,10 @@ func TestIlreParams(t *testing.T) {
 	m := tinyModel(t)
 	layer := int32(1)
 	params := func(edit func(*IlreParams)) *SessionParams {
+		// The document repeats itself: the repeat filter is off (-1) so that
+		// ILRe ranks by its raw scores (the filter zeroes the later copies).
 		l := &IlreParams{RetrievalLayer: &layer, Sink: 4, Window: 32, Chunk: 64, Budget: 40, DCA: true,
-			MaxKernels: "2,4", AvgKernels: "1-8"}
+			MaxKernels: "2,4", AvgKernels: "1-8", RepeatWindow: -1}
 		if edit != nil {
 			edit(l)
 		}
@@ -221,6 +223,7 @@ func TestIlreParams(t *testing.T) {
 		{func(l *IlreParams) { l.Chunk = -1 }, "chunk"},
 		{func(l *IlreParams) { big := int32(m.NLayer()); l.RetrievalLayer = &big }, "retrieval_layer"},
 		{func(l *IlreParams) { d := int32(-3); l.ScoreDistance = &d }, "score_distance"},
+		{func(l *IlreParams) { l.RepeatWindow = 1 }, "repeat_window"},
 	}
 	for _, b := range bad {
 		s, err := NewSession(m, params(b.edit))

@@ -133,6 +133,9 @@ type IlreParams struct {
 	// question; nil: the default, each key at its own position (-1); -2:
 	// auto, -1 within the trained context and 1024 past it.
 	ScoreDistance *int32
+	// RepeatWindow: repeated text competes for the budget once (tokens
+	// compared; 0: 16; < 0: off; 1 is refused)
+	RepeatWindow int32
 }
 
 // ReAttentionParams are ReAttention's knobs (lctx_reattention_params). Every
@@ -350,6 +353,7 @@ func (p *SessionParams) native(mem *cParams, label *string) (C.lctx_session_para
 			if l.ScoreDistance != nil {
 				cl.score_distance = C.int32_t(*l.ScoreDistance)
 			}
+			cl.repeat_window = C.int32_t(l.RepeatWindow)
 			c.ilre = cl
 		}
 		if a := p.ReAttention; a != nil {

@@ -87,7 +87,8 @@ template <> struct ParamsFields<lctx_ilre_params> {
         LCTX_FIELD(lctx_ilre_params, chunk),       LCTX_FIELD(lctx_ilre_params, budget),
         LCTX_FIELD(lctx_ilre_params, query_tokens), LCTX_FIELD(lctx_ilre_params, dca),
         LCTX_FIELD(lctx_ilre_params, max_kernels), LCTX_FIELD(lctx_ilre_params, avg_kernels),
-        LCTX_FIELD(lctx_ilre_params, profile_path), LCTX_FIELD(lctx_ilre_params, score_distance)};
+        LCTX_FIELD(lctx_ilre_params, profile_path), LCTX_FIELD(lctx_ilre_params, score_distance),
+        LCTX_FIELD(lctx_ilre_params, repeat_window)};
 };
 template <> struct ParamsFields<lctx_reattention_params> {
     static constexpr FieldSpan list[] = {

@@ -31,6 +31,7 @@ struct IlreParams {
     static constexpr int64_t kScoreAuto = -2;
     static constexpr int64_t kAutoScoreDistance = 1024;
     int64_t dca_after = 0;          // where DCA starts acting: the model's trained context
+    int64_t repeat_window = 16;     // tokens compared to find repeated text (selector.h mark_repeats); 0 = off
     std::vector<int32_t> max_kernels{2, 4, 8};
     std::vector<int32_t> avg_kernels{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
     KvType kv_type = KvType::F32;   // element type of the shallow caches and the decode cache

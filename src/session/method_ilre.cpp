@@ -7,6 +7,7 @@
 #include "session/ilre_allocator.h"
 #include "session/ilre_index_file.h"
 #include "session/ilre_scorer.h"
+#include "session/selector.h"
 #include "session/state_digest.h"
 
 namespace lctx {
@@ -129,9 +130,17 @@ Selection IlreMethod::select(const std::vector<int32_t> &query, Progress &progre
     const Hparams layer_hp = model_.hparams().rope_of(encoder_->index_layers()[0]);
     ilre_scores(backend_, layer_hp, args, last_scores_.data(), [&] { return progress.keep_going(0.5); });
 
-    Selection sel = decoder_.make_selection(ilre_allocate(last_scores_.data(), N, params_.sink, params_.budget,
+    // Repeated text is scored once (docs/methods/ilre.md, "Repeated text"):
+    // later copies score 0 before the pooling; the raw scores are kept.
+    last_ranked_ = last_scores_;
+    if (params_.repeat_window > 0) {
+        if (repeat_.size() != static_cast<size_t>(N)) repeat_ = mark_repeats(feeder_.ids.data(), N, params_.repeat_window);
+        for (int64_t t = 0; t < N; ++t)
+            if (repeat_[static_cast<size_t>(t)]) last_ranked_[static_cast<size_t>(t)] = 0.0f;
+    }
+    Selection sel = decoder_.make_selection(ilre_allocate(last_ranked_.data(), N, params_.sink, params_.budget,
                                                           params_.max_kernels, params_.avg_kernels),
-                                            last_scores_, query, "the ILRe budget");
+                                            last_ranked_, query, "the ILRe budget");
     scores_valid_ = true;
     progress.keep_going(1.0);
     return sel;
@@ -141,7 +150,7 @@ bool IlreMethod::token_scores(TokenScores &out) const {
     out = TokenScores{};
     if (!scores_valid_) return true;
     out.raw = &last_scores_;
-    out.ranked = &last_scores_;
+    out.ranked = &last_ranked_;
     // ilre_allocate: the sinks always; everything when the rest fits the budget.
     const int64_t n = static_cast<int64_t>(last_scores_.size());
     out.forced_first = n - params_.sink <= params_.budget ? n : std::min(params_.sink, n);

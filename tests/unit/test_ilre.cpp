@@ -604,6 +604,9 @@ TEST(IlreMethod, ParameterErrors) {
     p = ilre_params(2, 64, 32, 100);
     p.ilre_p.score_distance = -3;
     check(p, "score_distance below auto");
+    p = ilre_params(2, 64, 32, 100);
+    p.ilre_p.repeat_window = 1;
+    check(p, "repeat window of one token");
     // A question longer than a chunk is refused with a clear status.
     Session s(*t.model, ilre_params(2, 64, 32, 100));
     const auto doc = random_tokens(300, 1), q = random_tokens(65, 2);

@@ -109,11 +109,13 @@ def test_select_scores_are_the_ones_the_selection_used(model):
     # forced ranges are reported; refused before a select and for FULL.
     doc = "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. " * 4
     q = model.tokenize(" Lily saw a", add_special=False)
+    # The document repeats itself: the repeat filters are off here, so that
+    # ILRe's ranked scores are its raw ones (the filters have their own test).
     ilre = dict(method=lctx.Method.ILRE, n_ctx=256, n_threads=1, ilre_retrieval_layer=1, ilre_sink=4,
-                ilre_window=32, ilre_chunk=64, ilre_budget=40)
+                ilre_window=32, ilre_chunk=64, ilre_budget=40, ilre_repeat_window=-1)
     reform = dict(method=lctx.Method.REFORM, n_ctx=256, n_threads=1, reform_chunk=64, reform_budget=64,
                   reform_sink=4, reform_recent=4, reform_obs=16, reform_recompute=48, reform_keep_first=3,
-                  reform_keep_last=2, reform_pool_half=1)
+                  reform_keep_last=2, reform_pool_half=1, reform_repeat_window=-1)
     for params in (ilre, reform):
         with model.session(**params) as s:
             n = s.feed(doc)
@@ -173,6 +175,22 @@ def test_reform_repeat_window_ranks_repeated_text_once(model):
     assert min(ranked_on[: n // 4]) >= -1   # the first copy keeps its scores
     with pytest.raises(lctx.InvalidArgumentError):
         with model.session(reform_repeat_window=1, **base):
+            pass
+    # ILRe (ilre_repeat_window): later copies rank with score 0, raw scores kept.
+    ilre = dict(method=lctx.Method.ILRE, n_ctx=256, n_threads=1, ilre_retrieval_layer=1, ilre_sink=4,
+                ilre_window=32, ilre_chunk=64, ilre_budget=40)
+    for window in (0, -1):
+        with model.session(ilre_repeat_window=window, **ilre) as s:
+            s.feed(doc)
+            s.build_index()
+            with s.select(q):
+                sc = s.select_scores()
+                got[window] = (list(sc.raw), list(sc.ranked))
+    assert got[0][0] == got[-1][0] == got[-1][1]
+    assert all(got[0][1][t] == 0 for t in later)
+    assert got[0][1][: n // 4] == got[0][0][: n // 4]
+    with pytest.raises(lctx.InvalidArgumentError):
+        with model.session(ilre_repeat_window=1, **ilre):
             pass
 
 

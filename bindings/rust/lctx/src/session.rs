@@ -287,6 +287,8 @@ pub struct SessionParams {
     /// -1 (default): each key at its own position; -2 (auto): -1 within the trained context,
     /// 1024 past it.
     pub ilre_score_distance: i32,
+    /// ILRe: repeated text competes for the budget once: tokens compared (0: 16; < 0: off; 1 is refused).
+    pub ilre_repeat_window: i32,
     /// ReAttention G: first tokens always attended; -1 (default): derived from the model.
     pub reattention_n_global: i32,
     /// ReAttention L: last tokens always attended, the step's own included; -1: derived.
@@ -385,6 +387,7 @@ impl Default for SessionParams {
             ilre_avg_kernels: None,
             ilre_profile_path: None,
             ilre_score_distance: l.score_distance,
+            ilre_repeat_window: l.repeat_window,
             reattention_n_global: a.n_global,
             reattention_n_local: a.n_local,
             reattention_span: a.span,
@@ -499,6 +502,7 @@ impl SessionParams {
         l.query_tokens = self.ilre_query_tokens;
         l.dca = self.ilre_dca;
         l.score_distance = self.ilre_score_distance;
+        l.repeat_window = self.ilre_repeat_window;
         let text = |v: &Option<String>, what: &str| v.as_deref().map(|s| cstring(s, what)).transpose();
         let max_kernels = text(&self.ilre_max_kernels, "ilre_max_kernels")?;
         let avg_kernels = text(&self.ilre_avg_kernels, "ilre_avg_kernels")?;

@@ -54,6 +54,9 @@ fn ilre_session_with_explicit_params() {
         ilre_dca: true,
         ilre_max_kernels: Some("2,4".into()),
         ilre_avg_kernels: Some("1-8".into()),
+        // The document repeats itself: the repeat filter is off so that ILRe
+        // ranks by its raw scores (the filter zeroes the later copies).
+        ilre_repeat_window: -1,
         ..Default::default()
     };
     assert_eq!(SessionParams::default().ilre_retrieval_layer, -1, "lctx_ilre_default_params: the model's profile");
@@ -92,6 +95,7 @@ fn ilre_session_with_explicit_params() {
         (SessionParams { ilre_retrieval_layer: m.n_layer(), ..params() }, "retrieval_layer"),
         (SessionParams { ilre_max_kernels: Some("2\0".into()), ..params() }, "ilre_max_kernels"),
         (SessionParams { ilre_score_distance: -3, ..params() }, "score_distance"),
+        (SessionParams { ilre_repeat_window: 1, ..params() }, "repeat_window"),
     ];
     for (p, field) in bad {
         let e = m.session(&p).err().unwrap_or_else(|| panic!("{field}: accepted"));

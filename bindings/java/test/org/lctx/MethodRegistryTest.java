@@ -120,6 +120,9 @@ class MethodRegistryTest {
                                 i.setDca(true);
                                 i.setMax_kernels("2,4");
                                 i.setAvg_kernels("1-8");
+                                // The document repeats itself: the repeat filter is off so that ILRe
+                                // ranks by its raw scores (the filter zeroes the later copies).
+                                i.setRepeat_window(-1);
                                 tweak.accept(i);
                             });
             try (Session s = m.newSession(params.apply(i -> {}))) {
