@@ -105,6 +105,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             lp.chunk = knob(in) % 64;
             lp.budget = knob(in) % 96;
             lp.query_tokens = knob(in) % 16;
+            lp.repeat_window = knob(in) % 24;
             lp.dca = in.u8() & 1;
             static const char *const kKernels[] = {nullptr, "2,4,8", "1-16", "3", "1-4,9", "x", "0", "8-1"};
             lp.max_kernels = kKernels[in.u8() % 8];
