@@ -4,10 +4,13 @@ pooled rank, and the encoding run's time and RSS. Markdown on stdout.
 
 usage: python bench/recall_summary.py OFF.jsonl ON.jsonl
 """
-import json, pathlib, sys
-def load(p):
-    return [json.loads(l) for l in pathlib.Path(p).read_text().splitlines() if l.strip()]
-off = load(sys.argv[1]); on = load(sys.argv[2])
+import pathlib
+import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from recall_curve import load_rows  # noqa: E402
+
+off, on = load_rows(pathlib.Path(sys.argv[1])), load_rows(pathlib.Path(sys.argv[2]))
 keys = sorted({(r["haystack"], r["length"]) for r in off + on}, key=lambda k: (k[0] != "stdlib", k[1]))
 print("| haystack | length | tokens | gathered, filter off | gathered, filter on (default) | worst rank off / on | answered off / on | encode s | encode tok/s | peak RSS MiB | load avg (encode) |")
 print("|---|---|---|---|---|---|---|---|---|---|---|")

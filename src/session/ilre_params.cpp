@@ -118,10 +118,7 @@ IlreParams ilre_params_from(const Model &model, const lctx_session_params &sp) {
         fail(LCTX_ERR_INVALID_ARG, "ILRe: score_distance = %d is out of range [-2, 2^20] (-2: auto, -1: each key at "
              "its own position, >= 0: every key at that distance)", r.score_distance);
     p.score_distance = r.score_distance;
-    if (r.repeat_window == 1 || r.repeat_window > (1 << 24))
-        fail(LCTX_ERR_INVALID_ARG, "ILRe: repeat window (repeat_window) = %d is out of range: -1 (off), 0 (16) or "
-             "2..2^24", r.repeat_window);
-    p.repeat_window = r.repeat_window > 0 ? r.repeat_window : r.repeat_window < 0 ? 0 : 16;
+    p.repeat_window = repeat_window_knob("ILRe", r.repeat_window);
     p.dca_after = n_train;
     if (r.max_kernels) p.max_kernels = parse_kernel_list(r.max_kernels, "max_kernels");
     if (r.avg_kernels) p.avg_kernels = parse_kernel_list(r.avg_kernels, "avg_kernels");

@@ -95,13 +95,15 @@ Selection ReformMethod::select(const std::vector<int32_t> &query, Progress &prog
     if (!progress.keep_going(0.8)) fail(LCTX_ERR_CANCELLED, "select cancelled");
     // Repeated text is ranked once (docs/methods/reform.md, "Repeated text"):
     // its later copies score below everything else before pooling.
-    if (params_.repeat_window > 0 && repeat_.size() != static_cast<size_t>(N))
-        repeat_ = mark_repeats(feeder_.ids.data(), N, params_.repeat_window);
-    const std::vector<float> ranked_s =
-        params_.repeat_window > 0 ? demote_repeats(last_s_, repeat_) : last_s_;
+    std::vector<float> demoted;
+    if (params_.repeat_window > 0) {
+        if (repeat_.size() != static_cast<size_t>(N)) repeat_ = mark_repeats(feeder_.ids.data(), N, params_.repeat_window);
+        demoted = demote_repeats(last_s_, repeat_);
+    }
+    const float *ranked_s = params_.repeat_window > 0 ? demoted.data() : last_s_.data();
     last_p_.assign(static_cast<size_t>(N), 0.0f);
-    max_pool(ranked_s.data(), N, params_.pool_half, last_p_.data());
-    Selection sel = decoder_.make_selection(select_top(ranked_s.data(), last_p_.data(), N, params_.recompute,
+    max_pool(ranked_s, N, params_.pool_half, last_p_.data());
+    Selection sel = decoder_.make_selection(select_top(ranked_s, last_p_.data(), N, params_.recompute,
                                                        params_.keep_first, params_.keep_last),
                                             last_p_, query, "reform_recompute");
     scores_valid_ = true;

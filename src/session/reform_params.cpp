@@ -42,7 +42,7 @@ ReformParams reform_params_from(const Hparams &hp, const lctx_session_params &sp
     p.keep_first = knob("lctx_reform_params.keep_first", r.keep_first, std::min<int64_t>(256, p.recompute / 8));
     p.keep_last = knob("lctx_reform_params.keep_last", r.keep_last, std::min<int64_t>(256, p.recompute / 8));
     p.pool_half = r.pool_half > 0 ? r.pool_half : r.pool_half < 0 ? 0 : 64;
-    p.repeat_window = r.repeat_window > 0 ? r.repeat_window : r.repeat_window < 0 ? 0 : 16;
+    p.repeat_window = repeat_window_knob("REFORM", r.repeat_window);
     p.n_ctx = pick(sp.n_ctx, n_train);
     p.n_batch = sp.n_batch > 0 ? sp.n_batch : 512;
     p.h2o_accumulate = p.evictor == EvictorKind::H2O && !r.h2o_per_chunk;   // TOVA, SnapKV: fresh per chunk
@@ -71,7 +71,6 @@ void reform_params_validate(const ReformParams &p, const Hparams &hp) {
     in_range("first tokens kept (reform_keep_first)", p.keep_first, 0);
     in_range("last tokens kept (reform_keep_last)", p.keep_last, 0);
     in_range("pool half width (reform_pool_half)", p.pool_half, 0);
-    if (p.repeat_window != 0) in_range("repeat window (reform_repeat_window)", p.repeat_window, 2);
     in_range("n_ctx", p.n_ctx, 2);
     if (p.sink + p.recent >= p.budget)
         fail(LCTX_ERR_INVALID_ARG, "REFORM: sink (%lld) + recent (%lld) must be smaller than the working budget (%lld)",

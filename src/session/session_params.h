@@ -63,6 +63,17 @@ inline int64_t size_knob(const char *who, const char *field, int32_t user, int64
     return user > 0 ? user : derived;
 }
 
+// The repeat_window knob of REFORM and ILRe (selector.h mark_repeats): 0 gives
+// the default 16, a negative value turns the filter off (0 here), 2..2^24 is
+// taken as given; 1 (every token seen before would be marked) and larger
+// values are refused (LCTX_ERR_INVALID_ARG naming the field).
+inline int64_t repeat_window_knob(const char *who, int32_t user) {
+    if (user == 1 || user > (1 << 24))
+        fail(LCTX_ERR_INVALID_ARG, "%s: repeat window (repeat_window) = %d is out of range: -1 (off), 0 (16) or "
+             "2..2^24", who, user);
+    return user > 0 ? user : user < 0 ? 0 : 16;
+}
+
 // The session's KV element type, read as a plain int (a value outside the
 // enum is the caller's error: LCTX_ERR_INVALID_ARG).
 inline KvType kv_type_of(const lctx_session_params &sp) {
