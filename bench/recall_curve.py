@@ -1,4 +1,4 @@
-"""REFORM recall curve: is each needle gathered, and how close did it come?
+"""REFORM (or ILRe) recall curve: is each needle gathered, and how close did it come?
 
 For each haystack and length, ONE document holds five needles (each with its
 own key and a 7-digit value) at depths 0.1 0.3 0.5 0.7 0.9. `lctx run
@@ -28,6 +28,9 @@ DIR/HAYSTACK-LENGTH.json), and later runs answer from it without encoding again:
 a change to select (--extra) is measured on the same indexes in minutes.
 Rows answered from a saved index carry the encoding run's time and RSS
 ("from_index": true).
+
+--method ilre runs ILRe on the same documents (its indexes are saved as
+DIR/ilre-HAYSTACK-LENGTH.idx); write its rows to their own --jsonl/--out.
 
 Usage (from the repo root):
   nice -n 10 .venv/bin/python bench/recall_curve.py --lctx build/release/tools/lctx \
@@ -129,8 +132,9 @@ def fmt(v, spec=".4f"):
     return "-" if v is None else format(v, spec)
 
 
-def write_table(path, rows, command, note):
-    lines = ["# REFORM recall curve on SmolLM2-135M-Instruct (Q4_1)", "",
+def write_table(path, rows, command, note, method="reform"):
+    name = {"reform": "REFORM", "ilre": "ILRe"}[method]
+    lines = [f"# {name} recall curve on SmolLM2-135M-Instruct (Q4_1)", "",
              "Command: `" + command + "`", "",
              "One document per (haystack, length) with five needles at depths 0.1-0.9, encoded once; each question "
              "(chat template, greedy) comes with a probe of its needle sentence (`lctx run --probes`). "
@@ -139,7 +143,7 @@ def write_table(path, rows, command, note):
              "1 = first; **needle / lowest sel.**: that token's pooled score and the lowest pooled score select "
              "took by rank (the forced first/last tokens left out); **raw rank**: the rank of the needle's best raw "
              "(unpooled) score. A needle is answered when the answer contains its number. Reading a probe: "
-             "docs/methods/reform.md.", ""]
+             f"docs/methods/{method}.md.", ""]
     if note:
         lines += [note, ""]
     lines += ["| haystack | length | tokens | depth | gathered | rank | needle / lowest sel. | raw score | raw rank "
@@ -177,12 +181,13 @@ def run_document(a, haystack, length, done, jsonl, command):
     (tmp / "doc.txt").write_text(doc)
     (tmp / "questions.txt").write_text("".join(n["question"] + "\n" for n in todo))
     (tmp / "probes.txt").write_text("".join(n["needle"] + "\n" for n in todo))
-    cmd = [a.lctx, "run", "-m", a.model, "--method", "reform", "--file", str(tmp / "doc.txt"),
+    cmd = [a.lctx, "run", "-m", a.model, "--method", a.method, "--file", str(tmp / "doc.txt"),
            "--questions", str(tmp / "questions.txt"), "--probes", str(tmp / "probes.txt"),
            "--json", "-t", str(a.threads), "-n", str(a.n_predict)] + shlex.split(a.extra)
     saved = None   # the encoding run's figures when answering from a saved index
     if a.index_dir:
-        idx = pathlib.Path(a.index_dir, f"{haystack}-{length}.idx")
+        prefix = "" if a.method == "reform" else a.method + "-"   # REFORM's names predate --method
+        idx = pathlib.Path(a.index_dir, f"{prefix}{haystack}-{length}.idx")
         meta = idx.with_suffix(".json")
         if idx.exists() and meta.exists():
             saved = json.loads(meta.read_text())
@@ -203,14 +208,14 @@ def run_document(a, haystack, length, done, jsonl, command):
                         "peak_rss_mib": x["peak_rss_mib"], "load_avg": round((load0 + os.getloadavg()[0]) / 2, 2),
                         "cpu": cpu_name()}
         if a.index_dir and saved is None and got == 0:
-            pathlib.Path(a.index_dir, f"{haystack}-{length}.json").write_text(json.dumps(enc) + "\n")
+            idx.with_suffix(".json").write_text(json.dumps(enc) + "\n")
         row = {"haystack": haystack, "length": length, "depth": n["depth"], "key": n["key"], "value": n["value"],
                "needle": n["needle"], "n_input": x["n_input_tokens"], "answer": x["answer"],
                "ok": n["value"] in x["answer"], "probe": probe, "n_selected": x["n_selected"],
                "encode_s": enc["encode_s"], "encode_tok_s": enc["encode_tok_s"],
                "select_s": x["timings_s"]["select"], "peak_rss_mib": enc["peak_rss_mib"],
                "load_avg": enc["load_avg"], "cpu": enc["cpu"], "from_index": saved is not None,
-               "threads": a.threads, "command": command}
+               "threads": a.threads, "method": a.method, "command": command}
         with jsonl.open("a") as f:
             f.write(json.dumps(row) + "\n")
         got += 1
@@ -230,6 +235,7 @@ def main():
     ap.add_argument("--model", required=True)
     ap.add_argument("--lengths", type=int, nargs="+", default=[131072, 262144, 524288, 1048576])
     ap.add_argument("--haystacks", nargs="+", default=list(HAYSTACKS), choices=list(HAYSTACKS))
+    ap.add_argument("--method", default="reform", choices=["reform", "ilre"])
     ap.add_argument("-t", "--threads", type=int, default=2)
     ap.add_argument("-n", "--n-predict", type=int, default=24)
     ap.add_argument("--extra", default="", help="more `lctx run` flags, one string (e.g. \"--budget 8192\")")
@@ -248,7 +254,7 @@ def main():
             t = time.time()
             run_document(a, haystack, length, done, jsonl, command)
             print(f"[{haystack} {length}] {time.time() - t:.0f} s", file=sys.stderr, flush=True)
-            write_table(out, load_rows(jsonl), command, a.note)
+            write_table(out, load_rows(jsonl), command, a.note, a.method)
 
 
 if __name__ == "__main__":

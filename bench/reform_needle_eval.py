@@ -13,6 +13,11 @@ and ILRe the needle recall of the gather stage (needle tokens among the
 selected ones) is also recorded when llama-cpp-python is importable (used as
 the tokenizer). --extra METHOD=ARGS passes more `lctx run` flags to one method
 (e.g. --extra "ilre=--dca").
+--index-dir DIR saves each REFORM/ILRe encoding (DIR/METHOD-LENGTH-DEPTH.idx,
+with the encoding's figures in a .json beside it) and answers later runs from
+it, so a change to select is measured on the same encodings in seconds. Each
+REFORM/ILRe cell also probes the needle: its rank among all scored tokens and
+the share of its tokens gathered ('probes' in the JSON).
 The table is rewritten after every cell, so an interrupted run keeps what it
 measured. Load average is recorded per cell: timings are wall-clock.
 """
@@ -127,7 +132,10 @@ def main():
     ap.add_argument("--out", default="docs/results/reform-needle-smollm2.md")
     ap.add_argument("--title", default="Needle retrieval on SmolLM2-135M-Instruct (Q4_1)")
     ap.add_argument("--extra", action="append", default=[], help="METHOD=ARGS: more lctx run flags for one method")
+    ap.add_argument("--index-dir", default="", help="save REFORM/ILRe encodings here and answer later runs from them")
     a = ap.parse_args()
+    if a.index_dir:
+        pathlib.Path(a.index_dir).mkdir(parents=True, exist_ok=True)
     n_tok = make_tokenizer(a.model)
     out = pathlib.Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -145,15 +153,32 @@ def main():
                     name, _, args = e.partition("=")
                     if name == m:
                         extra += args.split()
+                saved, meta = None, None
+                if m in RETRIEVERS:
+                    extra += ["--probe", needle]
+                    if a.index_dir:
+                        idx = pathlib.Path(a.index_dir, f"{m}-{L}-{d}.idx")
+                        meta = idx.with_suffix(".json")
+                        if idx.exists() and meta.exists():
+                            saved = json.loads(meta.read_text())
+                            extra += ["--index", str(idx)]
+                        else:
+                            extra += ["--save-index", str(idx)]
                 load = os.getloadavg()[0]
                 res = run(a.lctx, a.model, f.name, needle_data.question(key), m, extra, a.n_predict)
+                if saved is not None and "error" not in res:   # the encoding's figures, from the run that made it
+                    res.update(saved, from_index=True)
+                elif meta is not None and "error" not in res:
+                    meta.write_text(json.dumps({"encode_tokens_per_s": res.get("encode_tokens_per_s"),
+                                                "peak_rss_mib": res.get("peak_rss_mib"),
+                                                "encode_s": res.get("timings_s", {}).get("encode")}) + "\n")
                 ok = "error" not in res and value in res.get("answer", "")
                 row = {"length": L, "depth": d, "method": m, "ok": ok, "value": value,
                        "load_avg": round((load + os.getloadavg()[0]) / 2, 2), **res}
                 if m in RETRIEVERS:
                     row["needle_recall"] = needle_recall(res, n_tok, doc, needle)
                 rows.append(row)
-                print(json.dumps({k: row.get(k) for k in ("length", "depth", "method", "ok", "answer", "needle_recall",
+                print(json.dumps({k: row.get(k) for k in ("length", "depth", "method", "ok", "answer", "needle_recall", "probes",
                                                           "encode_tokens_per_s", "timings_s", "peak_rss_mib",
                                                           "wall_s", "load_avg", "error")}), flush=True)
                 write_table(out, rows, a, [pathlib.Path(sys.executable).name] + sys.argv)
