@@ -247,6 +247,8 @@ def main():
     a = ap.parse_args()
     jsonl, out = pathlib.Path(a.jsonl), pathlib.Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
+    if a.index_dir:
+        pathlib.Path(a.index_dir).mkdir(parents=True, exist_ok=True)
     command = " ".join(shlex.quote(w) for w in [pathlib.Path(sys.executable).name] + sys.argv)
     for length in a.lengths:
         for haystack in a.haystacks:

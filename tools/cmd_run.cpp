@@ -3,6 +3,7 @@
 // a head+tail truncation baseline for comparison. Answer on stdout; with
 // --json one JSON object with the answer, spans, timings and memory.
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -262,6 +263,19 @@ int cmd_run(int argc, char **argv) {
         die("--top-k is the sampling top-k (no effect with greedy decoding, --temp 0); ReAttention's k is --vote-k");
     if (a.has("--index") && method_id != LCTX_METHOD_REFORM && method_id != LCTX_METHOD_ILRE)
         die("--index works with --method reform or ilre (the file's method is used)");
+    if (a.has("--save-index")) {
+        if (method_id != LCTX_METHOD_REFORM && method_id != LCTX_METHOD_ILRE)
+            die("--save-index works with --method reform or ilre");
+        // Checked now, not after an encoding that may take an hour.
+        const std::string path = a.get("--save-index");
+        const size_t slash = path.find_last_of('/');
+        const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+        struct stat st{};
+        if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+            die("--save-index %s: the directory %s does not exist", path.c_str(), dir.c_str());
+        if (access(dir.c_str(), W_OK) != 0)
+            die("--save-index %s: the directory %s is not writable", path.c_str(), dir.c_str());
+    }
     // --questions FILE: one question per line, all about the same document,
     // which is read once; one answer (one JSON line with --json) each.
     std::vector<std::string> questions;

@@ -178,6 +178,9 @@ fi
 if expect_ok "${RUN[@]}"; then
     grep -Eq '(^|[^0-9.])0 tok/s' "$T/err" && fail "the summary shows 0 tok/s: $(cat "$T/err")"
 fi
+# --save-index: refused before the encoding when the file could not be written
+expect_fail "--save-index .*/nodir/idx.bin: the directory .*/nodir does not exist" "${RUN[@]}" --save-index "$T/nodir/idx.bin"
+expect_fail "--save-index works with --method reform or ilre" "${RUN[@]}" --method full --save-index "$T/full.idx"
 # --save-index / --index: no encode rate to show
 if expect_ok "${RUN[@]}" --save-index "$T/idx.bin"; then
     expect_ok run -m "$MODEL" --no-chat --index "$T/idx.bin" --question "What did Lily have?" -n 8 -t 1 &&
