@@ -7,7 +7,9 @@
 //
 // Block layouts (ggml): Q4_0 {f16 d; u8 qs[16]}, Q4_1 {f16 d, m; u8 qs[16]},
 // Q8_0 {f16 d; i8 qs[32]}: element j < 16 is the low nibble of qs[j], element
-// j + 16 the high nibble. Q4_K {f16 d, dmin; u8 scales[12]; u8 qs[128]},
+// j + 16 the high nibble. Q5_0 {f16 d; u32 qh; u8 qs[16]} and Q5_1 {f16 d, m;
+// u32 qh; u8 qs[16]}: nibbles as Q4_0/Q4_1, bit j of qh is element j's fifth
+// bit (Q5_0 subtracts 16). Q4_K {f16 d, dmin; u8 scales[12]; u8 qs[128]},
 // Q6_K {u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d}: 256 elements each.
 #pragma once
 
@@ -56,6 +58,59 @@ inline void deq_q4_1(const uint8_t *b, float *y) {
         const I q = V::u8(qs + j);
         V::store(y + j, V::fmadd(V::cvt(V::andi(q, 15)), d, m));
         V::store(y + 16 + j, V::fmadd(V::cvt(V::template srl<4>(q)), d, m));
+    }
+}
+
+// The fifth bits of a Q5 block as 32 bytes, 16 where the bit is set: byte j
+// for element j. One table lookup per 8 bits (bit i -> byte i, little-endian).
+struct Q5HighBits {
+    uint64_t spread[256];
+    constexpr Q5HighBits() : spread() {
+        for (int b = 0; b < 256; ++b)
+            for (int i = 0; i < 8; ++i)
+                if ((b >> i) & 1) spread[b] |= uint64_t{16} << (8 * i);
+    }
+};
+constexpr Q5HighBits kQ5HighBits{};
+
+inline void q5_high_bytes(const uint8_t *qh, uint8_t *out /* 32 */) {
+    for (int k = 0; k < 4; ++k) std::memcpy(out + 8 * k, &kQ5HighBits.spread[qh[k]], 8);
+}
+
+// The 32 quants of a Q5_0 (Q5_1) block, W at a time: lo = elements j.., hi =
+// elements 16 + j.. (Q5_0 centred: minus 16).
+template <bool Centred>
+inline void q5_quants(const uint8_t *qs, const uint8_t *high, int j, I &lo, I &hi) {
+    const I q = V::u8(qs + j);
+    lo = V::ori(V::andi(q, 15), V::u8(high + j));
+    hi = V::ori(V::template srl<4>(q), V::u8(high + 16 + j));
+    if constexpr (Centred) {
+        lo = V::subi(lo, 16);
+        hi = V::subi(hi, 16);
+    }
+}
+
+inline void deq_q5_0(const uint8_t *b, float *y) {
+    const F d = V::set1(V::h2f(rd16(b)));
+    uint8_t high[32];
+    q5_high_bytes(b + 2, high);
+    for (int j = 0; j < 16; j += W) {
+        I lo, hi;
+        q5_quants<true>(b + 6, high, j, lo, hi);
+        V::store(y + j, V::mul(V::cvt(lo), d));
+        V::store(y + 16 + j, V::mul(V::cvt(hi), d));
+    }
+}
+
+inline void deq_q5_1(const uint8_t *b, float *y) {
+    const F d = V::set1(V::h2f(rd16(b))), m = V::set1(V::h2f(rd16(b + 2)));
+    uint8_t high[32];
+    q5_high_bytes(b + 4, high);
+    for (int j = 0; j < 16; j += W) {
+        I lo, hi;
+        q5_quants<false>(b + 8, high, j, lo, hi);
+        V::store(y + j, V::fmadd(V::cvt(lo), d, m));
+        V::store(y + 16 + j, V::fmadd(V::cvt(hi), d, m));
     }
 }
 
@@ -129,6 +184,8 @@ bool dequant_row(GgmlType t, const uint8_t *src, float *dst, int64_t n) {
     }
     case GgmlType::Q4_0: deq_blocks<deq_q4_0, 32, 18>(src, dst, n); return true;
     case GgmlType::Q4_1: deq_blocks<deq_q4_1, 32, 20>(src, dst, n); return true;
+    case GgmlType::Q5_0: deq_blocks<deq_q5_0, 32, 22>(src, dst, n); return true;
+    case GgmlType::Q5_1: deq_blocks<deq_q5_1, 32, 24>(src, dst, n); return true;
     case GgmlType::Q8_0: deq_blocks<deq_q8_0, 32, 34>(src, dst, n); return true;
     case GgmlType::Q4_K: deq_blocks<deq_q4_k, 256, 144>(src, dst, n); return true;
     case GgmlType::Q6_K: deq_blocks<deq_q6_k, 256, 210>(src, dst, n); return true;
@@ -160,6 +217,16 @@ inline F block_dot_q32(const uint8_t *blk, const float *xb) {
     if constexpr (T == GgmlType::Q8_0) {
         const int8_t *qs = reinterpret_cast<const int8_t *>(blk + 2);
         for (int j = 0; j < 32; j += W) s = V::fmadd(V::cvt(V::i8(qs + j)), V::load(xb + j), s);
+    } else if constexpr (T == GgmlType::Q5_0 || T == GgmlType::Q5_1) {
+        constexpr int QH = T == GgmlType::Q5_0 ? 2 : 4;
+        uint8_t high[32];
+        q5_high_bytes(blk + QH, high);
+        for (int j = 0; j < 16; j += W) {
+            I lo, hi;
+            q5_quants<T == GgmlType::Q5_0>(blk + QH + 4, high, j, lo, hi);
+            s = V::fmadd(V::cvt(lo), V::load(xb + j), s);
+            s = V::fmadd(V::cvt(hi), V::load(xb + 16 + j), s);
+        }
     } else {
         const uint8_t *qs = blk + (T == GgmlType::Q4_1 ? 4 : 2);
         for (int j = 0; j < 16; j += W) {
@@ -178,7 +245,9 @@ inline F block_dot_q32(const uint8_t *blk, const float *xb) {
 
 template <GgmlType T>
 inline float row_dot_q32(const uint8_t *w, const float *x, const float *xbsum, int64_t n) {
-    constexpr int BYTES = T == GgmlType::Q4_0 ? 18 : T == GgmlType::Q4_1 ? 20 : 34;
+    constexpr int BYTES = T == GgmlType::Q4_0 ? 18 : T == GgmlType::Q4_1 ? 20 : T == GgmlType::Q5_0 ? 22
+                        : T == GgmlType::Q5_1 ? 24 : 34;
+    constexpr bool has_min = T == GgmlType::Q4_1 || T == GgmlType::Q5_1;   // d * q + m: m * sum(x of the block)
     F acc0 = V::zero(), acc1 = V::zero();
     float m0 = 0.0f, m1 = 0.0f;
     const int64_t nb = n / 32;
@@ -188,7 +257,7 @@ inline float row_dot_q32(const uint8_t *w, const float *x, const float *xbsum, i
         __builtin_prefetch(b0 + 2048);   // weights stream from DRAM: see gemv_avx512.h
         acc0 = V::fmadd(V::set1(V::h2f(rd16(b0))), block_dot_q32<T>(b0, x + b * 32), acc0);
         acc1 = V::fmadd(V::set1(V::h2f(rd16(b1))), block_dot_q32<T>(b1, x + b * 32 + 32), acc1);
-        if constexpr (T == GgmlType::Q4_1) {
+        if constexpr (has_min) {
             m0 += V::h2f(rd16(b0 + 2)) * xbsum[b];
             m1 += V::h2f(rd16(b1 + 2)) * xbsum[b + 1];
         }
@@ -196,7 +265,7 @@ inline float row_dot_q32(const uint8_t *w, const float *x, const float *xbsum, i
     if (b < nb) {
         const uint8_t *b0 = w + b * BYTES;
         acc0 = V::fmadd(V::set1(V::h2f(rd16(b0))), block_dot_q32<T>(b0, x + b * 32), acc0);
-        if constexpr (T == GgmlType::Q4_1) m0 += V::h2f(rd16(b0 + 2)) * xbsum[b];
+        if constexpr (has_min) m0 += V::h2f(rd16(b0 + 2)) * xbsum[b];
     }
     return V::hsum(V::add(acc0, acc1)) + (m0 + m1);
 }
@@ -228,6 +297,12 @@ bool gemv(GgmlType t, const uint8_t *w, size_t row_bytes, int64_t n_rows, int64_
         return true;
     case GgmlType::Q4_1:
         for (int64_t r = 0; r < n_rows; ++r) y[r] = row_dot_q32<GgmlType::Q4_1>(w + r * row_bytes, x, xbsum, n);
+        return true;
+    case GgmlType::Q5_0:
+        for (int64_t r = 0; r < n_rows; ++r) y[r] = row_dot_q32<GgmlType::Q5_0>(w + r * row_bytes, x, xbsum, n);
+        return true;
+    case GgmlType::Q5_1:
+        for (int64_t r = 0; r < n_rows; ++r) y[r] = row_dot_q32<GgmlType::Q5_1>(w + r * row_bytes, x, xbsum, n);
         return true;
     case GgmlType::Q8_0:
         for (int64_t r = 0; r < n_rows; ++r) y[r] = row_dot_q32<GgmlType::Q8_0>(w + r * row_bytes, x, xbsum, n);
