@@ -51,6 +51,7 @@ import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import needle_data  # noqa: E402
+import saved_index  # noqa: E402
 from multi_needle_eval import cpu_name  # noqa: E402
 
 CHARS_PER_TOKEN = 4.1   # SmolLM2 on English prose: the character budget for a target length
@@ -188,12 +189,8 @@ def run_document(a, haystack, length, done, jsonl, command):
     if a.index_dir:
         prefix = "" if a.method == "reform" else a.method + "-"   # REFORM's names predate --method
         idx = pathlib.Path(a.index_dir, f"{prefix}{haystack}-{length}.idx")
-        meta = idx.with_suffix(".json")
-        if idx.exists() and meta.exists():
-            saved = json.loads(meta.read_text())
-            cmd += ["--index", str(idx)]
-        else:
-            cmd += ["--save-index", str(idx)]
+        idx_flags, saved = saved_index.flags(idx)
+        cmd += idx_flags
     print(f"[{haystack} {length}] {len(todo)} questions: {' '.join(cmd)}", file=sys.stderr, flush=True)
     load0 = os.getloadavg()[0]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
@@ -208,7 +205,7 @@ def run_document(a, haystack, length, done, jsonl, command):
                         "peak_rss_mib": x["peak_rss_mib"], "load_avg": round((load0 + os.getloadavg()[0]) / 2, 2),
                         "cpu": cpu_name()}
         if a.index_dir and saved is None and got == 0:
-            idx.with_suffix(".json").write_text(json.dumps(enc) + "\n")
+            saved_index.save_figures(idx, enc)
         row = {"haystack": haystack, "length": length, "depth": n["depth"], "key": n["key"], "value": n["value"],
                "needle": n["needle"], "n_input": x["n_input_tokens"], "answer": x["answer"],
                "ok": n["value"] in x["answer"], "probe": probe, "n_selected": x["n_selected"],

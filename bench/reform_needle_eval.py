@@ -32,6 +32,7 @@ import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import needle_data  # noqa: E402
+import saved_index  # noqa: E402
 
 CHARS_PER_TOKEN = 4.1   # haystack text, SmolLM2 tokenizer (measured)
 RETRIEVERS = ("reform", "ilre")   # methods with an encode stage and a selection
@@ -153,25 +154,21 @@ def main():
                     name, _, args = e.partition("=")
                     if name == m:
                         extra += args.split()
-                saved, meta = None, None
+                idx, saved = None, None
                 if m in RETRIEVERS:
                     extra += ["--probe", needle]
                     if a.index_dir:
                         idx = pathlib.Path(a.index_dir, f"{m}-{L}-{d}.idx")
-                        meta = idx.with_suffix(".json")
-                        if idx.exists() and meta.exists():
-                            saved = json.loads(meta.read_text())
-                            extra += ["--index", str(idx)]
-                        else:
-                            extra += ["--save-index", str(idx)]
+                        idx_flags, saved = saved_index.flags(idx)
+                        extra += idx_flags
                 load = os.getloadavg()[0]
                 res = run(a.lctx, a.model, f.name, needle_data.question(key), m, extra, a.n_predict)
                 if saved is not None and "error" not in res:   # the encoding's figures, from the run that made it
                     res.update(saved, from_index=True)
-                elif meta is not None and "error" not in res:
-                    meta.write_text(json.dumps({"encode_tokens_per_s": res.get("encode_tokens_per_s"),
-                                                "peak_rss_mib": res.get("peak_rss_mib"),
-                                                "encode_s": res.get("timings_s", {}).get("encode")}) + "\n")
+                elif idx is not None and "error" not in res:
+                    saved_index.save_figures(idx, {"encode_tokens_per_s": res.get("encode_tokens_per_s"),
+                                                   "peak_rss_mib": res.get("peak_rss_mib"),
+                                                   "encode_s": res.get("timings_s", {}).get("encode")})
                 ok = "error" not in res and value in res.get("answer", "")
                 row = {"length": L, "depth": d, "method": m, "ok": ok, "value": value,
                        "load_avg": round((load + os.getloadavg()[0]) / 2, 2), **res}
