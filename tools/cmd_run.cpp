@@ -177,7 +177,8 @@ int cmd_run(int argc, char **argv) {
         "  --store-ram MIB      ReAttention: K/V store in RAM up to MIB, then in a file (default 0: RAM only)\n"
         "  --store-dir DIR      ReAttention: directory of that file (default $TMPDIR or /tmp)\n"
         "  --kv-type T          element type of KV caches and stores: f32 (default) or f16\n"
-        "  --save-index FILE    save the REFORM or ILRe index after encoding\n"
+        "  --save-index FILE    save the REFORM or ILRe index after encoding (its directory is checked first; a\n"
+        "                       save that fails later still answers, then exits 1)\n"
         "  --index FILE         load a saved REFORM or ILRe index instead of reading --file\n"
         "  --decode D           REFORM, ILRe: dense (default) or refreshkv (RefreshKV over the recomputed cache)\n"
         "  --rkv-k N            RefreshKV: partial-cache slots K (default: prompt tokens / 8)\n"
@@ -434,6 +435,7 @@ int cmd_run(int argc, char **argv) {
 
     lctx_session *s = nullptr;
     double t_encode = 0, t_index = 0;
+    bool save_failed = false;   // --save-index could not write the file (reported, answered anyway)
     int64_t n_input = 0;
     if (a.has("--index")) {
         t = now_s();
@@ -461,7 +463,15 @@ int cmd_run(int argc, char **argv) {
         t_encode = now_s() - t;
         if (a.has("--save-index")) {
             t = now_s();
-            check(lctx_index_save(s, a.get("--save-index").c_str()), "saving the index");
+            // A failed save (disk full, say) keeps the encoding: the questions
+            // are still answered, and the exit status says the file is missing.
+            const lctx_status st = lctx_index_save(s, a.get("--save-index").c_str());
+            if (st != LCTX_OK) {
+                const char *msg = lctx_last_error();
+                std::fprintf(stderr, "lctx: saving the index failed (%s): %s; answering anyway, exit status 1\n",
+                             lctx_status_string(st), msg && *msg ? msg : "no details");
+                save_failed = true;
+            }
             t_index = now_s() - t;
         }
     }
@@ -597,7 +607,7 @@ int cmd_run(int argc, char **argv) {
     }   // questions
     lctx_session_free(s);
     lctx_model_free(m);
-    return 0;
+    return save_failed ? 1 : 0;
 }
 
 } // namespace lctx::cli

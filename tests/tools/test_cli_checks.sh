@@ -181,6 +181,10 @@ fi
 # --save-index: refused before the encoding when the file could not be written
 expect_fail "--save-index .*/nodir/idx.bin: the directory .*/nodir does not exist" "${RUN[@]}" --save-index "$T/nodir/idx.bin"
 expect_fail "--save-index works with --method reform or ilre" "${RUN[@]}" --method full --save-index "$T/full.idx"
+# a save that fails after the encoding (here: the path is a directory) still answers, then exits 1
+mkdir -p "$T/adir"
+expect_fail "saving the index failed .*answering anyway" "${RUN[@]}" --json --save-index "$T/adir"
+grep -q '"answer"' "$T/out" || fail "a failed --save-index lost the answer: $(head -c 400 "$T/out")"
 # --save-index / --index: no encode rate to show
 if expect_ok "${RUN[@]}" --save-index "$T/idx.bin"; then
     expect_ok run -m "$MODEL" --no-chat --index "$T/idx.bin" --question "What did Lily have?" -n 8 -t 1 &&
