@@ -36,16 +36,32 @@ std::string header(const std::vector<int64_t> &lengths) {
     return h + "\n" + sep + "\n";
 }
 
-// Perplexity cells hold the sum of log(ppl): their value is the geometric mean.
+// " [lo-hi]" in % for an accuracy over n samples.
+std::string interval_text(double sum, int n) {
+    const Interval iv = wilson_interval(sum, n);
+    return " [" + fmt("%.0f", 100.0 * iv.lo) + "-" + fmt("%.0f", 100.0 * iv.hi) + "]";
+}
+
+// Perplexity cells hold the sum of log(ppl): their value is the geometric
+// mean. Accuracy cells over 2+ samples also carry their interval and count.
 std::string score_cell(const Cell &c, bool perplexity) {
     if (c.n == 0 && c.errors == 0) return "-";
     if (c.n == 0) return "err";
     std::string s = perplexity ? fmt("%.3f", std::exp(c.mean())) : fmt("%.1f", 100.0 * c.mean());
+    if (!perplexity && c.n >= 2) s += interval_text(c.sum, c.n) + " n=" + std::to_string(c.n);
     if (c.errors) s += " (" + fmt("%.0f", c.errors) + " err)";
     return s;
 }
 
 } // namespace
+
+Interval wilson_interval(double successes, int n, double z) {
+    if (n <= 0) return {};
+    const double p = std::clamp(successes / n, 0.0, 1.0), z2 = z * z;
+    const double denom = 1.0 + z2 / n, centre = (p + z2 / (2.0 * n)) / denom;
+    const double half = z * std::sqrt(p * (1.0 - p) / n + z2 / (4.0 * n * double(n))) / denom;
+    return {std::max(0.0, centre - half), std::min(1.0, centre + half)};
+}
 
 std::string markdown_report(const std::vector<Row> &rows, const std::vector<std::string> &commands) {
     std::vector<std::string> methods, tasks;
@@ -86,18 +102,24 @@ std::string markdown_report(const std::vector<Row> &rows, const std::vector<std:
     md += "Mean score in % over samples (RULER scoring: string_match_all; qa: string_match_part; kv_list: "
           "pairs_in_order, the F1 of exact KEY: VALUE pairs in order). Perplexity tasks (ppl): the geometric mean "
           "over samples of the held-out continuation's perplexity, lower is better, not in the average. "
-          "\"err\": every sample failed; \"(k err)\": k samples failed and are left out of the mean.\n\n";
+          "\"err\": every sample failed; \"(k err)\": k samples failed and are left out of the mean. "
+          "[lo-hi]: the 95% Wilson interval, n: the samples behind it (a task cell shows them from 2 samples on; "
+          "an average pools the samples of its tasks).\n\n";
     md += "## Average over tasks\n\n" + header(lengths);
     for (const auto &m : methods) {
         md += "| " + m + " |";
         for (int64_t L : lengths) {
-            double sum = 0;
-            int n = 0;
+            double sum = 0, pooled = 0;
+            int n = 0, samples = 0;
             for (const auto &t : scored) {
                 auto it = cells.find({t, m, L});
-                if (it != cells.end() && it->second.n) sum += it->second.mean(), ++n;
+                if (it != cells.end() && it->second.n)
+                    sum += it->second.mean(), ++n, pooled += it->second.sum, samples += it->second.n;
             }
             std::string cell = n ? fmt("%.1f", 100.0 * sum / n) : "-";
+            // The interval pools every sample of the row's tasks (it is the
+            // interval of the task average when the tasks hold equal counts).
+            if (n) cell += interval_text(pooled, samples) + " n=" + std::to_string(samples);
             if (n && n < int(scored.size())) cell += " (" + fmt("%.0f", n) + "/" + fmt("%.0f", double(scored.size())) + " tasks)";
             md += " " + cell + " |";
         }

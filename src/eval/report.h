@@ -1,6 +1,7 @@
 // Markdown report of eval results: mean score (%) per task and on average
-// over tasks (rows: method, columns: length), mean time and max peak RSS per
-// method and length, and the command lines that produced the results.
+// over tasks (rows: method, columns: length) with 95% Wilson intervals and
+// sample counts, mean time and max peak RSS per method and length, and the
+// command lines that produced the results.
 #pragma once
 
 #include <string>
@@ -11,5 +12,13 @@
 namespace lctx::eval {
 
 std::string markdown_report(const std::vector<Row> &rows, const std::vector<std::string> &commands);
+
+// The Wilson score interval (95%: z = 1.96) of a proportion: `successes` out
+// of n trials. Scores in [0, 1] that are not 0/1 (multivalue, cwe, fwe) are
+// summed as fractional successes, the usual approximation. n = 0 gives [0, 1].
+struct Interval {
+    double lo = 0, hi = 1;
+};
+Interval wilson_interval(double successes, int n, double z = 1.96);
 
 } // namespace lctx::eval

@@ -403,7 +403,8 @@ TEST(EvalResults, LoadDedupAndReport) {
     EXPECT_NE(md.find("## Average over tasks"), std::string::npos);
     EXPECT_NE(md.find("| method | 4K | 8K |"), std::string::npos);
     EXPECT_NE(md.find("## vt"), std::string::npos);
-    EXPECT_NE(md.find("| full | 75.0 | - |"), std::string::npos);      // vt: mean of 1.0 and 0.5
+    // vt: mean of 1.0 and 0.5, Wilson 95% for 1.5 of 2: [0.198, 0.973]
+    EXPECT_NE(md.find("| full | 75.0 [20-97] n=2 | - |"), std::string::npos) << md;
     EXPECT_NE(md.find("| reform | err | - |"), std::string::npos);     // vt: only an error
     EXPECT_EQ(rf.rows[0].cpu, "CPU A");
     EXPECT_EQ(rf.rows[2].cpu, "");
@@ -429,9 +430,29 @@ TEST(EvalResults, PerplexityReportedApart) {
     ASSERT_NE(avg, std::string::npos);
     ASSERT_NE(ppl, std::string::npos);
     const std::string avg_table = md.substr(avg, md.find("\n## ", avg + 1) - avg);
-    EXPECT_NE(avg_table.find("| full | 50.0 |"), std::string::npos) << avg_table;   // vt only
+    EXPECT_NE(avg_table.find("| full | 50.0 [5-95] n=1 |"), std::string::npos) << avg_table;   // vt only
     EXPECT_NE(avg_table.find("| snapkv | - |"), std::string::npos) << avg_table;
     const std::string ppl_table = md.substr(ppl, md.find("\n## ", ppl + 1) - ppl);
     EXPECT_NE(ppl_table.find("| full | 4.000 |"), std::string::npos) << ppl_table;   // sqrt(2 * 8)
     EXPECT_NE(ppl_table.find("| snapkv | 3.000 |"), std::string::npos) << ppl_table;
+}
+
+// The interval against values worked out by hand from the Wilson formula
+// (and the textbook 10/10 lower bound, 0.722).
+TEST(EvalResults, WilsonInterval) {
+    Interval iv = wilson_interval(1, 2);
+    EXPECT_NEAR(iv.lo, 0.0945, 5e-4);
+    EXPECT_NEAR(iv.hi, 0.9055, 5e-4);
+    iv = wilson_interval(10, 10);
+    EXPECT_NEAR(iv.lo, 0.7225, 5e-4);
+    EXPECT_DOUBLE_EQ(iv.hi, 1.0);
+    iv = wilson_interval(0, 10);
+    EXPECT_DOUBLE_EQ(iv.lo, 0.0);
+    EXPECT_NEAR(iv.hi, 0.2775, 5e-4);
+    iv = wilson_interval(0, 0);   // no samples: no information
+    EXPECT_DOUBLE_EQ(iv.lo, 0.0);
+    EXPECT_DOUBLE_EQ(iv.hi, 1.0);
+    // More samples, narrower interval around the same mean.
+    const Interval a = wilson_interval(5, 10), b = wilson_interval(50, 100);
+    EXPECT_LT(b.hi - b.lo, a.hi - a.lo);
 }
