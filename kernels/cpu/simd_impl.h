@@ -10,6 +10,7 @@
 // j + 16 the high nibble. Q5_0 {f16 d; u32 qh; u8 qs[16]} and Q5_1 {f16 d, m;
 // u32 qh; u8 qs[16]}: nibbles as Q4_0/Q4_1, bit j of qh is element j's fifth
 // bit (Q5_0 subtracts 16). Q4_K {f16 d, dmin; u8 scales[12]; u8 qs[128]},
+// Q5_K (Q4_K with u8 qh[32] before qs),
 // Q6_K {u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d}: 256 elements each.
 #pragma once
 
@@ -147,6 +148,30 @@ inline void deq_q4_k(const uint8_t *b, float *y) {
     }
 }
 
+// Q5_K {f16 d, dmin; u8 scales[12]; u8 qh[32]; u8 qs[128]}: as Q4_K, and bit
+// g of qh[l] is the fifth bit of element l of group g (32 elements a group).
+inline void deq_q5_k(const uint8_t *b, float *y) {
+    const float d = V::h2f(rd16(b)), dmin = V::h2f(rd16(b + 2));
+    const uint8_t *scales = b + 4, *qh = b + 16, *qs = b + 48;
+    F dg[8], mg[8];
+    for (int g = 0; g < 8; ++g) {
+        int sc, mn;
+        scale_min_k4(g, scales, sc, mn);
+        dg[g] = V::set1(d * sc);
+        mg[g] = V::set1(-(dmin * mn));
+    }
+    for (int l = 0; l < 32; l += W) {
+        I h = V::u8(qh + l);   // shifted right by 2 per group pair
+        for (int j = 0; j < 4; ++j, h = V::template srl<2>(h)) {
+            const I q = V::u8(qs + 32 * j + l);
+            const I lo = V::ori(V::andi(q, 15), V::template sll<4>(V::andi(h, 1)));
+            const I hi = V::ori(V::template srl<4>(q), V::template sll<4>(V::andi(V::template srl<1>(h), 1)));
+            V::store(y + 64 * j + l, V::fmadd(V::cvt(lo), dg[2 * j], mg[2 * j]));
+            V::store(y + 64 * j + 32 + l, V::fmadd(V::cvt(hi), dg[2 * j + 1], mg[2 * j + 1]));
+        }
+    }
+}
+
 inline void deq_q6_k(const uint8_t *b, float *y) {
     const uint8_t *ql = b, *qh = b + 128;
     const int8_t *sc = reinterpret_cast<const int8_t *>(b + 192);
@@ -188,6 +213,7 @@ bool dequant_row(GgmlType t, const uint8_t *src, float *dst, int64_t n) {
     case GgmlType::Q5_1: deq_blocks<deq_q5_1, 32, 24>(src, dst, n); return true;
     case GgmlType::Q8_0: deq_blocks<deq_q8_0, 32, 34>(src, dst, n); return true;
     case GgmlType::Q4_K: deq_blocks<deq_q4_k, 256, 144>(src, dst, n); return true;
+    case GgmlType::Q5_K: deq_blocks<deq_q5_k, 256, 176>(src, dst, n); return true;
     case GgmlType::Q6_K: deq_blocks<deq_q6_k, 256, 210>(src, dst, n); return true;
     default: return false;
     }
