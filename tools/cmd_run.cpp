@@ -3,12 +3,12 @@
 // a head+tail truncation baseline for comparison. Answer on stdout; with
 // --json one JSON object with the answer, spans, timings and memory.
 #include <sys/resource.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
@@ -268,13 +268,14 @@ int cmd_run(int argc, char **argv) {
         if (method_id != LCTX_METHOD_REFORM && method_id != LCTX_METHOD_ILRE)
             die("--save-index works with --method reform or ilre");
         // Checked now, not after an encoding that may take an hour.
+        // The directory the library writes its temporary file in (index_file.cpp: the parent path).
         const std::string path = a.get("--save-index");
-        const size_t slash = path.find_last_of('/');
-        const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
-        struct stat st{};
-        if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+        const std::string parent = std::filesystem::path(path).parent_path().string();
+        const std::string dir = parent.empty() ? "." : parent;
+        std::error_code ec;
+        if (!std::filesystem::is_directory(dir, ec))
             die("--save-index %s: the directory %s does not exist", path.c_str(), dir.c_str());
-        if (access(dir.c_str(), W_OK) != 0)
+        if (access(dir.c_str(), W_OK | X_OK) != 0)
             die("--save-index %s: the directory %s is not writable", path.c_str(), dir.c_str());
     }
     // --questions FILE: one question per line, all about the same document,

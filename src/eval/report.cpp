@@ -36,10 +36,10 @@ std::string header(const std::vector<int64_t> &lengths) {
     return h + "\n" + sep + "\n";
 }
 
-// " [lo-hi]" in % for an accuracy over n samples.
+// " [lo-hi] n=N": the interval in % of an accuracy over n samples, and n.
 std::string interval_text(double sum, int n) {
     const Interval iv = wilson_interval(sum, n);
-    return " [" + fmt("%.0f", 100.0 * iv.lo) + "-" + fmt("%.0f", 100.0 * iv.hi) + "]";
+    return " [" + fmt("%.0f", 100.0 * iv.lo) + "-" + fmt("%.0f", 100.0 * iv.hi) + "] n=" + std::to_string(n);
 }
 
 // Perplexity cells hold the sum of log(ppl): their value is the geometric
@@ -48,7 +48,7 @@ std::string score_cell(const Cell &c, bool perplexity) {
     if (c.n == 0 && c.errors == 0) return "-";
     if (c.n == 0) return "err";
     std::string s = perplexity ? fmt("%.3f", std::exp(c.mean())) : fmt("%.1f", 100.0 * c.mean());
-    if (!perplexity && c.n >= 2) s += interval_text(c.sum, c.n) + " n=" + std::to_string(c.n);
+    if (!perplexity && c.n >= 2) s += interval_text(c.sum, c.n);
     if (c.errors) s += " (" + fmt("%.0f", c.errors) + " err)";
     return s;
 }
@@ -119,7 +119,7 @@ std::string markdown_report(const std::vector<Row> &rows, const std::vector<std:
             std::string cell = n ? fmt("%.1f", 100.0 * sum / n) : "-";
             // The interval pools every sample of the row's tasks (it is the
             // interval of the task average when the tasks hold equal counts).
-            if (n) cell += interval_text(pooled, samples) + " n=" + std::to_string(samples);
+            if (n) cell += interval_text(pooled, samples);
             if (n && n < int(scored.size())) cell += " (" + fmt("%.0f", n) + "/" + fmt("%.0f", double(scored.size())) + " tasks)";
             md += " " + cell + " |";
         }

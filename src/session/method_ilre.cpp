@@ -132,15 +132,18 @@ Selection IlreMethod::select(const std::vector<int32_t> &query, Progress &progre
 
     // Repeated text is scored once (docs/methods/ilre.md, "Repeated text"):
     // later copies score 0 before the pooling; the raw scores are kept.
-    last_ranked_ = last_scores_;
+    // Without the filter the ranked scores are the raw ones (no copy).
+    last_ranked_.clear();
     if (params_.repeat_window > 0) {
         if (repeat_.size() != static_cast<size_t>(N)) repeat_ = mark_repeats(feeder_.ids.data(), N, params_.repeat_window);
+        last_ranked_ = last_scores_;
         for (int64_t t = 0; t < N; ++t)
             if (repeat_[static_cast<size_t>(t)]) last_ranked_[static_cast<size_t>(t)] = 0.0f;
     }
-    Selection sel = decoder_.make_selection(ilre_allocate(last_ranked_.data(), N, params_.sink, params_.budget,
+    const std::vector<float> &ranked = params_.repeat_window > 0 ? last_ranked_ : last_scores_;
+    Selection sel = decoder_.make_selection(ilre_allocate(ranked.data(), N, params_.sink, params_.budget,
                                                           params_.max_kernels, params_.avg_kernels),
-                                            last_ranked_, query, "the ILRe budget");
+                                            ranked, query, "the ILRe budget");
     scores_valid_ = true;
     progress.keep_going(1.0);
     return sel;
@@ -150,7 +153,7 @@ bool IlreMethod::token_scores(TokenScores &out) const {
     out = TokenScores{};
     if (!scores_valid_) return true;
     out.raw = &last_scores_;
-    out.ranked = &last_ranked_;
+    out.ranked = params_.repeat_window > 0 ? &last_ranked_ : &last_scores_;
     // ilre_allocate: the sinks always; everything when the rest fits the budget.
     const int64_t n = static_cast<int64_t>(last_scores_.size());
     out.forced_first = n - params_.sink <= params_.budget ? n : std::min(params_.sink, n);

@@ -67,7 +67,7 @@ private:
     bool sealed_ = false;
     GatheredDecoder decoder_;
     std::vector<float> last_scores_, last_q_;
-    std::vector<float> last_ranked_;   // last_scores_ with repeated text zeroed: what the allocator ranked
+    std::vector<float> last_ranked_;   // last_scores_ with repeated text zeroed: what the allocator ranked (filter on)
     std::vector<uint8_t> repeat_;      // mark_repeats of the input, made by the first select
     bool scores_valid_ = false;   // last_scores_ are those of a select that succeeded
 };
