@@ -349,10 +349,17 @@ def test_saved_document_survives_restart(tmp_path):
 
 def test_timeout(tmp_path):
     """--timeout bounds a request: a long answer is stopped with 504 (plain)
-    or an error event (streamed), and the slot is free again."""
-    s = Server(["--threads", "1", "--timeout", "1", "--data-dir", str(tmp_path)])
+    or an error event (streamed), and the slot is free again.
+
+    The request must outlast the timeout on any machine whatever the model
+    says: how long its answer runs depends on the CPU's rounding (a CI
+    machine once stopped after 121 tokens, within 1 s). So the timeout is
+    50 ms and the prompt alone is about 1,500 tokens, which one thread does
+    not read that fast; the deadline is checked during the prompt too."""
+    s = Server(["--threads", "1", "--timeout", "0.05", "--data-dir", str(tmp_path)])
     try:
-        long = [{"role": "user", "content": "Count from 1 to 1000, separated by commas."}]
+        filler = "The river keeps its own counsel and the town keeps its own hours. " * 100
+        long = [{"role": "user", "content": filler + "Count from 1 to 1000, separated by commas."}]
         e = error_of(raw(s, "POST", "/v1/chat/completions", {"model": MODEL_ID, "messages": long, "temperature": 0,
                                                              "max_tokens": 4000}), 504)
         assert e["code"] == "timeout"
