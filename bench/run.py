@@ -116,7 +116,8 @@ def main():
                     help="also llama.cpp full prefill of each REFORM length, once (slow: hours at 128K on 2 cores)")
     ap.add_argument("--before", default=None,
                     help="the lctx binary of a previous build: measured in the same repeats, reported as a ratio")
-    ap.add_argument("--kv-f16", action="store_true", help="also lctx with an f16 KV store (lctx bench --kv f16)")
+    ap.add_argument("--kv-f16", action="store_true",
+                    help="also lctx with an f16 KV store (lctx bench --kv f16); with --before, the previous build too")
     ap.add_argument("--backend", default=None,
                     help="also lctx on this backend (e.g. cuda), reported beside the CPU figures")
     ap.add_argument("-o", "--out", default=None,
@@ -137,7 +138,7 @@ def main():
     prompts = [int(x) for x in args.prompts.split(",")]
 
     load_before = loadavg()
-    runs = {"lctx": [], "llama.cpp": [], "before": [], "f16": [], "backend": []}
+    runs = {"lctx": [], "llama.cpp": [], "before": [], "f16": [], "before_f16": [], "backend": []}
     other = args.backend if args.backend and args.backend != "cpu" else None
     for r in range(args.repeats):
         print(f"repeat {r + 1}/{args.repeats}: lctx", file=sys.stderr, flush=True)
@@ -155,6 +156,9 @@ def main():
         if args.kv_f16:
             print(f"repeat {r + 1}/{args.repeats}: lctx (f16 KV)", file=sys.stderr, flush=True)
             runs["f16"].append(json.loads(sh([str(lctx), "bench", "--backend", "cpu", "--kv", "f16"] + common)))
+            if args.before:
+                print(f"repeat {r + 1}/{args.repeats}: lctx (previous build, f16 KV)", file=sys.stderr, flush=True)
+                runs["before_f16"].append(json.loads(sh([args.before, "bench", "--backend", "cpu", "--kv", "f16"] + common)))
         if not args.no_llama:
             print(f"repeat {r + 1}/{args.repeats}: llama.cpp", file=sys.stderr, flush=True)
             runs["llama.cpp"].append(json.loads(sh([py, str(ROOT / "bench" / "llama_cpp_bench.py"), "--flash-attn",
@@ -208,19 +212,26 @@ def main():
         md.append(f"| REFORM encode {n} tokens vs llama.cpp full prefill (tok/s) | {f3(a)} | "
                   + (f"{b:.1f} (one run) | **{a[1] / b:.2f}x** |" if b else "not measured | |"))
     md.append(f"| peak RSS (MiB) | {rss[0]:.0f} | {rss[1]:.0f} (Python process) | |")
+    both = bool(args.before and args.kv_f16)   # then the previous build runs with an f16 store too
     if args.before or args.kv_f16:
         md += ["", "## lctx against its previous build, and with an f16 KV store", "",
                "Same repeats (interleaved with the runs above), medians; ratios are this build's f32 run over "
                "the other column's median (above 1: this build is faster).", "",
-               "| measurement | this build (f32 KV) | previous build | this / previous | f16 KV | f32 / f16 |",
-               "|---|---:|---:|---:|---:|---:|"]
+               "| measurement | this build (f32 KV) | previous build | this / previous | f16 KV | f32 / f16 |"
+               + (" previous build, f16 KV | f16: this / previous |" if both else ""),
+               "|---|---:|---:|---:|---:|---:|" + ("---:|---:|" if both else "")]
         for label, key in rows:
             a = stats(series("lctx", key))[1]
             b = stats(series("before", key))[1] if args.before else float("nan")
             c = stats(series("f16", key))[1] if args.kv_f16 else float("nan")
-            md.append(f"| {label} | {a:.1f} | {b:.1f} | **{a / b:.3f}x** | {c:.1f} | {a / c:.3f}x |")
+            line = f"| {label} | {a:.1f} | {b:.1f} | **{a / b:.3f}x** | {c:.1f} | {a / c:.3f}x |"
+            if both:
+                d = stats(series("before_f16", key))[1]
+                line += f" {d:.1f} | **{c / d:.3f}x** |"
+            md.append(line)
         pr = lambda k: max((r["peak_rss_mib"] for r in runs[k]), default=float("nan"))
-        md.append(f"| peak RSS (MiB) | {pr('lctx'):.0f} | {pr('before'):.0f} | | {pr('f16'):.0f} | |")
+        md.append(f"| peak RSS (MiB) | {pr('lctx'):.0f} | {pr('before'):.0f} | | {pr('f16'):.0f} | |"
+                  + (f" {pr('before_f16'):.0f} | |" if both else ""))
         if args.before:
             md.append(f"\nprevious build: `{args.before}` ({runs['before'][0]['build']})")
     if other:

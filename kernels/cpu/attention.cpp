@@ -132,7 +132,9 @@ void attention(ThreadPool &pool, const AttentionArgs &args) {
         const int64_t i0 = qb * qblock, i1 = std::min(a.n_q, i0 + qblock);
         const int64_t j0 = a.n_kv * s / n_split, j1 = a.n_kv * (s + 1) / n_split;
         const int64_t r0 = (s * a.n_head_kv + g) * a.n_q * ng + i0 * ng;
-        if (a.k16) {
+        // The key-at-a-time kernel (few rows) reads f16 storage in place;
+        // the tiled one needs f32 rows, widened once per item.
+        if (a.k16 && (i1 - i0) * ng >= kAttnTiledMinRows) {
             const AttentionArgs b = widened(kt, a, g, j0, j1);
             kt.attn_partial(b, scale, g, i0, i1, j0, j1, po + r0 * hd, pm + r0, pl + r0, scratch.data());
         } else {

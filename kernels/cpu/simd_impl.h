@@ -221,18 +221,29 @@ bool dequant_row(GgmlType t, const uint8_t *src, float *dst, int64_t n) {
 
 // ---- dot products ------------------------------------------------------------
 
-float dot(const float *a, const float *b, int64_t n) {
+// Loads of f32 or f16 (IEEE half, widened exactly) elements, so that one
+// template reads either KV storage: an f16 row gives the same floats as its
+// widened f32 copy, and the same summation order gives the same result.
+inline F load_elems(const float *p) { return V::load(p); }
+inline F load_elems(const uint16_t *p) { return V::f16(p); }
+inline float load_elem(const float *p) { return *p; }
+inline float load_elem(const uint16_t *p) { return V::h2f(*p); }
+
+template <class E>
+inline float dot_elems(const float *a, const E *b, int64_t n) {
     F s0 = V::zero(), s1 = V::zero();
     int64_t i = 0;
     for (; i + 2 * W <= n; i += 2 * W) {
-        s0 = V::fmadd(V::load(a + i), V::load(b + i), s0);
-        s1 = V::fmadd(V::load(a + i + W), V::load(b + i + W), s1);
+        s0 = V::fmadd(V::load(a + i), load_elems(b + i), s0);
+        s1 = V::fmadd(V::load(a + i + W), load_elems(b + i + W), s1);
     }
-    for (; i + W <= n; i += W) s0 = V::fmadd(V::load(a + i), V::load(b + i), s0);
+    for (; i + W <= n; i += W) s0 = V::fmadd(V::load(a + i), load_elems(b + i), s0);
     float s = V::hsum(V::add(s0, s1));
-    for (; i < n; ++i) s += a[i] * b[i];
+    for (; i < n; ++i) s = __builtin_fmaf(a[i], load_elem(b + i), s);
     return s;
 }
+
+float dot(const float *a, const float *b, int64_t n) { return dot_elems(a, b, n); }
 
 // Fused dequantize + dot for one row of the 32-element block types: the dot
 // of one block in f32 lanes, scaled by its d; two blocks per iteration into
@@ -460,8 +471,9 @@ inline float exp_sum(float *s, int64_t nb, float m) {
     return sum;
 }
 
-// o[0..hd) = o * factor + sum_j p[j] * v_j
-inline void acc_values(float *o, float factor, const float *p, int64_t nb, const float *v, int64_t ld, int hd) {
+// o[0..hd) = o * factor + sum_j p[j] * v_j (v: f32 or f16 rows)
+template <class E>
+inline void acc_values(float *o, float factor, const float *p, int64_t nb, const E *v, int64_t ld, int hd) {
     int d = 0;
     const F vf = V::set1(factor);
     for (; d + 4 * W <= hd; d += 4 * W) {
@@ -470,11 +482,11 @@ inline void acc_values(float *o, float factor, const float *p, int64_t nb, const
         for (int64_t j = 0; j < nb; ++j) {
             if (p[j] == 0.0f) continue;
             const F pj = V::set1(p[j]);
-            const float *vj = v + j * ld + d;
-            a0 = V::fmadd(pj, V::load(vj), a0);
-            a1 = V::fmadd(pj, V::load(vj + W), a1);
-            a2 = V::fmadd(pj, V::load(vj + 2 * W), a2);
-            a3 = V::fmadd(pj, V::load(vj + 3 * W), a3);
+            const E *vj = v + j * ld + d;
+            a0 = V::fmadd(pj, load_elems(vj), a0);
+            a1 = V::fmadd(pj, load_elems(vj + W), a1);
+            a2 = V::fmadd(pj, load_elems(vj + 2 * W), a2);
+            a3 = V::fmadd(pj, load_elems(vj + 3 * W), a3);
         }
         V::store(o + d, a0);
         V::store(o + d + W, a1);
@@ -484,24 +496,25 @@ inline void acc_values(float *o, float factor, const float *p, int64_t nb, const
     for (; d + W <= hd; d += W) {
         F a0 = V::mul(V::load(o + d), vf);
         for (int64_t j = 0; j < nb; ++j)
-            if (p[j] != 0.0f) a0 = V::fmadd(V::set1(p[j]), V::load(v + j * ld + d), a0);
+            if (p[j] != 0.0f) a0 = V::fmadd(V::set1(p[j]), load_elems(v + j * ld + d), a0);
         V::store(o + d, a0);
     }
     for (; d < hd; ++d) {
         float a = o[d] * factor;
-        for (int64_t j = 0; j < nb; ++j) a += p[j] * v[j * ld + d];
+        for (int64_t j = 0; j < nb; ++j) a = __builtin_fmaf(p[j], load_elem(v + j * ld + d), a);
         o[d] = a;
     }
 }
 
 // s[j] = q . k_j (soft-capped with cap > 0) for visible keys, -inf
-// otherwise; returns the block maximum.
-inline float block_scores(const float *q, const float *k, int64_t ld, int64_t jb, int64_t nb, int hd,
+// otherwise; returns the block maximum. k: f32 or f16 rows.
+template <class E>
+inline float block_scores(const float *q, const E *k, int64_t ld, int64_t jb, int64_t nb, int hd,
                           const int32_t *kv_pos, int32_t qp, int32_t window, float cap, float *s) {
     float mx = -INFINITY;
     for (int64_t j = 0; j < nb; ++j) {
         if (key_visible(kv_pos[jb + j], qp, window)) {
-            s[j] = dot(q, k + (jb + j) * ld, hd);
+            s[j] = dot_elems(q, k + (jb + j) * ld, hd);
             if (cap > 0.0f) s[j] = softcap_score(s[j], cap);
             mx = fmaxf_(mx, s[j]);
         } else {
@@ -523,46 +536,120 @@ inline void scaled_query(const AttentionArgs &a, int64_t i, int h, float scale, 
 namespace {
 
 // Few rows (decode: one query, the heads of a group): key-at-a-time dots,
-// no transposed copy of K. Many rows (kAttnTiledMinRows): the tiled kernel.
+// no transposed copy of K, reading f32 or f16 storage in place (decode is
+// bound by the bytes of K/V read per token). Many rows (kAttnTiledMinRows):
+// the tiled kernel, f32 only (the driver widens f16 storage for it).
 
-void attn_partial(const AttentionArgs &a, float scale, int g, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
-                  float *o, float *m, float *l, float *scratch) {
-    const int ng = a.n_head / a.n_head_kv, hd = a.head_dim;
-    if ((i1 - i0) * ng >= lctx::cpu::kAttnTiledMinRows) {
-        attn_partial_tiled(a, scale, g, i0, i1, j0, j1, o, m, l, scratch);
-        return;
+// Scores of RB query rows of one query (position qp) against the keys of a
+// block: s[r][j] = q_r . k_j (soft-capped with cap > 0) for visible keys,
+// -inf otherwise; bmax[r] = the row's maximum. Each key row is read (and
+// widened from f16) once for all RB rows; per row the operations and their
+// order are those of dot_elems, so the scores equal block_scores' bit for bit.
+template <int RB, class E>
+inline void block_scores_rows(float *const *q, const E *k, int64_t ld, int64_t jb, int64_t nb, int hd,
+                              const int32_t *kv_pos, int32_t qp, int32_t window, float cap, float *const *s,
+                              float *bmax) {
+    for (int r = 0; r < RB; ++r) bmax[r] = -INFINITY;
+    for (int64_t j = 0; j < nb; ++j) {
+        if (!key_visible(kv_pos[jb + j], qp, window)) {
+            for (int r = 0; r < RB; ++r) s[r][j] = -INFINITY;
+            continue;
+        }
+        const E *kj = k + (jb + j) * ld;
+        F a0[RB], a1[RB];
+        for (int r = 0; r < RB; ++r) a0[r] = a1[r] = V::zero();
+        int c = 0;
+        for (; c + 2 * W <= hd; c += 2 * W) {
+            const F k0 = load_elems(kj + c), k1 = load_elems(kj + c + W);
+            for (int r = 0; r < RB; ++r) {
+                a0[r] = V::fmadd(V::load(q[r] + c), k0, a0[r]);
+                a1[r] = V::fmadd(V::load(q[r] + c + W), k1, a1[r]);
+            }
+        }
+        for (; c + W <= hd; c += W) {
+            const F k0 = load_elems(kj + c);
+            for (int r = 0; r < RB; ++r) a0[r] = V::fmadd(V::load(q[r] + c), k0, a0[r]);
+        }
+        for (int r = 0; r < RB; ++r) {
+            float t = V::hsum(V::add(a0[r], a1[r]));
+            for (int e = c; e < hd; ++e) t = __builtin_fmaf(q[r][e], load_elem(kj + e), t);
+            if (cap > 0.0f) t = softcap_score(t, cap);
+            s[r][j] = t;
+            bmax[r] = fmaxf_(bmax[r], t);
+        }
     }
-    const float *kg = a.k + g * a.kv_head_stride, *vg = a.v + g * a.kv_head_stride;
-    const int64_t rows = (i1 - i0) * ng;
+}
+
+// Rows u0 .. u0 + RB of query i against one key block: scores, then the
+// online-softmax update of each row's (m, l, o).
+template <int RB, class E>
+inline void attn_rows_block(const AttentionArgs &a, int g, int64_t i, int64_t i0, int u0, int64_t jb, int64_t nb,
+                            const E *kg, const E *vg, float *qs, float *s, float *o, float *m, float *l) {
+    const int ng = a.n_head / a.n_head_kv, hd = a.head_dim;
+    float *q[RB], *sr[RB], bmax[RB];
+    for (int r = 0; r < RB; ++r) {
+        q[r] = qs + ((i - i0) * ng + u0 + r) * hd;
+        sr[r] = s + r * kAttnKeyBlock;
+    }
+    block_scores_rows<RB>(q, kg, a.ld_kv, jb, nb, hd, a.kv_pos + g * a.kv_pos_head_stride, a.q_pos[i], a.window,
+                          a.softcap, sr, bmax);
+    for (int r = 0; r < RB; ++r) {
+        const int64_t row = (i - i0) * ng + u0 + r;
+        if (a.row_scores)
+            std::memcpy(a.row_scores + (i * a.n_head + g * ng + u0 + r) * a.n_kv + jb, sr[r],
+                        static_cast<size_t>(nb) * sizeof(float));
+        if (bmax[r] == -INFINITY) continue;
+        const float mnew = fmaxf_(m[row], bmax[r]);
+        const float factor = m[row] == -INFINITY ? 0.0f : __builtin_expf(m[row] - mnew);
+        const float sum = exp_sum(sr[r], nb, mnew);
+        l[row] = l[row] * factor + sum;
+        acc_values(o + row * hd, factor, sr[r], nb, vg + jb * a.ld_kv, a.ld_kv, hd);
+        m[row] = mnew;
+    }
+}
+
+template <class E>
+void attn_partial_rows(const AttentionArgs &a, float scale, int g, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
+                       const E *kg, const E *vg, float *o, float *m, float *l, float *scratch) {
+    const int ng = a.n_head / a.n_head_kv, hd = a.head_dim;
+    const int64_t rows = (i1 - i0) * ng;   // < kAttnTiledMinRows
     for (int64_t r = 0; r < rows; ++r) {
         m[r] = -INFINITY;
         l[r] = 0.0f;
         for (int d = 0; d < hd; ++d) o[r * hd + d] = 0.0f;
     }
-    float *s = scratch, *qs = scratch + 2 * kAttnKeyBlock;
+    // Scratch: 4 score rows of a key block, then the scaled queries.
+    float *s = scratch, *qs = scratch + 4 * kAttnKeyBlock;
+    for (int64_t i = i0; i < i1; ++i)
+        for (int u = 0; u < ng; ++u) scaled_query(a, i, g * ng + u, scale, qs + ((i - i0) * ng + u) * hd);
     // Key blocks outer so a block of K and V stays in L1 for all the rows.
     for (int64_t jb = j0; jb < j1; jb += kAttnKeyBlock) {
         const int64_t nb = min64(kAttnKeyBlock, j1 - jb);
-        for (int64_t i = i0; i < i1; ++i) {
-            const int32_t qp = a.q_pos[i];
-            for (int u = 0; u < ng; ++u) {
-                const int64_t r = (i - i0) * ng + u;
-                scaled_query(a, i, g * ng + u, scale, qs);
-                const float bmax =
-                    block_scores(qs, kg, a.ld_kv, jb, nb, hd, a.kv_pos + g * a.kv_pos_head_stride, qp, a.window, a.softcap, s);
-                if (a.row_scores)
-                    std::memcpy(a.row_scores + (i * a.n_head + g * ng + u) * a.n_kv + jb, s,
-                                static_cast<size_t>(nb) * sizeof(float));
-                if (bmax == -INFINITY) continue;
-                const float mnew = fmaxf_(m[r], bmax);
-                const float factor = m[r] == -INFINITY ? 0.0f : __builtin_expf(m[r] - mnew);
-                const float sum = exp_sum(s, nb, mnew);
-                l[r] = l[r] * factor + sum;
-                acc_values(o + r * hd, factor, s, nb, vg + jb * a.ld_kv, a.ld_kv, hd);
-                m[r] = mnew;
+        for (int64_t i = i0; i < i1; ++i)
+            for (int u0 = 0; u0 < ng; u0 += 4) {
+                switch (ng - u0 < 4 ? ng - u0 : 4) {
+                case 1: attn_rows_block<1>(a, g, i, i0, u0, jb, nb, kg, vg, qs, s, o, m, l); break;
+                case 2: attn_rows_block<2>(a, g, i, i0, u0, jb, nb, kg, vg, qs, s, o, m, l); break;
+                case 3: attn_rows_block<3>(a, g, i, i0, u0, jb, nb, kg, vg, qs, s, o, m, l); break;
+                default: attn_rows_block<4>(a, g, i, i0, u0, jb, nb, kg, vg, qs, s, o, m, l); break;
+                }
             }
-        }
     }
+}
+
+void attn_partial(const AttentionArgs &a, float scale, int g, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
+                  float *o, float *m, float *l, float *scratch) {
+    const int ng = a.n_head / a.n_head_kv;
+    if ((i1 - i0) * ng >= lctx::cpu::kAttnTiledMinRows) {
+        attn_partial_tiled(a, scale, g, i0, i1, j0, j1, o, m, l, scratch);
+        return;
+    }
+    if (a.k16)
+        attn_partial_rows(a, scale, g, i0, i1, j0, j1, a.k16 + g * a.kv_head_stride, a.v16 + g * a.kv_head_stride, o, m,
+                          l, scratch);
+    else
+        attn_partial_rows(a, scale, g, i0, i1, j0, j1, a.k + g * a.kv_head_stride, a.v + g * a.kv_head_stride, o, m, l,
+                          scratch);
 }
 
 void attn_colsum(const AttentionArgs &a, float scale, int g, int64_t j0, int64_t j1, const float *m,

@@ -4,11 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <vector>
 
 #include "common/error.h"
+#include "common/ggml_type.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "test_kernels_util.h"
 
@@ -145,6 +147,70 @@ TEST(KernelsAttention, LongContextKeySplits) {
         run_case({9, 3, 64, 1, 20000, 0}, pool, rng, cols);
         run_case({4, 2, 16, 3, 9000, 1}, pool4, rng, cols);
     }
+}
+
+TEST(KernelsAttention, F16StorageEqualsItsWidenedCopy) {
+    // f16 K/V is read in place by the few-rows (decode) kernel and widened
+    // for the tiled one; either way every output and column sum must equal,
+    // bit for bit, attention over the same values stored as f32 (f16 -> f32
+    // is exact, and the summation order is the same). Also near the
+    // reference, which reads the f16 storage itself.
+    std::mt19937 rng(31);
+    cpu::ThreadPool pool2(2), pool3(3);
+    const Case cases[] = {
+        {9, 3, 64, 1, 5000, 0}, {9, 3, 64, 2, 700, 1}, {4, 2, 13, 1, 300, 0},   {8, 1, 128, 1, 2100, 0},
+        {6, 2, 72, 1, 1100, 0}, {4, 4, 24, 3, 650, 2}, {9, 3, 64, 40, 900, 30}, {2, 1, 13, 17, 200, 5},
+    };
+    for (const Case &c : cases)
+        for (int cols : {0, 1, 2}) {
+            const int64_t ldq = c.n_head * c.head_dim, ld_kv = c.head_dim + 3, stride = ld_kv * c.n_kv + 2;
+            auto q = test::random_floats(ldq * c.n_q, rng, -2.0f, 2.0f);
+            std::vector<uint16_t> k16(stride * c.n_head_kv), v16(k16.size());
+            std::vector<float> k(k16.size()), v(k16.size());
+            std::uniform_real_distribution<float> u(-3.0f, 3.0f);
+            for (size_t i = 0; i < k16.size(); ++i) {
+                k16[i] = fp32_to_fp16(u(rng));
+                v16[i] = fp32_to_fp16(u(rng));
+                k[i] = fp16_to_fp32(k16[i]);
+                v[i] = fp16_to_fp32(v16[i]);
+            }
+            std::vector<int32_t> kv_pos(c.n_kv), q_pos(c.n_q);
+            std::iota(kv_pos.begin(), kv_pos.end(), 0);
+            std::shuffle(kv_pos.begin(), kv_pos.end(), rng);
+            for (int64_t i = 0; i < c.n_q; ++i) q_pos[i] = static_cast<int32_t>(c.n_kv - c.n_q + i);
+            cpu::AttentionArgs a;
+            a.q = q.data(); a.ldq = ldq; a.ldo = ldq;
+            a.ld_kv = ld_kv; a.kv_head_stride = stride;
+            a.n_q = c.n_q; a.n_kv = c.n_kv;
+            a.n_head = c.n_head; a.n_head_kv = c.n_head_kv; a.head_dim = c.head_dim;
+            a.q_pos = q_pos.data(); a.kv_pos = kv_pos.data();
+            a.obs_begin = c.obs_begin;
+            a.col_max = cols == 2;
+            std::vector<float> ref(ldq * c.n_q), ref_cs(c.n_head_kv * c.n_kv, 0.0f);
+            cpu::AttentionArgs r = a;
+            r.k16 = k16.data(); r.v16 = v16.data();
+            r.out = ref.data();
+            if (cols) r.col_sums = ref_cs.data();
+            cpu::attention_ref(r);
+            test::for_each_variant([&](cpu::SimdVariant, const char *name) {
+                std::vector<float> o16(ref.size()), o32(ref.size());
+                std::vector<float> c16(ref_cs.size(), 0.0f), c32(ref_cs.size(), 0.0f);
+                cpu::AttentionArgs h = a, f = a;
+                h.k16 = k16.data(); h.v16 = v16.data(); h.out = o16.data();
+                f.k = k.data(); f.v = v.data(); f.out = o32.data();
+                if (cols) { h.col_sums = c16.data(); f.col_sums = c32.data(); }
+                cpu::attention(c.n_q % 2 ? pool3 : pool2, h);
+                cpu::attention(c.n_q % 2 ? pool3 : pool2, f);
+                const std::string what = std::string(name) + " hd " + std::to_string(c.head_dim) + " n_q " +
+                                         std::to_string(c.n_q) + " n_kv " + std::to_string(c.n_kv) + " cols " +
+                                         std::to_string(cols);
+                ASSERT_EQ(0, std::memcmp(o16.data(), o32.data(), o16.size() * sizeof(float))) << what;
+                ASSERT_EQ(0, std::memcmp(c16.data(), c32.data(), c16.size() * sizeof(float))) << what;
+                EXPECT_LT(test::nmse(o16.data(), ref.data(), ref.size()), 1e-11) << what;
+                if (cols) EXPECT_LE(test::max_abs_diff(c16.data(), ref_cs.data(), c16.size()), 1e-5) << what;
+            });
+            if (HasFatalFailure()) return;
+        }
 }
 
 TEST(KernelsAttention, RejectsBadShapes) {
