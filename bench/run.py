@@ -247,8 +247,10 @@ def main():
               "(other work on the machine shows up here; repeats interleave the two engines)")
     if profile and "profile" in profile:
         pr = profile["profile"]
+        bw = profile.get("read_bandwidth_gb_s")
         md += ["", "## Where lctx spends its time (`lctx bench --profile`, one run)", "",
-               f"Measured FMA peak (f32, all threads, tiny register-only loop): {profile['fma_peak_gflops']:.0f} GFLOP/s.", ""]
+               f"Measured FMA peak (f32, all threads, tiny register-only loop): {profile['fma_peak_gflops']:.0f} GFLOP/s."
+               + (f" Measured read bandwidth (all threads, 256 MiB buffer): {bw:.1f} GB/s." if bw else ""), ""]
         keys = [k for k in pr if k.startswith("prefill_")] + (["decode"] if "decode" in pr else [])
         ops = [k for k in pr[keys[0]]["seconds"] if k not in ("total", "tokens")]
         md.append("| op | " + " | ".join(keys) + " |")
@@ -263,10 +265,19 @@ def main():
         md.append("")
         for k in keys:
             if k.startswith("prefill_"):
-                md.append(f"- {k}: matmuls at {pr[k]['matmul_gflops']:.0f} GFLOP/s = "
-                          f"{100 * pr[k]['matmul_peak_fraction']:.0f}% of the FMA peak")
+                line = (f"- {k}: matmuls at {pr[k]['matmul_gflops']:.0f} GFLOP/s = "
+                        f"{100 * pr[k]['matmul_peak_fraction']:.0f}% of the FMA peak")
+                if "attention_gflops" in pr[k]:
+                    line += (f"; attention at {pr[k]['attention_gflops']:.0f} GFLOP/s = "
+                             f"{100 * pr[k]['attention_peak_fraction']:.0f}% (causal pairs only)")
+                md.append(line)
             else:
-                md.append(f"- decode: the weight matrices stream at {pr[k]['weight_gb_s']:.1f} GB/s")
+                line = f"- decode: the weight matrices stream at {pr[k]['weight_gb_s']:.1f} GB/s"
+                if "kv_gb_s" in pr[k]:
+                    line += f", the KV cache at {pr[k]['kv_gb_s']:.1f} GB/s"
+                    if bw:
+                        line += f" ({100 * pr[k]['kv_gb_s'] / bw:.0f}% of the read bandwidth)"
+                md.append(line)
     if not args.reform:
         md += ["", "REFORM encode throughput is not in this run: `bench/run.py --reform 32768,131072 "
                "[--reform-baseline]` adds it (see bench/README.md).", ""]

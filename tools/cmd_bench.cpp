@@ -347,15 +347,23 @@ int cmd_bench(int argc, char **argv) {
         const double fma_peak = profile ? cpu_backend_fma_peak_gflops(*backend) : 0.0;
         if (profile) {
             const double peak = fma_peak, flops = matmul_flops_per_token(hp);
-            std::snprintf(buf, sizeof buf, "  \"fma_peak_gflops\": %.1f,\n  \"profile\": {", peak);
+            const double read_bw = cpu_backend_read_bandwidth_gb_s(*backend);
+            std::snprintf(buf, sizeof buf, "  \"fma_peak_gflops\": %.1f,\n  \"read_bandwidth_gb_s\": %.2f,\n  \"profile\": {",
+                          peak, read_bw);
             out += buf;
             for (size_t i = 0; i < prompts.size(); ++i) {
                 const ForwardProfile &p = prefill_prof[i];
                 const double gflops = flops * p.tokens / matmul_seconds(p) / 1e9;
+                // Causal attention: q.k and p.v over every earlier position
+                // (windowed layers counted whole).
+                const double n = static_cast<double>(prompts[i]);
+                const double attn_gflops = 4.0 * hp.head_dim * hp.n_head * hp.n_layer * (n * (n + 1) / 2) /
+                                           p.seconds[ForwardProfile::ATTENTION] / 1e9;
                 std::snprintf(buf, sizeof buf,
                               "%s\n    \"prefill_%lld\": {\"matmul_gflops\": %.1f, \"matmul_peak_fraction\": %.3f, "
-                              "\"seconds\": ",
-                              i ? "," : "", static_cast<long long>(prompts[i]), gflops, peak > 0 ? gflops / peak : 0.0);
+                              "\"attention_gflops\": %.1f, \"attention_peak_fraction\": %.3f, \"seconds\": ",
+                              i ? "," : "", static_cast<long long>(prompts[i]), gflops, peak > 0 ? gflops / peak : 0.0,
+                              attn_gflops, peak > 0 ? attn_gflops / peak : 0.0);
                 out += buf + json_profile(p) + "}";
             }
             if (decode_ctx > 0) {
@@ -365,9 +373,13 @@ int cmd_bench(int argc, char **argv) {
                     for (const WeightView *w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.ffn_gate, &L.ffn_up, &L.ffn_down})
                         weight_bytes += static_cast<double>(w->row_bytes) * w->n_rows;
                 const double mm = matmul_seconds(decode_prof) + decode_prof.seconds[ForwardProfile::OUTPUT];
+                // K and V of every earlier position, every layer, read once per token.
+                const double kv_bytes = 2.0 * hp.n_layer * hp.n_head_kv * hp.head_dim * (kv == KvType::F16 ? 2 : 4) *
+                                        (static_cast<double>(decode_ctx) + 0.5 * static_cast<double>(n_decode));
                 std::snprintf(buf, sizeof buf,
-                              "%s\n    \"decode\": {\"weight_gb_s\": %.2f, \"seconds\": ", prompts.empty() ? "" : ",",
-                              weight_bytes * decode_prof.tokens / mm / 1e9);
+                              "%s\n    \"decode\": {\"weight_gb_s\": %.2f, \"kv_gb_s\": %.2f, \"seconds\": ",
+                              prompts.empty() ? "" : ",", weight_bytes * decode_prof.tokens / mm / 1e9,
+                              kv_bytes * decode_prof.tokens / decode_prof.seconds[ForwardProfile::ATTENTION] / 1e9);
                 out += buf + json_profile(decode_prof) + "}";
             }
             out += "\n  },\n";

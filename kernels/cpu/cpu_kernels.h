@@ -20,6 +20,9 @@ namespace lctx::cpu {
 // chains in registers (0 for the scalar variant).
 double fma_peak_gflops(ThreadPool &pool);
 
+// GB/s read from main memory (a 256 MiB buffer) by every pool thread at once.
+double read_bandwidth_gb_s(ThreadPool &pool);
+
 // Name of the SIMD variant chosen for this CPU ("avx512bf16", "avx512", "avx2", "scalar").
 const char *simd_variant();
 

@@ -16,6 +16,7 @@
 namespace lctx {
 
 double cpu_backend_fma_peak_gflops(Backend &backend);
+double cpu_backend_read_bandwidth_gb_s(Backend &backend);
 
 namespace {
 
@@ -239,7 +240,8 @@ private:
     cpu::ThreadPool pool_;
     cpu::RopeTableCache rope_tables_;   // (cos, sin) per position, shared by every layer's q and k
 
-    friend double lctx::cpu_backend_fma_peak_gflops(Backend &);   // f16 attention: widened keys and values
+    friend double lctx::cpu_backend_fma_peak_gflops(Backend &);
+    friend double lctx::cpu_backend_read_bandwidth_gb_s(Backend &);
 };
 
 } // namespace
@@ -251,6 +253,11 @@ const char *cpu_backend_variant() { return cpu::simd_variant(); }
 double cpu_backend_fma_peak_gflops(Backend &backend) {
     auto *cpu = dynamic_cast<CpuBackend *>(&backend);
     return cpu ? cpu::fma_peak_gflops(cpu->pool_) : 0.0;
+}
+
+double cpu_backend_read_bandwidth_gb_s(Backend &backend) {
+    auto *cpu = dynamic_cast<CpuBackend *>(&backend);
+    return cpu ? cpu::read_bandwidth_gb_s(cpu->pool_) : 0.0;
 }
 
 } // namespace lctx

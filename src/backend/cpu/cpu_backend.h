@@ -18,4 +18,8 @@ const char *cpu_backend_variant();
 // (lctx bench); 0 when `backend` is not the CPU backend or runs scalar code.
 double cpu_backend_fma_peak_gflops(Backend &backend);
 
+// GB/s the backend's threads read from main memory together (lctx bench);
+// 0 when `backend` is not the CPU backend.
+double cpu_backend_read_bandwidth_gb_s(Backend &backend);
+
 } // namespace lctx
