@@ -23,7 +23,7 @@ if [[ ! -x .venv/bin/python ]]; then
     echo "setup: creating .venv"
     python3 -m venv .venv
 fi
-if ! .venv/bin/python -c "import gguf, numpy, pytest, jinja2, matplotlib, openai" 2>/dev/null; then
+if ! .venv/bin/python -c "import gguf, numpy, pytest, jinja2, matplotlib, openai, lm_eval" 2>/dev/null; then
     echo "setup: installing Python reference tools"
     .venv/bin/pip install --quiet --upgrade pip
     .venv/bin/pip install --quiet -r requirements-dev.txt
