@@ -16,7 +16,8 @@ import pytest
 
 # The datasets library reads these when it is imported: offline, and a cache
 # of our own (the task reads a local jsonl; nothing is downloaded).
-_HF_CACHE = tempfile.mkdtemp(prefix="lctx-lm-eval-hf-")
+# (created by datasets when a test reads the task; removed after the module)
+_HF_CACHE = os.path.join(tempfile.gettempdir(), f"lctx-lm-eval-hf-{os.getpid()}")
 _HF_ENV = {"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_CACHE": _HF_CACHE}
 _SAVED_ENV = {k: os.environ.get(k) for k in _HF_ENV}
 os.environ.update(_HF_ENV)
