@@ -540,74 +540,6 @@ namespace {
 // bound by the bytes of K/V read per token). Many rows (kAttnTiledMinRows):
 // the tiled kernel, f32 only (the driver widens f16 storage for it).
 
-// Scores of RB query rows of one query (position qp) against the keys of a
-// block: s[r][j] = q_r . k_j (soft-capped with cap > 0) for visible keys,
-// -inf otherwise; bmax[r] = the row's maximum. Each key row is read (and
-// widened from f16) once for all RB rows; per row the operations and their
-// order are those of dot_elems, so the scores equal block_scores' bit for bit.
-template <int RB, class E>
-inline void block_scores_rows(float *const *q, const E *k, int64_t ld, int64_t jb, int64_t nb, int hd,
-                              const int32_t *kv_pos, int32_t qp, int32_t window, float cap, float *const *s,
-                              float *bmax) {
-    for (int r = 0; r < RB; ++r) bmax[r] = -INFINITY;
-    for (int64_t j = 0; j < nb; ++j) {
-        if (!key_visible(kv_pos[jb + j], qp, window)) {
-            for (int r = 0; r < RB; ++r) s[r][j] = -INFINITY;
-            continue;
-        }
-        const E *kj = k + (jb + j) * ld;
-        F a0[RB], a1[RB];
-        for (int r = 0; r < RB; ++r) a0[r] = a1[r] = V::zero();
-        int c = 0;
-        for (; c + 2 * W <= hd; c += 2 * W) {
-            const F k0 = load_elems(kj + c), k1 = load_elems(kj + c + W);
-            for (int r = 0; r < RB; ++r) {
-                a0[r] = V::fmadd(V::load(q[r] + c), k0, a0[r]);
-                a1[r] = V::fmadd(V::load(q[r] + c + W), k1, a1[r]);
-            }
-        }
-        for (; c + W <= hd; c += W) {
-            const F k0 = load_elems(kj + c);
-            for (int r = 0; r < RB; ++r) a0[r] = V::fmadd(V::load(q[r] + c), k0, a0[r]);
-        }
-        for (int r = 0; r < RB; ++r) {
-            float t = V::hsum(V::add(a0[r], a1[r]));
-            for (int e = c; e < hd; ++e) t = __builtin_fmaf(q[r][e], load_elem(kj + e), t);
-            if (cap > 0.0f) t = softcap_score(t, cap);
-            s[r][j] = t;
-            bmax[r] = fmaxf_(bmax[r], t);
-        }
-    }
-}
-
-// Rows u0 .. u0 + RB of query i against one key block: scores, then the
-// online-softmax update of each row's (m, l, o).
-template <int RB, class E>
-inline void attn_rows_block(const AttentionArgs &a, int g, int64_t i, int64_t i0, int u0, int64_t jb, int64_t nb,
-                            const E *kg, const E *vg, float *qs, float *s, float *o, float *m, float *l) {
-    const int ng = a.n_head / a.n_head_kv, hd = a.head_dim;
-    float *q[RB], *sr[RB], bmax[RB];
-    for (int r = 0; r < RB; ++r) {
-        q[r] = qs + ((i - i0) * ng + u0 + r) * hd;
-        sr[r] = s + r * kAttnKeyBlock;
-    }
-    block_scores_rows<RB>(q, kg, a.ld_kv, jb, nb, hd, a.kv_pos + g * a.kv_pos_head_stride, a.q_pos[i], a.window,
-                          a.softcap, sr, bmax);
-    for (int r = 0; r < RB; ++r) {
-        const int64_t row = (i - i0) * ng + u0 + r;
-        if (a.row_scores)
-            std::memcpy(a.row_scores + (i * a.n_head + g * ng + u0 + r) * a.n_kv + jb, sr[r],
-                        static_cast<size_t>(nb) * sizeof(float));
-        if (bmax[r] == -INFINITY) continue;
-        const float mnew = fmaxf_(m[row], bmax[r]);
-        const float factor = m[row] == -INFINITY ? 0.0f : __builtin_expf(m[row] - mnew);
-        const float sum = exp_sum(sr[r], nb, mnew);
-        l[row] = l[row] * factor + sum;
-        acc_values(o + row * hd, factor, sr[r], nb, vg + jb * a.ld_kv, a.ld_kv, hd);
-        m[row] = mnew;
-    }
-}
-
 template <class E>
 void attn_partial_rows(const AttentionArgs &a, float scale, int g, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
                        const E *kg, const E *vg, float *o, float *m, float *l, float *scratch) {
@@ -618,22 +550,33 @@ void attn_partial_rows(const AttentionArgs &a, float scale, int g, int64_t i0, i
         l[r] = 0.0f;
         for (int d = 0; d < hd; ++d) o[r * hd + d] = 0.0f;
     }
-    // Scratch: 4 score rows of a key block, then the scaled queries.
-    float *s = scratch, *qs = scratch + 4 * kAttnKeyBlock;
+    float *s = scratch, *qs = scratch + 2 * kAttnKeyBlock;
     for (int64_t i = i0; i < i1; ++i)
         for (int u = 0; u < ng; ++u) scaled_query(a, i, g * ng + u, scale, qs + ((i - i0) * ng + u) * hd);
     // Key blocks outer so a block of K and V stays in L1 for all the rows.
+    // (Scoring all rows of a group per key row read, so each key is loaded
+    // and widened once, measured no faster in decode: the dots' horizontal
+    // sums and the P.V chains cost more than the loads.)
     for (int64_t jb = j0; jb < j1; jb += kAttnKeyBlock) {
         const int64_t nb = min64(kAttnKeyBlock, j1 - jb);
-        for (int64_t i = i0; i < i1; ++i)
-            for (int u0 = 0; u0 < ng; u0 += 4) {
-                switch (ng - u0 < 4 ? ng - u0 : 4) {
-                case 1: attn_rows_block<1>(a, g, i, i0, u0, jb, nb, kg, vg, qs, s, o, m, l); break;
-                case 2: attn_rows_block<2>(a, g, i, i0, u0, jb, nb, kg, vg, qs, s, o, m, l); break;
-                case 3: attn_rows_block<3>(a, g, i, i0, u0, jb, nb, kg, vg, qs, s, o, m, l); break;
-                default: attn_rows_block<4>(a, g, i, i0, u0, jb, nb, kg, vg, qs, s, o, m, l); break;
-                }
+        for (int64_t i = i0; i < i1; ++i) {
+            const int32_t qp = a.q_pos[i];
+            for (int u = 0; u < ng; ++u) {
+                const int64_t r = (i - i0) * ng + u;
+                const float bmax = block_scores(qs + r * hd, kg, a.ld_kv, jb, nb, hd,
+                                                a.kv_pos + g * a.kv_pos_head_stride, qp, a.window, a.softcap, s);
+                if (a.row_scores)
+                    std::memcpy(a.row_scores + (i * a.n_head + g * ng + u) * a.n_kv + jb, s,
+                                static_cast<size_t>(nb) * sizeof(float));
+                if (bmax == -INFINITY) continue;
+                const float mnew = fmaxf_(m[r], bmax);
+                const float factor = m[r] == -INFINITY ? 0.0f : __builtin_expf(m[r] - mnew);
+                const float sum = exp_sum(s, nb, mnew);
+                l[r] = l[r] * factor + sum;
+                acc_values(o + r * hd, factor, s, nb, vg + jb * a.ld_kv, a.ld_kv, hd);
+                m[r] = mnew;
             }
+        }
     }
 }
 
