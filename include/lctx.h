@@ -546,7 +546,10 @@ LCTX_API void lctx_sampling_default_params(lctx_sampling_params *out); /* greedy
 LCTX_API LCTX_NODISCARD lctx_status lctx_decode(lctx_session *session, const lctx_sampling_params *sampling,
                                                 lctx_token *out_token);
 /* Logits (n_vocab floats) that the next lctx_decode samples from; NULL before
- * recompute. Valid until the next call on this session. */
+ * recompute. Valid until the next call on this session. After lctx_decode or
+ * lctx_decode_token this runs the forward pass of the token just returned
+ * (work the next decode would otherwise do), so it can take as long as a
+ * decode step; NULL if that fails (lctx_session_last_error says why). */
 LCTX_API const float *lctx_session_logits(const lctx_session *session);
 /* Stage 5 with the caller's token instead of a sampled one (teacher forcing,
  * e.g. the perplexity of a known continuation): *out_logprob (may be NULL) is

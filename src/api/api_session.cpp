@@ -275,8 +275,12 @@ LCTX_API lctx_status lctx_session_select_scores(const lctx_session *cs, float *s
     });
 }
 
-LCTX_API const float *lctx_session_logits(const lctx_session *s) {
-    return s && s->session ? s->session->logits() : nullptr;
+LCTX_API const float *lctx_session_logits(const lctx_session *cs) {
+    auto *s = const_cast<lctx_session *>(cs);
+    if (!s || !s->session) return nullptr;
+    const float *out = nullptr;
+    if (guarded(s, [&] { out = s->session->next_logits(); }) != LCTX_OK) return nullptr;
+    return out;
 }
 
 LCTX_API void lctx_selection_free(lctx_selection *selection) { delete selection; }

@@ -192,16 +192,27 @@ void Session::load_index(const std::string &path) {
     stage_ = LCTX_STAGE_INDEXED;
 }
 
+// The token a decode returned enters the cache only when the next decode (or
+// next_logits) needs its logits, so the last decode call of an answer costs
+// no forward pass. If the append fails, the token stays pending.
+void Session::append_pending() {
+    if (pending_ < 0) return;
+    has_logits_ = false;
+    method_->append(pending_, logits_);
+    pending_ = -1;
+    has_logits_ = true;
+}
+
+const float *Session::next_logits() {
+    if (stage_ == LCTX_STAGE_DECODING) append_pending();
+    return logits();
+}
+
 float Session::decode_token(int32_t token) {
     expect_stage("lctx_decode_token", {LCTX_STAGE_DECODING});
     check_tokens("lctx_decode_token", &token, 1);
     if (cancel_.exchange(false)) fail(LCTX_ERR_CANCELLED, "lctx_decode_token: cancelled by lctx_session_cancel");
-    if (pending_ >= 0) {
-        has_logits_ = false;
-        method_->append(pending_, logits_);
-        pending_ = -1;
-        has_logits_ = true;
-    }
+    append_pending();
     const int32_t n_vocab = model_.hparams().n_vocab;
     double mx = -INFINITY;
     for (int32_t i = 0; i < n_vocab; ++i) mx = std::max(mx, double(logits_[static_cast<size_t>(i)]));
@@ -218,14 +229,7 @@ int32_t Session::decode(const lctx_sampling_params &sampling) {
     // A pending lctx_session_cancel stops a generation loop here (decode has
     // no progress callback); the token is not sampled and the request is consumed.
     if (cancel_.exchange(false)) fail(LCTX_ERR_CANCELLED, "lctx_decode: cancelled by lctx_session_cancel");
-    if (pending_ >= 0) {
-        // The previous token enters the cache only now, so the last decode
-        // call of an answer costs no forward pass.
-        has_logits_ = false;
-        method_->append(pending_, logits_);
-        pending_ = -1;
-        has_logits_ = true;
-    }
+    append_pending();
     if (!rng_seeded_ || rng_seed_ != sampling.seed) {
         rng_ = Rng(sampling.seed);
         rng_seed_ = sampling.seed;

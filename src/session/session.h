@@ -41,7 +41,13 @@ public:
     const char *backend_name() const { return backend_->name(); }
     int64_t n_fed() const { return method_->n_fed(); }
     uint64_t id() const { return id_; }
+    // The logits the last decoded (or recomputed) position produced: after
+    // decode / decode_token returned token t, those t was drawn or scored from.
     const float *logits() const { return has_logits_ ? logits_.data() : nullptr; }
+    // The logits the next decode samples from (lctx_session_logits): runs the
+    // forward pass of a token decode returned, which the next decode would
+    // otherwise run; null before recompute.
+    const float *next_logits();
     // Asks the running long call to stop; a request that finds no call
     // running (or one past its last check) stays pending and stops the next
     // long call or decode: a cancel is never lost. It is consumed by the call
@@ -57,6 +63,7 @@ public:
     const MemoryBudget &memory() const { return budget_; }
 
 private:
+    void append_pending();
     void expect_stage(const char *call, std::initializer_list<lctx_stage> allowed) const;
     void check_tokens(const char *what, const int32_t *tokens, size_t n) const;
     // Runs one long call: body(progress), then the end-of-call report

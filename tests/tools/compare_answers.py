@@ -4,7 +4,9 @@ the C API on one fixed input) and compares its output with a golden file made
 by the build before a refactor (tests/data/method_answers_*.json, written by
 the commit named in tests/data/README.md). Answers and selections must be
 identical; the logits of the first decode steps must agree within --tol
-relative (max |a - b| / max |a|).
+relative (max |a - b| / max |a|). Independently of the golden file, the
+answers are greedy, so the logits read before decode step i
+(lctx_session_logits) must have their maximum at token i.
 
     compare_answers.py [--tol 1e-4] GOLDEN.json -- lctx_method_answers ARGS...
 
@@ -44,6 +46,11 @@ def main(argv):
         rel = diff / scale
         if len(have["logits"]) != len(want["logits"]) or rel > tol:
             bad.append(f"{name}: logits differ by {rel:.3g} relative (tolerance {tol:g})")
+        for i, row in enumerate(have["logits"]):
+            best = max(range(len(row)), key=row.__getitem__)
+            if i < len(have["tokens"]) and best != have["tokens"][i]:
+                bad.append(f"{name}: the logits read before decode step {i} peak at token {best}, "
+                           f"but the greedy decode chose {have['tokens'][i]}")
         print(f"{name:10s} answer {'same' if have['tokens'] == want['tokens'] else 'DIFFERENT'}, "
               f"max rel logit diff {rel:.3g}")
     if bad:

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <gmock/gmock.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -265,6 +266,84 @@ TEST_F(Api, ContextFullIsReportedAndRecoverable) {
     lctx_session_free(s);
 }
 
+TEST_F(Api, LogitsAreThoseTheNextDecodeSamplesFrom) {
+    // lctx_session_logits before each greedy decode peaks at the token that
+    // decode returns, and the log probability lctx_decode_token reports is
+    // the log-softmax of the logits read just before it. (Until this test the
+    // logits lagged one token after a decode: the returned token entered the
+    // cache only at the next decode.)
+    auto doc = tok("Once upon a time there was a little girl named Lily. She loved to play outside with her dog.");
+    auto q = tok(" Lily", false);
+    const int32_t V = lctx_model_n_vocab(model);
+    auto run = [&](bool read_logits, bool forced, std::vector<lctx_token> &tokens, std::vector<float> &lps) {
+        lctx_session *s = new_session();
+        EXPECT_EQ(lctx_feed_chunk(s, doc.data(), doc.size()), LCTX_OK);
+        EXPECT_EQ(lctx_build_index(s), LCTX_OK);
+        lctx_selection *sel = nullptr;
+        EXPECT_EQ(lctx_select(s, q.data(), q.size(), &sel), LCTX_OK);
+        EXPECT_EQ(lctx_recompute(s, sel), LCTX_OK);
+        lctx_selection_free(sel);
+        for (int i = 0; i < 8; ++i) {
+            int32_t best = -1;
+            std::vector<float> lg;
+            if (read_logits) {
+                const float *l = lctx_session_logits(s);
+                EXPECT_NE(l, nullptr) << lctx_session_last_error(s);
+                if (!l) break;
+                lg.assign(l, l + V);
+                best = static_cast<int32_t>(std::max_element(lg.begin(), lg.end()) - lg.begin());
+            }
+            lctx_token t = -1;
+            if (forced) {
+                t = (i * 37 + 5) % V;   // any token, not the greedy one
+                float lp = 0.0f;
+                EXPECT_EQ(lctx_decode_token(s, t, &lp), LCTX_OK);
+                lps.push_back(lp);
+                if (read_logits) {
+                    double mx = *std::max_element(lg.begin(), lg.end()), sum = 0.0;
+                    for (float x : lg) sum += std::exp(double(x) - mx);
+                    EXPECT_NEAR(lp, double(lg[size_t(t)]) - mx - std::log(sum), 1e-4) << "step " << i;
+                }
+            } else {
+                EXPECT_EQ(lctx_decode(s, nullptr, &t), LCTX_OK);
+                if (read_logits) EXPECT_EQ(t, best) << "step " << i;
+            }
+            tokens.push_back(t);
+        }
+        lctx_session_free(s);
+    };
+    // Reading the logits changes nothing the session answers.
+    std::vector<lctx_token> a, b, c, d;
+    std::vector<float> la, lb, lc, ld;
+    run(true, false, a, la);
+    run(false, false, b, lb);
+    EXPECT_EQ(a, b);
+    run(true, true, c, lc);
+    run(false, true, d, ld);
+    EXPECT_EQ(lc, ld);
+}
+
+TEST_F(Api, LogitsAfterTheCacheFilledAreNullWithTheReason) {
+    lctx_session *s = new_session(12);
+    auto doc = tok("Once upon a time there was a little girl named Lily who loved to play outside");
+    ASSERT_EQ(lctx_feed_chunk(s, doc.data(), 8), LCTX_OK);
+    ASSERT_EQ(lctx_build_index(s), LCTX_OK);
+    auto q = std::vector<lctx_token>(doc.begin() + 8, doc.begin() + 10);
+    lctx_selection *sel = nullptr;
+    ASSERT_EQ(lctx_select(s, q.data(), q.size(), &sel), LCTX_OK);
+    ASSERT_EQ(lctx_recompute(s, sel), LCTX_OK);
+    lctx_token t;
+    for (int i = 0; i < 3; ++i) ASSERT_EQ(lctx_decode(s, nullptr, &t), LCTX_OK);   // fills the 12 slots
+    // The third token has no slot: there is nothing the next decode could sample from.
+    EXPECT_EQ(lctx_session_logits(s), nullptr);
+    EXPECT_THAT(lctx_session_last_error(s), HasSubstr("cannot take"));
+    EXPECT_EQ(lctx_decode(s, nullptr, &t), LCTX_ERR_CONTEXT_FULL);
+    EXPECT_EQ(lctx_recompute(s, sel), LCTX_OK);   // a new question starts over
+    EXPECT_NE(lctx_session_logits(s), nullptr);
+    lctx_selection_free(sel);
+    lctx_session_free(s);
+}
+
 namespace {
 int cancel_at_second_report(float, void *ud) {
     int *calls = static_cast<int *>(ud);
@@ -304,8 +383,8 @@ TEST_F(Api, ChunkingOfFeedCallsDoesNotChangeTheAnswer) {
     ASSERT_EQ(lctx_build_index(many), LCTX_OK);
     auto b = ask(many, q, 1);
     std::vector<float> lb(lctx_session_logits(many), lctx_session_logits(many) + lctx_model_n_vocab(model));
-    // ask() decoded one token, which enters the cache only at the next
-    // decode: the logits are still those of the recompute.
+    // ask() decoded one token; lctx_session_logits ran its forward pass: these
+    // are the logits the next decode would sample from, in both sessions.
     EXPECT_EQ(a, b);
     for (size_t i = 0; i < la.size(); ++i) ASSERT_NEAR(la[i], lb[i], 1e-3f * (1 + std::abs(la[i])));
     lctx_session_free(one);
