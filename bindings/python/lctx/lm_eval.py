@@ -365,26 +365,11 @@ class LctxLM(LM):
         self._ask(s, query)
         total, greedy = 0.0, True
         for tok in cont:
-            before = s.logits if greedy else None
-            lp = s.decode_token(tok)
-            total += lp
             if greedy:
-                # Which logits scored the token: the session's logits read
-                # before decode_token (lctx.h: "the logits the next decode
-                # samples from"), or, as this library version does, after it
-                # (lctx_session_logits lags one token once decoding has
-                # begun). The one whose log-softmax gives decode_token's
-                # log-probability is the one.
-                for logits in (s.logits, before):
-                    logits = np.asarray(logits, dtype=np.float64)
-                    top = logits.max()
-                    lp_here = logits[tok] - top - np.log(np.exp(logits - top).sum())
-                    if abs(lp_here - lp) <= 1e-3 * max(1.0, abs(lp)):
-                        greedy = int(logits.argmax()) == tok
-                        break
-                else:
-                    raise RuntimeError("lctx: no logits of the session give decode_token's log-probability "
-                                       f"of token {tok} ({lp}); cannot tell whether it is greedy")
+                # The session's logits are those the next decode samples
+                # from: the ones decode_token scores `tok` under.
+                greedy = int(np.argmax(s.logits)) == tok
+            total += s.decode_token(tok)
         return total, greedy
 
     def encode_pair(self, context: str, continuation: str) -> Tuple[array, array, array]:
