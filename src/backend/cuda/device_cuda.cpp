@@ -1,10 +1,11 @@
 // The device runtime of CudaBackend (device.h) on the CUDA runtime and
-// cuBLAS. Everything uses the legacy default stream: the synchronous copies
-// order themselves after the kernels.
+// cuBLAS (loaded at run time: cublas_loader.h). Everything uses the legacy
+// default stream: the synchronous copies order themselves after the kernels.
 #include "backend/cuda/device.h"
 
-#include <cublas_v2.h>
 #include <cuda_runtime.h>
+
+#include "backend/cuda/cublas_loader.h"
 
 #include "common/error.h"
 
@@ -73,19 +74,19 @@ void check_launch(const char *op) { check(cudaGetLastError(), op); }
 
 Gemm::Gemm() {
     cublasHandle_t h = nullptr;
-    const cublasStatus_t s = cublasCreate(&h);
+    const cublasStatus_t s = cublas().create(&h);
     if (s != CUBLAS_STATUS_SUCCESS) fail(LCTX_ERR_INTERNAL, "cublas: cublasCreate failed (status %d)", static_cast<int>(s));
     handle_ = h;
 }
 
 Gemm::~Gemm() {
-    if (handle_) cublasDestroy(static_cast<cublasHandle_t>(handle_));
+    if (handle_) cublas().destroy(static_cast<cublasHandle_t>(handle_));
 }
 
 void Gemm::f16(int64_t m, int64_t n, int64_t k, const uint16_t *w16, const uint16_t *x16, float *y) {
     const float one = 1.0f, zero = 0.0f;
     // column-major: C (m x n, ldc m) = A^T (A: k x m, lda k) * B (k x n, ldb k)
-    const cublasStatus_t s = cublasGemmEx(static_cast<cublasHandle_t>(handle_), CUBLAS_OP_T, CUBLAS_OP_N,
+    const cublasStatus_t s = cublas().gemm_ex(static_cast<cublasHandle_t>(handle_), CUBLAS_OP_T, CUBLAS_OP_N,
                                           static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), &one, w16,
                                           CUDA_R_16F, static_cast<int>(k), x16, CUDA_R_16F, static_cast<int>(k), &zero,
                                           y, CUDA_R_32F, static_cast<int>(m), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
