@@ -98,7 +98,7 @@ void attention(ThreadPool &pool, const AttentionArgs &args) {
     thread_local std::vector<float> row_scores_buf;
     a.row_scores = nullptr;
     if (a.col_sums && a.n_kv > 0 && a.obs_begin < a.n_q &&
-        a.n_q * (a.n_head / a.n_head_kv) < kAttnTiledMinRows && a.n_q * a.n_head * a.n_kv <= kMaxRowScores)
+        !attn_item_is_tiled(a.n_q * (a.n_head / a.n_head_kv)) && a.n_q * a.n_head * a.n_kv <= kMaxRowScores)
         a.row_scores = grow(row_scores_buf, static_cast<size_t>(a.n_q * a.n_head * a.n_kv));
     const KernelTable &kt = active_kernels();
     const float scale = scale_of(a);
@@ -134,7 +134,7 @@ void attention(ThreadPool &pool, const AttentionArgs &args) {
         const int64_t r0 = (s * a.n_head_kv + g) * a.n_q * ng + i0 * ng;
         // The key-at-a-time kernel (few rows) reads f16 storage in place;
         // the tiled one needs f32 rows, widened once per item.
-        if (a.k16 && (i1 - i0) * ng >= kAttnTiledMinRows) {
+        if (a.k16 && attn_item_is_tiled((i1 - i0) * ng)) {
             const AttentionArgs b = widened(kt, a, g, j0, j1);
             kt.attn_partial(b, scale, g, i0, i1, j0, j1, po + r0 * hd, pm + r0, pl + r0, scratch.data());
         } else {

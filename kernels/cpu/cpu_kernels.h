@@ -157,8 +157,12 @@ struct AttentionArgs {
     float *row_scores = nullptr;
 };
 // Work items with at least this many (query, head-in-group) rows use the
-// tiled kernel.
+// tiled kernel (f32 K/V only: the driver widens f16 storage for it); fewer
+// rows, the key-at-a-time kernel, which reads f16 in place.
 constexpr int64_t kAttnTiledMinRows = 8;
+// Whether an item of `rows` rows runs the tiled kernel: the one rule the
+// driver and the kernels follow.
+constexpr bool attn_item_is_tiled(int64_t rows) { return rows >= kAttnTiledMinRows; }
 void attention(ThreadPool &pool, const AttentionArgs &a);
 // The mask above for one key (64-bit difference: positions may be far apart).
 inline bool key_visible(int32_t kv_pos, int32_t q_pos, int32_t window) {

@@ -583,7 +583,7 @@ void attn_partial_rows(const AttentionArgs &a, float scale, int g, int64_t i0, i
 void attn_partial(const AttentionArgs &a, float scale, int g, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
                   float *o, float *m, float *l, float *scratch) {
     const int ng = a.n_head / a.n_head_kv;
-    if ((i1 - i0) * ng >= lctx::cpu::kAttnTiledMinRows) {
+    if (lctx::cpu::attn_item_is_tiled((i1 - i0) * ng)) {
         attn_partial_tiled(a, scale, g, i0, i1, j0, j1, o, m, l, scratch);
         return;
     }

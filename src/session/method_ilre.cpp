@@ -140,7 +140,7 @@ Selection IlreMethod::select(const std::vector<int32_t> &query, Progress &progre
         for (int64_t t = 0; t < N; ++t)
             if (repeat_[static_cast<size_t>(t)]) last_ranked_[static_cast<size_t>(t)] = 0.0f;
     }
-    const std::vector<float> &ranked = params_.repeat_window > 0 ? last_ranked_ : last_scores_;
+    const std::vector<float> &ranked = ranked_scores();
     Selection sel = decoder_.make_selection(ilre_allocate(ranked.data(), N, params_.sink, params_.budget,
                                                           params_.max_kernels, params_.avg_kernels),
                                             ranked, query, "the ILRe budget");
@@ -153,7 +153,7 @@ bool IlreMethod::token_scores(TokenScores &out) const {
     out = TokenScores{};
     if (!scores_valid_) return true;
     out.raw = &last_scores_;
-    out.ranked = params_.repeat_window > 0 ? &last_ranked_ : &last_scores_;
+    out.ranked = &ranked_scores();
     // ilre_allocate: the sinks always; everything when the rest fits the budget.
     const int64_t n = static_cast<int64_t>(last_scores_.size());
     out.forced_first = n - params_.sink <= params_.budget ? n : std::min(params_.sink, n);

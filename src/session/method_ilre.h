@@ -68,6 +68,8 @@ private:
     GatheredDecoder decoder_;
     std::vector<float> last_scores_, last_q_;
     std::vector<float> last_ranked_;   // last_scores_ with repeated text zeroed: what the allocator ranked (filter on)
+    // What the allocator ranks: last_ranked_ with the repeat filter, the raw scores without it.
+    const std::vector<float> &ranked_scores() const { return params_.repeat_window > 0 ? last_ranked_ : last_scores_; }
     std::vector<uint8_t> repeat_;      // mark_repeats of the input, made by the first select
     bool scores_valid_ = false;   // last_scores_ are those of a select that succeeded
 };

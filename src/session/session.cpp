@@ -204,7 +204,7 @@ void Session::append_pending() {
 }
 
 const float *Session::next_logits() {
-    if (stage_ == LCTX_STAGE_DECODING) append_pending();
+    append_pending();   // a token is pending only while decoding (select and recompute clear it)
     return logits();
 }
 

@@ -259,8 +259,13 @@ TEST_F(Api, ContextFullIsReportedAndRecoverable) {
     while ((st = lctx_decode(s, nullptr, &t)) == LCTX_OK && ok < 10) ++ok;
     EXPECT_EQ(st, LCTX_ERR_CONTEXT_FULL);
     EXPECT_EQ(ok, 3);  // 2 appended + the last one sampled but never appended
+    // The last token has no slot: there are no logits a next decode could
+    // sample from, and the reason is on the session.
+    EXPECT_EQ(lctx_session_logits(s), nullptr);
+    EXPECT_THAT(lctx_session_last_error(s), HasSubstr("cannot take"));
     // A new question starts over from the document.
     EXPECT_EQ(lctx_recompute(s, sel), LCTX_OK);
+    EXPECT_NE(lctx_session_logits(s), nullptr);
     EXPECT_EQ(lctx_decode(s, nullptr, &t), LCTX_OK);
     lctx_selection_free(sel);
     lctx_session_free(s);
@@ -321,27 +326,6 @@ TEST_F(Api, LogitsAreThoseTheNextDecodeSamplesFrom) {
     run(true, true, c, lc);
     run(false, true, d, ld);
     EXPECT_EQ(lc, ld);
-}
-
-TEST_F(Api, LogitsAfterTheCacheFilledAreNullWithTheReason) {
-    lctx_session *s = new_session(12);
-    auto doc = tok("Once upon a time there was a little girl named Lily who loved to play outside");
-    ASSERT_EQ(lctx_feed_chunk(s, doc.data(), 8), LCTX_OK);
-    ASSERT_EQ(lctx_build_index(s), LCTX_OK);
-    auto q = std::vector<lctx_token>(doc.begin() + 8, doc.begin() + 10);
-    lctx_selection *sel = nullptr;
-    ASSERT_EQ(lctx_select(s, q.data(), q.size(), &sel), LCTX_OK);
-    ASSERT_EQ(lctx_recompute(s, sel), LCTX_OK);
-    lctx_token t;
-    for (int i = 0; i < 3; ++i) ASSERT_EQ(lctx_decode(s, nullptr, &t), LCTX_OK);   // fills the 12 slots
-    // The third token has no slot: there is nothing the next decode could sample from.
-    EXPECT_EQ(lctx_session_logits(s), nullptr);
-    EXPECT_THAT(lctx_session_last_error(s), HasSubstr("cannot take"));
-    EXPECT_EQ(lctx_decode(s, nullptr, &t), LCTX_ERR_CONTEXT_FULL);
-    EXPECT_EQ(lctx_recompute(s, sel), LCTX_OK);   // a new question starts over
-    EXPECT_NE(lctx_session_logits(s), nullptr);
-    lctx_selection_free(sel);
-    lctx_session_free(s);
 }
 
 namespace {

@@ -6,7 +6,6 @@
 #include <cuda_runtime.h>
 
 #include "backend/cuda/cublas_loader.h"
-
 #include "common/error.h"
 
 namespace lctx::cuda::dev {
