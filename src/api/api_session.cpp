@@ -275,6 +275,24 @@ LCTX_API lctx_status lctx_session_select_scores(const lctx_session *cs, float *s
     });
 }
 
+LCTX_API lctx_status lctx_session_attended(const lctx_session *cs, float *share, int64_t capacity,
+                                           int64_t *n_tokens) {
+    auto *s = const_cast<lctx_session *>(cs);
+    return on_session(s, "lctx_session_attended", [&] {
+        require(n_tokens, "lctx_session_attended", "n_tokens");
+        std::vector<float> v;
+        if (!s->session->method().attended_share(v))
+            lctx::fail(LCTX_ERR_UNSUPPORTED, "lctx_session_attended: method '%s' attends to its whole cache; the "
+                       "positions of lctx_select are what it keeps", lctx::method_name(s->session->method_id()));
+        const int64_t n = static_cast<int64_t>(v.size());
+        *n_tokens = n;
+        if (share && capacity < n)
+            lctx::fail(LCTX_ERR_BUFFER_TOO_SMALL, "lctx_session_attended: capacity %lld, %lld tokens",
+                       (long long)capacity, (long long)n);
+        if (share) std::copy(v.begin(), v.end(), share);
+    });
+}
+
 LCTX_API const float *lctx_session_logits(const lctx_session *cs) {
     auto *s = const_cast<lctx_session *>(cs);
     if (!s || !s->session) return nullptr;

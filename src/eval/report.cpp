@@ -82,7 +82,12 @@ std::string markdown_report(const std::vector<Row> &rows, const std::vector<std:
     std::map<std::pair<std::string, int64_t>, double> rss;
     std::map<std::pair<std::string, int64_t>, std::set<std::string>> cpus;
     std::map<std::string, int> rows_per_cpu;
+    std::map<std::pair<std::string, int64_t>, Cell> recall;
     for (const auto &r : rows) {
+        if (r.ok() && r.recall >= 0) {
+            Cell &c = recall[{r.method, r.length}];
+            c.sum += r.recall, ++c.n;
+        }
         const std::string cpu = r.cpu.empty() ? "not recorded" : r.cpu;
         cpus[{r.method, r.length}].insert(cpu);
         ++rows_per_cpu[cpu];
@@ -124,6 +129,48 @@ std::string markdown_report(const std::vector<Row> &rows, const std::vector<std:
             md += " " + cell + " |";
         }
         md += "\n";
+    }
+    // The oracle's ceiling: each method's task average as a share of the
+    // oracle's, over the tasks both ran at that length.
+    if (std::find(methods.begin(), methods.end(), std::string(kOracleMethod)) != methods.end()) {
+        md += "\n## Accuracy as a share of the oracle\n\nThe oracle is FULL on a short window of the same sample "
+              "(the same seed and needles, the haystack cut to the model's trained range; docs/eval.md): the model's "
+              "own ceiling on the task. A cell is the method's average over the tasks the oracle ran at that length, "
+              "divided by the oracle's average over the same tasks; \"n/a\" where the oracle scored 0.\n\n" +
+              header(lengths);
+        for (const auto &m : methods) {
+            if (m == kOracleMethod) continue;
+            md += "| " + m + " |";
+            for (int64_t L : lengths) {
+                double ms = 0, os = 0;
+                int n = 0;
+                for (const auto &t : scored) {
+                    auto a = cells.find({t, m, L}), o = cells.find({t, std::string(kOracleMethod), L});
+                    if (a == cells.end() || o == cells.end() || !a->second.n || !o->second.n) continue;
+                    ms += a->second.mean(), os += o->second.mean(), ++n;
+                }
+                md += n == 0 ? std::string(" - |") : os <= 0 ? std::string(" n/a |")
+                                                             : " " + fmt("%.0f%%", 100.0 * ms / os) + " |";
+            }
+            md += "\n";
+        }
+    }
+    if (!recall.empty()) {
+        md += "\n## Gather recall\n\nMean share of the needle tokens (the occurrences of the expected answers in "
+              "the document, on the tasks that have needles) that the method kept for the answer: in its selection "
+              "(REFORM, ILRe, truncation), in the final cache of at least one layer and KV head (the eviction "
+              "methods, InfLLM), or in the attention window of at least one layer at the question's last token "
+              "(ReAttention). FULL and RefreshKV keep everything. n: the samples behind it.\n\n" + header(lengths);
+        for (const auto &m : methods) {
+            md += "| " + m + " |";
+            for (int64_t L : lengths) {
+                auto it = recall.find({m, L});
+                md += it == recall.end() ? std::string(" - |")
+                                         : " " + fmt("%.2f", it->second.mean()) + " n=" +
+                                               std::to_string(it->second.n) + " |";
+            }
+            md += "\n";
+        }
     }
     for (const auto &t : tasks) {
         const bool ppl = is_perplexity_task(t);

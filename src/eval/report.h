@@ -11,6 +11,10 @@
 
 namespace lctx::eval {
 
+// The method name of the oracle rows (FULL on a short window of each sample;
+// docs/eval.md): the report divides each method's accuracy by theirs.
+inline constexpr const char *kOracleMethod = "oracle";
+
 std::string markdown_report(const std::vector<Row> &rows, const std::vector<std::string> &commands);
 
 // The Wilson score interval (95%: z = 1.96) of a proportion: `successes` out

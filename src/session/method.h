@@ -63,6 +63,12 @@ public:
     // The scores of the last select (TokenScores); false for a method whose
     // select does not score every document token.
     virtual bool token_scores(TokenScores &) const { return false; }
+    // For a method whose attention reads a different part of its cache at
+    // each step (ReAttention): per stored token (document, question, answer
+    // so far), the share of layers whose attention at the latest step could
+    // see it. False for a method whose decode attends to its whole cache
+    // (what it keeps is the selection of lctx_select).
+    virtual bool attended_share(std::vector<float> &) const { return false; }
 };
 
 } // namespace lctx

@@ -24,6 +24,7 @@ public:
         windowed_ = n_total > m_.p_.n_global + m_.p_.n_local;
     }
     bool windowed() const { return windowed_; }
+    int64_t n_total() const { return n_total_; }
 
     void before_attention(int32_t layer, const float *q, int64_t n_q, KvStore &) override {
         auto &sel = m_.last_sel_[static_cast<size_t>(layer)];
@@ -305,6 +306,30 @@ void ReattentionMethod::recompute(const Selection &selection, Progress &progress
 
 void ReattentionMethod::append(int32_t token, std::vector<float> &logits) {
     step(&token, 1, LogitsMode::LAST, logits, {});
+}
+
+bool ReattentionMethod::attended_share(std::vector<float> &share) const {
+    share.assign(static_cast<size_t>(n_), 0.0f);
+    const int64_t n_total = std::min(policy_->n_total(), n_);
+    if (steps_ == 0 || n_total <= 0) return true;   // nothing has run: nothing was attended
+    if (!policy_->windowed()) {
+        std::fill_n(share.begin(), n_total, 1.0f);
+        return true;
+    }
+    // Each layer saw [global | its spans | local] of the n_total tokens of the step.
+    const float one = 1.0f / static_cast<float>(last_sel_.size());
+    const int64_t first_local = n_total - p_.n_local;
+    std::vector<char> seen(static_cast<size_t>(n_total));
+    for (const auto &sel : last_sel_) {
+        std::fill(seen.begin(), seen.end(), 0);
+        std::fill_n(seen.begin(), std::min(p_.n_global, n_total), 1);
+        std::fill(seen.begin() + std::max<int64_t>(first_local, 0), seen.end(), 1);
+        for (int64_t t : sel)
+            if (t >= 0 && t < n_total) seen[static_cast<size_t>(t)] = 1;
+        for (int64_t t = 0; t < n_total; ++t)
+            if (seen[static_cast<size_t>(t)]) share[static_cast<size_t>(t)] += one;
+    }
+    return true;
 }
 
 uint64_t ReattentionMethod::state_digest() const {

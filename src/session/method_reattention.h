@@ -43,6 +43,7 @@ public:
     const std::vector<int32_t> &context_tokens() const override { return tokens_; }
     int64_t n_fed() const override { return static_cast<int64_t>(feeder_.ids.size()); }
     uint64_t state_digest() const override;
+    bool attended_share(std::vector<float> &share) const override;
 
     // Introspection for tests and tools.
     const ReattentionParams &params() const { return p_; }

@@ -259,4 +259,49 @@ TEST_F(SelectScores, ErrorsAreReported) {
     lctx_session_free(s);
 }
 
+// lctx_session_attended through the C API: ReAttention reports one share per
+// stored token; FULL is refused with the reason; errors as for select_scores.
+TEST_F(SelectScores, AttendedSharesOfReattention) {
+    const auto doc = random_tokens(300, 11, 3, lctx_model_n_vocab(model) - 1);
+    session_test::SessionParams p;
+    p.method = LCTX_METHOD_REATTENTION;
+    p.reattention_p.n_global = 4;
+    p.reattention_p.n_local = 32;
+    p.reattention_p.span = 8;
+    p.reattention_p.n_spans = 3;
+    p.reattention_p.chunk = 16;
+    lctx_session *s = make(p, doc);
+    ASSERT_NE(s, nullptr);
+    int64_t n = -1;
+    EXPECT_EQ(lctx_session_attended(s, nullptr, 0, nullptr), LCTX_ERR_INVALID_ARG);
+    EXPECT_THAT(lctx_session_last_error(s), HasSubstr("n_tokens is NULL"));
+    ASSERT_EQ(lctx_session_attended(s, nullptr, 0, &n), LCTX_OK) << lctx_session_last_error(s);
+    EXPECT_EQ(n, 300);
+    std::vector<float> share(300, -1.0f);
+    n = -1;
+    EXPECT_EQ(lctx_session_attended(s, share.data(), 10, &n), LCTX_ERR_BUFFER_TOO_SMALL);
+    EXPECT_EQ(n, 300);
+    ASSERT_EQ(lctx_session_attended(s, share.data(), 300, &n), LCTX_OK);
+    // The global and local tokens were in every layer's window; the middle only
+    // where a layer's spans fell (3 spans of 8 tokens: at most 24 of 264).
+    for (int t = 0; t < 4; ++t) EXPECT_EQ(share[t], 1.0f);
+    for (int t = 300 - 32; t < 300; ++t) EXPECT_EQ(share[t], 1.0f);
+    int unseen = 0;
+    for (int t = 4; t < 300 - 32; ++t) {
+        EXPECT_GE(share[t], 0.0f);
+        EXPECT_LE(share[t], 1.0f);
+        unseen += share[t] == 0.0f;
+    }
+    EXPECT_GT(unseen, 0);
+    lctx_session_free(s);
+
+    session_test::SessionParams fp;
+    fp.method = LCTX_METHOD_FULL;
+    s = make(fp, doc);
+    ASSERT_NE(s, nullptr);
+    EXPECT_EQ(lctx_session_attended(s, nullptr, 0, &n), LCTX_ERR_UNSUPPORTED);
+    EXPECT_THAT(lctx_session_last_error(s), HasSubstr("attends to its whole cache"));
+    lctx_session_free(s);
+}
+
 } // namespace

@@ -486,3 +486,46 @@ TEST(ReattentionMethod, ParameterErrors) {
     EXPECT_EQ(r.chunk, 512);
     EXPECT_EQ(r.max_window(), 8192);
 }
+
+// The source of lctx_session_attended: after a step, each layer saw the
+// global tokens, its own spans and the local tokens, nothing else; a token's
+// share counts those layers. Before any step nothing was seen; within the
+// first window everything was. Methods that attend to their whole cache say so.
+TEST(ReattentionMethod, AttendedShareCountsEachLayersWindow) {
+    const auto p = re_params(4, 64, 8, 2, 5, 16);
+    Session a(*tiny().model, p);
+    std::vector<float> share;
+    ASSERT_TRUE(a.method().attended_share(share));
+    EXPECT_TRUE(share.empty());
+
+    feed_split(a, random_tokens(50, 10), {50});   // within G + L: no middle
+    ASSERT_TRUE(a.method().attended_share(share));
+    ASSERT_EQ(share.size(), 50u);
+    for (float v : share) EXPECT_EQ(v, 1.0f);
+
+    Session b(*tiny().model, p);
+    feed_split(b, random_tokens(700, 5), {700});
+    ASSERT_TRUE(b.method().attended_share(share));
+    ASSERT_EQ(share.size(), 700u);
+    const auto &sels = re(b).last_selection();
+    const double n_layer = double(sels.size());
+    int64_t middle_seen = 0, middle_unseen = 0;
+    for (int64_t t = 0; t < 700; ++t) {
+        double want = 1.0;
+        if (t >= 4 && t < 700 - 64) {
+            int64_t layers = 0;
+            for (const auto &sel : sels) layers += std::count(sel.begin(), sel.end(), t);
+            want = double(layers) / n_layer;
+            (layers ? middle_seen : middle_unseen)++;
+        }
+        ASSERT_NEAR(share[size_t(t)], want, 1e-6) << "token " << t;
+    }
+    // At most 5 spans of 8 per layer: most of the 632-token middle was out of view.
+    EXPECT_GT(middle_seen, 0);
+    EXPECT_GT(middle_unseen, 632 - int64_t(n_layer) * 40);
+
+    session_test::SessionParams fp = p;
+    fp.method = LCTX_METHOD_FULL;
+    Session full(*tiny().model, fp);
+    EXPECT_FALSE(full.method().attended_share(share));
+}

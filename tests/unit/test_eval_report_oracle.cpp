@@ -1,0 +1,62 @@
+// The report's oracle and recall tables (src/eval/report.cpp): the share of
+// the oracle and the mean recall worked out by hand from the rows below.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "eval/report.h"
+
+using namespace lctx::eval;
+
+namespace {
+
+Row row(const std::string &method, const std::string &task, int sample, double score, double recall = -1) {
+    Row r;
+    r.method = method, r.task = task, r.length = 8192, r.sample = sample, r.score = score, r.recall = recall;
+    return r;
+}
+
+std::string section(const std::string &md, const std::string &title) {
+    const size_t at = md.find(title);
+    if (at == std::string::npos) return "";
+    return md.substr(at, md.find("\n## ", at + 1) - at);
+}
+
+} // namespace
+
+TEST(EvalReport, ShareOfTheOracleAndRecall) {
+    std::vector<Row> rows = {
+        // niah_single: reform 0.5, oracle 1.0; vt: reform 0.25, oracle 0.5; cwe: only reform (not in the share).
+        row("reform", "niah_single", 0, 1, 1.0), row("reform", "niah_single", 1, 0, 0.5),
+        row("reform", "vt", 0, 0.25, 0.0), row("reform", "cwe", 0, 1),
+        row("oracle", "niah_single", 0, 1, 1.0), row("oracle", "niah_single", 1, 1, 1.0), row("oracle", "vt", 0, 0.5, 1.0),
+        // truncate scored 0 where the oracle scored 1: 0%; snapkv ran no task the oracle ran.
+        row("truncate", "niah_single", 0, 0, 0.0), row("snapkv", "cwe", 0, 1),
+    };
+    Row err = row("reform", "vt", 1, 0, 0.9);   // a failed run: neither its score nor its recall counts
+    err.error = "timed out";
+    rows.push_back(err);
+    const std::string md = markdown_report(rows, {});
+    const std::string share = section(md, "## Accuracy as a share of the oracle");
+    ASSERT_FALSE(share.empty()) << md;
+    // (0.5 + 0.25) / (1.0 + 0.5) = 50%.
+    EXPECT_NE(share.find("| reform | 50% |"), std::string::npos) << share;
+    EXPECT_NE(share.find("| truncate | 0% |"), std::string::npos) << share;
+    EXPECT_NE(share.find("| snapkv | - |"), std::string::npos) << share;
+    EXPECT_EQ(share.find("| oracle |"), std::string::npos) << share;
+    const std::string recall = section(md, "## Gather recall");
+    // reform: (1.0 + 0.5 + 0.0) / 3; cwe and the error row carry none.
+    EXPECT_NE(recall.find("| reform | 0.50 n=3 |"), std::string::npos) << recall;
+    EXPECT_NE(recall.find("| oracle | 1.00 n=3 |"), std::string::npos) << recall;
+    EXPECT_NE(recall.find("| snapkv | - |"), std::string::npos) << recall;
+}
+
+TEST(EvalReport, NoOracleNoShareTableAndZeroOracleIsNotADivision) {
+    std::vector<Row> rows = {row("reform", "vt", 0, 1)};
+    EXPECT_EQ(markdown_report(rows, {}).find("share of the oracle"), std::string::npos);
+    EXPECT_EQ(markdown_report(rows, {}).find("## Gather recall"), std::string::npos);
+    rows.push_back(row("oracle", "vt", 0, 0));
+    const std::string share = section(markdown_report(rows, {}), "## Accuracy as a share of the oracle");
+    EXPECT_NE(share.find("| reform | n/a |"), std::string::npos) << share;
+}
