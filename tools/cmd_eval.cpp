@@ -737,9 +737,11 @@ int cmd_eval(int argc, char **argv) {
         if (r.ok() || !a.on("--retry-errors")) have.insert(eval::combo_key(r));
     std::vector<Combo> todo;
     int skipped = 0;
+    // Length by length, sample by sample: an interrupted run leaves every
+    // task and method of a length with about the same number of samples.
     for (int64_t L : lengths)
-        for (const auto &t : tasks)
-            for (int i = 0; i < o.samples; ++i)
+        for (int i = 0; i < o.samples; ++i)
+            for (const auto &t : tasks)
                 for (const auto &ms : methods) {
                     if (have.count(eval::combo_key(ms.name, t, L, i, o.seed))) ++skipped;
                     else todo.push_back({ms.name, t, ms.method, ms.refreshkv_decode, ms.oracle, L, i});

@@ -53,6 +53,23 @@ std::string score_cell(const Cell &c, bool perplexity) {
     return s;
 }
 
+// " (est. 2.5 h/sample)" for a length past the method's measured ones: the
+// mean wall time per sample extrapolated along the power law through its two
+// largest measured lengths (exponent clamped to [1, 2]: linear to quadratic
+// in the input). Empty with fewer than two measured lengths.
+std::string estimate_text(const std::map<std::pair<std::string, int64_t>, Cell> &time, const std::string &m,
+                          int64_t L) {
+    std::vector<std::pair<int64_t, double>> pts;   // ascending length
+    for (const auto &[k, c] : time)
+        if (k.first == m && c.n && c.mean() > 0) pts.emplace_back(k.second, c.mean());
+    if (pts.size() < 2 || L <= pts.back().first) return "";
+    const auto &[l1, t1] = pts[pts.size() - 2];
+    const auto &[l2, t2] = pts.back();
+    const double b = std::clamp(std::log(t2 / t1) / std::log(double(l2) / double(l1)), 1.0, 2.0);
+    const double est = t2 * std::pow(double(L) / double(l2), b);
+    return est >= 3600 ? " (est. " + fmt("%.1f", est / 3600) + " h/sample)" : " (est. " + fmt("%.0f", est / 60) + " min/sample)";
+}
+
 } // namespace
 
 Interval wilson_interval(double successes, int n, double z) {
@@ -109,7 +126,8 @@ std::string markdown_report(const std::vector<Row> &rows, const std::vector<std:
           "over samples of the held-out continuation's perplexity, lower is better, not in the average. "
           "\"err\": every sample failed; \"(k err)\": k samples failed and are left out of the mean. "
           "[lo-hi]: the 95% Wilson interval, n: the samples behind it (a task cell shows them from 2 samples on; "
-          "an average pools the samples of its tasks).\n\n";
+          "an average pools the samples of its tasks). \"est.\": a length the method did not run, with the "
+          "wall time per sample extrapolated from its two largest lengths (docs/eval.md).\n\n";
     md += "## Average over tasks\n\n" + header(lengths);
     for (const auto &m : methods) {
         md += "| " + m + " |";
@@ -121,7 +139,7 @@ std::string markdown_report(const std::vector<Row> &rows, const std::vector<std:
                 if (it != cells.end() && it->second.n)
                     sum += it->second.mean(), ++n, pooled += it->second.sum, samples += it->second.n;
             }
-            std::string cell = n ? fmt("%.1f", 100.0 * sum / n) : "-";
+            std::string cell = n ? fmt("%.1f", 100.0 * sum / n) : "-" + estimate_text(time, m, L);
             // The interval pools every sample of the row's tasks (it is the
             // interval of the task average when the tasks hold equal counts).
             if (n) cell += interval_text(pooled, samples);

@@ -60,3 +60,22 @@ TEST(EvalReport, NoOracleNoShareTableAndZeroOracleIsNotADivision) {
     const std::string share = section(markdown_report(rows, {}), "## Accuracy as a share of the oracle");
     EXPECT_NE(share.find("| reform | n/a |"), std::string::npos) << share;
 }
+
+// A length a method did not run: its time per sample extrapolated from its two
+// largest lengths (10 s at 8K, 160 s at 32K: quadratic, so 2,560 s at 128K;
+// a slope past 2 is clamped: 10 s -> 400 s gives 6,400 s, not 16,000 s).
+TEST(EvalReport, EstimatedTimeForLengthsNotRun) {
+    auto at = [](const std::string &m, int64_t L, double wall) {
+        Row r = row(m, "vt", 0, 0);
+        r.length = L, r.wall_s = wall;
+        return r;
+    };
+    const std::vector<Row> rows = {at("full", 8192, 10), at("full", 32768, 160), at("steep", 8192, 10),
+                                   at("steep", 32768, 400), at("once", 32768, 50), at("ilre", 131072, 100)};
+    const std::string avg = section(markdown_report(rows, {}), "## Average over tasks");
+    EXPECT_NE(avg.find("| full | 0.0 [0-79] n=1 | 0.0 [0-79] n=1 | - (est. 43 min/sample) |"), std::string::npos) << avg;
+    EXPECT_NE(avg.find("| steep | 0.0 [0-79] n=1 | 0.0 [0-79] n=1 | - (est. 1.8 h/sample) |"), std::string::npos) << avg;
+    // One measured length: no curve, no estimate; before the measured ones: none either.
+    EXPECT_NE(avg.find("| once | - | 0.0 [0-79] n=1 | - |"), std::string::npos) << avg;
+    EXPECT_NE(avg.find("| ilre | - | - | 0.0 [0-79] n=1 |"), std::string::npos) << avg;
+}
