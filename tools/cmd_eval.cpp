@@ -29,6 +29,7 @@
 #include "cli.h"
 #include "common/error.h"
 #include "common/json.h"
+#include "eval/corpus.h"
 #include "eval/report.h"
 #include "eval/results.h"
 #include "eval/score.h"
@@ -56,7 +57,7 @@ const char *usage_text() {
     static const std::string text = std::string(
         "usage: lctx eval -m MODEL --out RESULTS.jsonl [options]\n"
         "       lctx eval --report RESULTS.jsonl [--md FILE] [--plot FILE.png]\n"
-        "Runs every method on the same synthetic RULER-style tasks (docs/eval.md).\n"
+        "Runs every method on the same tasks: RULER-style synthetic ones and a needle in real essays (docs/eval.md).\n"
         "  --methods LIST     comma-separated methods or 'all' (default full,reform):\n") +
         method_usage("                       ") +
         "                     and the eval-only variants reform+refreshkv, ilre+refreshkv (REFORM/ILRe\n"
@@ -729,6 +730,17 @@ int cmd_eval(int argc, char **argv) {
         lengths.push_back(n);
     }
     if (methods.empty() || tasks.empty() || lengths.empty()) die("nothing to run: empty --methods, --tasks or --lengths");
+    // The essays are read here, once, before the children fork (they inherit
+    // them). Missing essays make essay_niah's rows error rows, said up front.
+    eval::set_essay_dir(o.essays);
+    if (std::find(tasks.begin(), tasks.end(), "essay_niah") != tasks.end()) {
+        try {
+            eval::essay_corpus();
+        } catch (const std::exception &e) {
+            if (!o.essays.empty()) die("--essays %s: %s", o.essays.c_str(), e.what());
+            std::fprintf(stderr, "lctx eval: warning: %s\n", e.what());
+        }
+    }
 
     // What is already in the results file.
     const eval::ResultsFile done = eval::load_results(o.out);

@@ -24,6 +24,7 @@ const TaskDef kTasks[] = {
     {"cwe", detail::build_cwe, 10, 120},
     {"fwe", detail::build_fwe, 80, 50},
     {"qa", detail::build_qa, 1, 32},
+    {"essay_niah", detail::build_essay_niah, 1, 32},
     {"kv_list", detail::build_kv_list, 1, detail::kKvAnswerTokens},
     {"ppl", detail::build_ppl, 1, detail::kPplTokens, true},
 };

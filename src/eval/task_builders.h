@@ -34,6 +34,7 @@ Sample build_vt(const BuildInput &in, int64_t units);
 Sample build_cwe(const BuildInput &in, int64_t units);
 Sample build_fwe(const BuildInput &in, int64_t units);
 Sample build_qa(const BuildInput &in, int64_t units);
+Sample build_essay_niah(const BuildInput &in, int64_t units);   // reads essay_corpus() (corpus.h)
 Sample build_kv_list(const BuildInput &in, int64_t units);
 Sample build_ppl(const BuildInput &in, int64_t units);
 

