@@ -53,6 +53,12 @@ struct V {
         s = _mm_max_ps(s, _mm_movehl_ps(s, s));
         return _mm_cvtss_f32(_mm_max_ss(s, _mm_movehdup_ps(s)));
     }
+    // Lane j = hsum(acc[j]) for the 8 vectors acc[0..8).
+    static F reduce_rows(const F *acc) {
+        const F h0 = _mm256_hadd_ps(_mm256_hadd_ps(acc[0], acc[1]), _mm256_hadd_ps(acc[2], acc[3]));
+        const F h1 = _mm256_hadd_ps(_mm256_hadd_ps(acc[4], acc[5]), _mm256_hadd_ps(acc[6], acc[7]));
+        return _mm256_add_ps(_mm256_permute2f128_ps(h0, h1, 0x20), _mm256_permute2f128_ps(h0, h1, 0x31));
+    }
     static float hsum(F a) {
         __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
         s = _mm_add_ps(s, _mm_movehl_ps(s, s));

@@ -26,6 +26,22 @@ struct V {
     static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
     static F div(F a, F b) { return _mm512_div_ps(a, b); }
     static float hsum(F a) { return _mm512_reduce_add_ps(a); }
+    // Lane j = hsum(acc[j]) for the 16 vectors acc[0..16): a tree of
+    // unpacks and 128-bit shuffles, 45 operations instead of 16 reductions.
+    static F reduce_rows(const F *acc) {
+        F t[8], u[4], w[2];
+        for (int i = 0; i < 8; ++i)   // per 128-bit lane: [k0 k1 k0 k1] of keys 2i, 2i+1
+            t[i] = _mm512_add_ps(_mm512_unpacklo_ps(acc[2 * i], acc[2 * i + 1]),
+                                 _mm512_unpackhi_ps(acc[2 * i], acc[2 * i + 1]));
+        for (int i = 0; i < 4; ++i) {   // per 128-bit lane: keys 4i .. 4i+3
+            const __m512d a = _mm512_castps_pd(t[2 * i]), b = _mm512_castps_pd(t[2 * i + 1]);
+            u[i] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)), _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
+        }
+        for (int i = 0; i < 2; ++i)   // 128-bit lanes: keys 8i..8i+3 twice, then 8i+4..8i+7 twice
+            w[i] = _mm512_add_ps(_mm512_shuffle_f32x4(u[2 * i], u[2 * i + 1], 0x44),
+                                 _mm512_shuffle_f32x4(u[2 * i], u[2 * i + 1], 0xEE));
+        return _mm512_add_ps(_mm512_shuffle_f32x4(w[0], w[1], 0x88), _mm512_shuffle_f32x4(w[0], w[1], 0xDD));
+    }
     static F max(F a, F b) { return _mm512_max_ps(a, b); }
     // Bit i set where a[i] > b[i] (false for NaN).
     static unsigned gt_mask(F a, F b) { return _mm512_cmp_ps_mask(a, b, _CMP_GT_OQ); }

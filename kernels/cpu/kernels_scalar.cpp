@@ -27,6 +27,7 @@ struct V {
     static F max(F a, F b) { return a > b ? a : b; }
     static unsigned gt_mask(F a, F b) { return a > b ? 1u : 0u; }
     static float hsum(F a) { return a; }
+    static F reduce_rows(const F *acc) { return acc[0]; }
     static float hmax(F a) { return a; }
     // dst[c * ldd + r] = src[r * lds + c] for a W x W tile.
     static void transpose(const float *src, int64_t lds, float *dst, int64_t ldd) { (void)lds, (void)ldd, *dst = *src; }

@@ -507,14 +507,37 @@ inline void acc_values(float *o, float factor, const float *p, int64_t nb, const
 }
 
 // s[j] = q . k_j (soft-capped with cap > 0) for visible keys, -inf
-// otherwise; returns the block maximum. k: f32 or f16 rows.
+// otherwise; returns the block maximum. k: f32 or f16 rows. W keys at a
+// time: one accumulator per key, the W of them reduced together
+// (V::reduce_rows) rather than one horizontal sum per key; a group of W keys
+// none of which is visible is not computed.
 template <class E>
 inline float block_scores(const float *q, const E *k, int64_t ld, int64_t jb, int64_t nb, int hd,
                           const int32_t *kv_pos, int32_t qp, int32_t window, float cap, float *s) {
+    int64_t j = 0;
+    if (hd % W == 0) {
+        for (; j + W <= nb; j += W) {
+            bool any = false;
+            for (int u = 0; u < W && !any; ++u) any = key_visible(kv_pos[jb + j + u], qp, window);
+            if (!any) {
+                V::store(s + j, V::set1(-INFINITY));
+                continue;
+            }
+            F acc[W];
+#pragma GCC unroll 16
+            for (int u = 0; u < W; ++u) {
+                const E *kj = k + (jb + j + u) * ld;
+                F a = V::mul(V::load(q), load_elems(kj));
+                for (int d = W; d < hd; d += W) a = V::fmadd(V::load(q + d), load_elems(kj + d), a);
+                acc[u] = a;
+            }
+            V::store(s + j, V::reduce_rows(acc));
+        }
+    }
+    for (; j < nb; ++j) s[j] = dot_elems(q, k + (jb + j) * ld, hd);
     float mx = -INFINITY;
-    for (int64_t j = 0; j < nb; ++j) {
+    for (j = 0; j < nb; ++j) {
         if (key_visible(kv_pos[jb + j], qp, window)) {
-            s[j] = dot_elems(q, k + (jb + j) * ld, hd);
             if (cap > 0.0f) s[j] = softcap_score(s[j], cap);
             mx = fmaxf_(mx, s[j]);
         } else {
@@ -522,6 +545,41 @@ inline float block_scores(const float *q, const E *k, int64_t ld, int64_t jb, in
         }
     }
     return mx;
+}
+
+// acc_values for R rows sharing one block of V (the query heads of a KV
+// group): o_r = o_r * factor[r] + sum_j p[r][j] * v_j, each v_j loaded once
+// for all rows, 2W columns at a time (2R accumulators). Per row and column
+// the same operations in the same order as acc_values. hd % (2W) == 0.
+template <int R, class E>
+inline void acc_values_rows(float *o, const float *factor, const float *p, int64_t ldp, int64_t nb, const E *v,
+                            int64_t ld, int hd) {
+    for (int d = 0; d < hd; d += 2 * W) {
+        F a0[R], a1[R];
+        for (int r = 0; r < R; ++r) {
+            const F f = V::set1(factor[r]);
+            a0[r] = V::mul(V::load(o + r * hd + d), f);
+            a1[r] = V::mul(V::load(o + r * hd + d + W), f);
+        }
+        for (int64_t j = 0; j < nb; ++j) {
+            bool any = false;
+            for (int r = 0; r < R; ++r) any |= p[r * ldp + j] != 0.0f;
+            if (!any) continue;
+            const E *vj = v + j * ld + d;
+            const F v0 = load_elems(vj), v1 = load_elems(vj + W);
+            for (int r = 0; r < R; ++r) {
+                const float pr = p[r * ldp + j];
+                if (pr == 0.0f) continue;   // as acc_values: a hidden key's value is never read into a row
+                const F pj = V::set1(pr);
+                a0[r] = V::fmadd(pj, v0, a0[r]);
+                a1[r] = V::fmadd(pj, v1, a1[r]);
+            }
+        }
+        for (int r = 0; r < R; ++r) {
+            V::store(o + r * hd + d, a0[r]);
+            V::store(o + r * hd + d + W, a1[r]);
+        }
+    }
 }
 
 inline void scaled_query(const AttentionArgs &a, int64_t i, int h, float scale, float *qs) {
@@ -544,38 +602,61 @@ template <class E>
 void attn_partial_rows(const AttentionArgs &a, float scale, int g, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
                        const E *kg, const E *vg, float *o, float *m, float *l, float *scratch) {
     const int ng = a.n_head / a.n_head_kv, hd = a.head_dim;
+    static_assert(lctx::cpu::kAttnTiledMinRows <= 8, "acc_values_rows is instantiated for up to 7 rows");
     const int64_t rows = (i1 - i0) * ng;   // < kAttnTiledMinRows
     for (int64_t r = 0; r < rows; ++r) {
         m[r] = -INFINITY;
         l[r] = 0.0f;
         for (int d = 0; d < hd; ++d) o[r * hd + d] = 0.0f;
     }
-    float *s = scratch, *qs = scratch + 2 * kAttnKeyBlock;
+    // Scratch: each row's scores of a block, the scaled queries, the rows' factors.
+    float *s = scratch, *qs = scratch + rows * kAttnKeyBlock;
     for (int64_t i = i0; i < i1; ++i)
         for (int u = 0; u < ng; ++u) scaled_query(a, i, g * ng + u, scale, qs + ((i - i0) * ng + u) * hd);
-    // Key blocks outer so a block of K and V stays in L1 for all the rows.
+    // Key blocks outer so a block of K and V stays in L1 for all the rows;
+    // each row's scores and softmax first, then one pass over the block's V
+    // for all rows (acc_values_rows), which loads each value once.
     // (Scoring all rows of a group per key row read, so each key is loaded
-    // and widened once, measured no faster in decode: the dots' horizontal
-    // sums and the P.V chains cost more than the loads.)
+    // and widened once, measured no faster in decode.)
+    float *factor = qs + rows * hd;
+    const bool shared_v = hd % (2 * W) == 0 && rows <= 7;
     for (int64_t jb = j0; jb < j1; jb += kAttnKeyBlock) {
         const int64_t nb = min64(kAttnKeyBlock, j1 - jb);
+        bool any = false;
         for (int64_t i = i0; i < i1; ++i) {
             const int32_t qp = a.q_pos[i];
             for (int u = 0; u < ng; ++u) {
                 const int64_t r = (i - i0) * ng + u;
+                float *sr = s + r * kAttnKeyBlock;
                 const float bmax = block_scores(qs + r * hd, kg, a.ld_kv, jb, nb, hd,
-                                                a.kv_pos + g * a.kv_pos_head_stride, qp, a.window, a.softcap, s);
+                                                a.kv_pos + g * a.kv_pos_head_stride, qp, a.window, a.softcap, sr);
                 if (a.row_scores)
-                    std::memcpy(a.row_scores + (i * a.n_head + g * ng + u) * a.n_kv + jb, s,
+                    std::memcpy(a.row_scores + (i * a.n_head + g * ng + u) * a.n_kv + jb, sr,
                                 static_cast<size_t>(nb) * sizeof(float));
-                if (bmax == -INFINITY) continue;
+                if (bmax == -INFINITY) {   // nothing visible: the row is left as it is
+                    factor[r] = 1.0f;
+                    for (int64_t j = 0; j < nb; ++j) sr[j] = 0.0f;
+                    continue;
+                }
+                any = true;
                 const float mnew = fmaxf_(m[r], bmax);
-                const float factor = m[r] == -INFINITY ? 0.0f : __builtin_expf(m[r] - mnew);
-                const float sum = exp_sum(s, nb, mnew);
-                l[r] = l[r] * factor + sum;
-                acc_values(o + r * hd, factor, s, nb, vg + jb * a.ld_kv, a.ld_kv, hd);
+                factor[r] = m[r] == -INFINITY ? 0.0f : __builtin_expf(m[r] - mnew);
+                const float sum = exp_sum(sr, nb, mnew);
+                l[r] = l[r] * factor[r] + sum;
                 m[r] = mnew;
+                if (!shared_v) acc_values(o + r * hd, factor[r], sr, nb, vg + jb * a.ld_kv, a.ld_kv, hd);
             }
+        }
+        if (!shared_v || !any) continue;
+        const E *vb = vg + jb * a.ld_kv;
+        switch (rows) {
+        case 1: acc_values_rows<1>(o, factor, s, kAttnKeyBlock, nb, vb, a.ld_kv, hd); break;
+        case 2: acc_values_rows<2>(o, factor, s, kAttnKeyBlock, nb, vb, a.ld_kv, hd); break;
+        case 3: acc_values_rows<3>(o, factor, s, kAttnKeyBlock, nb, vb, a.ld_kv, hd); break;
+        case 4: acc_values_rows<4>(o, factor, s, kAttnKeyBlock, nb, vb, a.ld_kv, hd); break;
+        case 5: acc_values_rows<5>(o, factor, s, kAttnKeyBlock, nb, vb, a.ld_kv, hd); break;
+        case 6: acc_values_rows<6>(o, factor, s, kAttnKeyBlock, nb, vb, a.ld_kv, hd); break;
+        default: acc_values_rows<7>(o, factor, s, kAttnKeyBlock, nb, vb, a.ld_kv, hd); break;
         }
     }
 }
