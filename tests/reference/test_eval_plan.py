@@ -1,0 +1,48 @@
+"""bench/eval_plan.py: remaining combinations and their estimated time, worked by hand."""
+import json
+import pathlib
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench"))
+import eval_plan  # noqa: E402
+
+
+def write(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"kind": "run", "command": "x"}\n')
+
+
+def row(m, t, L, i, wall, error=None):
+    r = {"method": m, "task": t, "length": L, "sample": i, "seed": 42, "score": 0.0, "wall_s": wall}
+    if error:
+        r["error"] = error
+    return r
+
+
+def test_estimates(tmp_path):
+    cur, old = tmp_path / "cur.jsonl", tmp_path / "old.jsonl"
+    write(cur, [row("reform", "vt", 8192, 0, 10), row("reform", "vt", 8192, 1, 30), row("reform", "vt", 8192, 2, 500, "timed out"),
+                row("oracle", "vt", 8192, 0, 7), row("full", "vt", 8192, 0, 20)])
+    write(old, [row("reform", "vt", 32768, 0, 80), row("full", "vt", 32768, 0, 320)])
+    med = eval_plan.times([eval_plan.load(cur), eval_plan.load(old)])
+    assert med[("reform", 8192)] == 20          # median of 10 and 30; the error row does not count
+    assert eval_plan.estimate(med, "reform", 8192) == (20, False)
+    # 20 s -> 80 s over 4x length: exponent 1, so 320 s at 128K.
+    t, est = eval_plan.estimate(med, "reform", 131072)
+    assert est and abs(t - 320) < 1e-9
+    # FULL: 20 s -> 320 s is exponent 2: 5,120 s at 128K; RefreshKV borrows FULL's measured time.
+    assert abs(eval_plan.estimate(med, "full", 131072)[0] - 5120) < 1e-9
+    assert eval_plan.estimate(med, "refreshkv", 32768) == (320, True)
+    # The oracle costs the same at every length; a method never seen has no time.
+    assert eval_plan.estimate(med, "oracle", 1048576) == (7, True)
+    assert eval_plan.estimate(med, "h2o", 8192) == (None, True)
+
+
+def test_counts_what_is_left(tmp_path):
+    cur = tmp_path / "cur.jsonl"
+    write(cur, [row("reform", "vt", 8192, 0, 10), row("reform", "cwe", 8192, 0, 10), row("reform", "vt", 8192, 1, 10)])
+    out = subprocess.run([sys.executable, str(ROOT / "bench" / "eval_plan.py"), str(cur), "--methods", "reform",
+                          "--tasks", "vt,cwe", "--lengths", "8k:3"], capture_output=True, text=True, check=True).stdout
+    # 2 tasks x 3 samples = 6, 3 done: 3 left at 10 s.
+    assert "| reform | 3 x 10 s = 0.0 h | 0.0 |" in out, out
