@@ -513,11 +513,11 @@ inline void acc_values(float *o, float factor, const float *p, int64_t nb, const
 // none of which is visible is not computed.
 template <class E>
 inline float block_scores(const float *q, const E *k, int64_t ld, int64_t jb, int64_t nb, int hd,
-                          const int32_t *kv_pos, int32_t qp, int32_t window, float cap, float *s) {
+                          const int32_t *kv_pos, int32_t qp, int32_t window, float cap, bool all_visible, float *s) {
     int64_t j = 0;
     if (hd % W == 0) {
         for (; j + W <= nb; j += W) {
-            bool any = false;
+            bool any = all_visible;
             for (int u = 0; u < W && !any; ++u) any = key_visible(kv_pos[jb + j + u], qp, window);
             if (!any) {
                 V::store(s + j, V::set1(-INFINITY));
@@ -535,6 +535,13 @@ inline float block_scores(const float *q, const E *k, int64_t ld, int64_t jb, in
         }
     }
     for (; j < nb; ++j) s[j] = dot_elems(q, k + (jb + j) * ld, hd);
+    if (all_visible && cap <= 0.0f) {   // decode's usual case: one vector max, no per-key mask
+        F vm = V::set1(-INFINITY);
+        for (j = 0; j + W <= nb; j += W) vm = V::max(vm, V::load(s + j));
+        float mx = V::hmax(vm);
+        for (; j < nb; ++j) mx = fmaxf_(mx, s[j]);
+        return mx;
+    }
     float mx = -INFINITY;
     for (j = 0; j < nb; ++j) {
         if (key_visible(kv_pos[jb + j], qp, window)) {
@@ -547,11 +554,25 @@ inline float block_scores(const float *q, const E *k, int64_t ld, int64_t jb, in
     return mx;
 }
 
+// Whether every key of [jb, jb + nb) is visible to a query at qp: the
+// visible positions form one interval, so the lowest and highest decide.
+inline bool block_all_visible(const int32_t *kv_pos, int64_t jb, int64_t nb, int32_t qp, int32_t window) {
+    int32_t lo = kv_pos[jb], hi = kv_pos[jb];
+    for (int64_t j = 1; j < nb; ++j) {
+        lo = kv_pos[jb + j] < lo ? kv_pos[jb + j] : lo;
+        hi = kv_pos[jb + j] > hi ? kv_pos[jb + j] : hi;
+    }
+    return key_visible(lo, qp, window) && key_visible(hi, qp, window);
+}
+
 // acc_values for R rows sharing one block of V (the query heads of a KV
 // group): o_r = o_r * factor[r] + sum_j p[r][j] * v_j, each v_j loaded once
 // for all rows, 2W columns at a time (2R accumulators). Per row and column
 // the same operations in the same order as acc_values. hd % (2W) == 0.
-template <int R, class E>
+// checked: some key of the block may be hidden from some row (p = 0 there,
+// and its value is then never read into that row); unchecked: every key is
+// visible to every row, p = 0 only by underflow, and no test is made.
+template <int R, bool checked, class E>
 inline void acc_values_rows(float *o, const float *factor, const float *p, int64_t ldp, int64_t nb, const E *v,
                             int64_t ld, int hd) {
     for (int d = 0; d < hd; d += 2 * W) {
@@ -562,14 +583,16 @@ inline void acc_values_rows(float *o, const float *factor, const float *p, int64
             a1[r] = V::mul(V::load(o + r * hd + d + W), f);
         }
         for (int64_t j = 0; j < nb; ++j) {
-            bool any = false;
-            for (int r = 0; r < R; ++r) any |= p[r * ldp + j] != 0.0f;
-            if (!any) continue;
+            if constexpr (checked) {
+                bool any = false;
+                for (int r = 0; r < R; ++r) any |= p[r * ldp + j] != 0.0f;
+                if (!any) continue;
+            }
             const E *vj = v + j * ld + d;
             const F v0 = load_elems(vj), v1 = load_elems(vj + W);
             for (int r = 0; r < R; ++r) {
                 const float pr = p[r * ldp + j];
-                if (pr == 0.0f) continue;   // as acc_values: a hidden key's value is never read into a row
+                if (checked && pr == 0.0f) continue;   // as acc_values: a hidden key's value is never read into a row
                 const F pj = V::set1(pr);
                 a0[r] = V::fmadd(pj, v0, a0[r]);
                 a1[r] = V::fmadd(pj, v1, a1[r]);
@@ -598,6 +621,21 @@ namespace {
 // bound by the bytes of K/V read per token). Many rows (kAttnTiledMinRows):
 // the tiled kernel, f32 only (the driver widens f16 storage for it).
 
+// acc_values_rows for a run-time row count (1..7).
+template <bool checked, class E>
+inline void acc_rows(int64_t rows, float *o, const float *factor, const float *p, int64_t nb, const E *v, int64_t ld,
+                     int hd) {
+    switch (rows) {
+    case 1: acc_values_rows<1, checked>(o, factor, p, kAttnKeyBlock, nb, v, ld, hd); break;
+    case 2: acc_values_rows<2, checked>(o, factor, p, kAttnKeyBlock, nb, v, ld, hd); break;
+    case 3: acc_values_rows<3, checked>(o, factor, p, kAttnKeyBlock, nb, v, ld, hd); break;
+    case 4: acc_values_rows<4, checked>(o, factor, p, kAttnKeyBlock, nb, v, ld, hd); break;
+    case 5: acc_values_rows<5, checked>(o, factor, p, kAttnKeyBlock, nb, v, ld, hd); break;
+    case 6: acc_values_rows<6, checked>(o, factor, p, kAttnKeyBlock, nb, v, ld, hd); break;
+    default: acc_values_rows<7, checked>(o, factor, p, kAttnKeyBlock, nb, v, ld, hd); break;
+    }
+}
+
 template <class E>
 void attn_partial_rows(const AttentionArgs &a, float scale, int g, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
                        const E *kg, const E *vg, float *o, float *m, float *l, float *scratch) {
@@ -622,14 +660,17 @@ void attn_partial_rows(const AttentionArgs &a, float scale, int g, int64_t i0, i
     const bool shared_v = hd % (2 * W) == 0 && rows <= 7;
     for (int64_t jb = j0; jb < j1; jb += kAttnKeyBlock) {
         const int64_t nb = min64(kAttnKeyBlock, j1 - jb);
-        bool any = false;
+        const int32_t *kv_pos = a.kv_pos + g * a.kv_pos_head_stride;
+        bool any = false, all_visible = true;
         for (int64_t i = i0; i < i1; ++i) {
             const int32_t qp = a.q_pos[i];
+            const bool visible = block_all_visible(kv_pos, jb, nb, qp, a.window);
+            all_visible = all_visible && visible;
             for (int u = 0; u < ng; ++u) {
                 const int64_t r = (i - i0) * ng + u;
                 float *sr = s + r * kAttnKeyBlock;
-                const float bmax = block_scores(qs + r * hd, kg, a.ld_kv, jb, nb, hd,
-                                                a.kv_pos + g * a.kv_pos_head_stride, qp, a.window, a.softcap, sr);
+                const float bmax = block_scores(qs + r * hd, kg, a.ld_kv, jb, nb, hd, kv_pos, qp, a.window, a.softcap,
+                                                visible, sr);
                 if (a.row_scores)
                     std::memcpy(a.row_scores + (i * a.n_head + g * ng + u) * a.n_kv + jb, sr,
                                 static_cast<size_t>(nb) * sizeof(float));
@@ -649,15 +690,8 @@ void attn_partial_rows(const AttentionArgs &a, float scale, int g, int64_t i0, i
         }
         if (!shared_v || !any) continue;
         const E *vb = vg + jb * a.ld_kv;
-        switch (rows) {
-        case 1: acc_values_rows<1>(o, factor, s, kAttnKeyBlock, nb, vb, a.ld_kv, hd); break;
-        case 2: acc_values_rows<2>(o, factor, s, kAttnKeyBlock, nb, vb, a.ld_kv, hd); break;
-        case 3: acc_values_rows<3>(o, factor, s, kAttnKeyBlock, nb, vb, a.ld_kv, hd); break;
-        case 4: acc_values_rows<4>(o, factor, s, kAttnKeyBlock, nb, vb, a.ld_kv, hd); break;
-        case 5: acc_values_rows<5>(o, factor, s, kAttnKeyBlock, nb, vb, a.ld_kv, hd); break;
-        case 6: acc_values_rows<6>(o, factor, s, kAttnKeyBlock, nb, vb, a.ld_kv, hd); break;
-        default: acc_values_rows<7>(o, factor, s, kAttnKeyBlock, nb, vb, a.ld_kv, hd); break;
-        }
+        if (all_visible) acc_rows<false>(rows, o, factor, s, nb, vb, a.ld_kv, hd);
+        else acc_rows<true>(rows, o, factor, s, nb, vb, a.ld_kv, hd);
     }
 }
 
@@ -702,7 +736,7 @@ void attn_colsum(const AttentionArgs &a, float scale, int g, int64_t j0, int64_t
                 } else {
                     scaled_query(a, i, h, scale, qs);
                     if (block_scores(qs, kg, a.ld_kv, jb, nb, hd, a.kv_pos + g * a.kv_pos_head_stride, a.q_pos[i],
-                                     a.window, a.softcap, s) == -INFINITY)
+                                     a.window, a.softcap, false, s) == -INFINITY)
                         continue;
                 }
                 exp_sum(s, nb, m[i * a.n_head + h]);
