@@ -6,6 +6,7 @@ import (
 	"go/parser"
 	"go/token"
 	"math"
+	"math/rand"
 	"os"
 	"path/filepath"
 	"strings"
@@ -233,6 +234,69 @@ func TestIlreParams(t *testing.T) {
 		} else if !errors.Is(err, ErrInvalidArg) || !strings.Contains(err.Error(), b.want) {
 			t.Errorf("%s: %v", b.want, err)
 		}
+	}
+}
+
+// Attended (lctx_session_attended): one share per stored token, in [0, 1];
+// the global and local tokens were in every layer's window, the middle only
+// where a layer's spans fell (3 spans of 8: at most 24 of 264); refused with
+// ErrUnsupported for FULL, whose decode attends to its whole cache.
+func TestAttendedSharesOfReAttention(t *testing.T) {
+	m := tinyModel(t)
+	rng := rand.New(rand.NewSource(11))
+	doc := make([]Token, 300)
+	for k := range doc {
+		doc[k] = Token(3 + rng.Intn(m.NVocab()-3))
+	}
+	a := DefaultReAttentionParams()
+	a.NGlobal, a.NLocal, a.Span, a.NSpans, a.Chunk = 4, 32, 8, 3, 16
+	s, err := NewSession(m, &SessionParams{Method: MethodReAttention, NCtx: 512, Threads: 1, ReAttention: &a})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if share, err := s.Attended(); err != nil || len(share) != 0 {
+		t.Fatalf("Attended before feeding: %d shares, %v; want none", len(share), err)
+	}
+	if err := s.Feed(doc); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.BuildIndex(); err != nil {
+		t.Fatal(err)
+	}
+	share, err := s.Attended()
+	if err != nil || len(share) != 300 || s.NFed() != 300 {
+		t.Fatalf("Attended: %d shares (%d fed), %v; want 300", len(share), s.NFed(), err)
+	}
+	unseen := 0
+	for k, v := range share {
+		if v < 0 || v > 1 {
+			t.Errorf("token %d: share %g outside [0, 1]", k, v)
+		}
+		if (k < 4 || k >= 300-32) && v != 1 {
+			t.Errorf("token %d (global or local): share %g, want 1", k, v)
+		}
+		if k >= 4 && k < 300-32 && v == 0 {
+			unseen++
+		}
+	}
+	if unseen == 0 {
+		t.Errorf("every middle token was in some layer's window: %v", share[4:300-32])
+	}
+
+	f, err := NewSession(m, &SessionParams{Method: MethodFull, NCtx: 512, Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Feed(doc); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.BuildIndex(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Attended(); !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "attends to its whole cache") {
+		t.Fatalf("Attended on FULL: %v, want ErrUnsupported", err)
 	}
 }
 

@@ -777,3 +777,28 @@ func (s *Session) SelectScores() (raw, ranked []float32, forcedFirst, forcedLast
 	})
 	return raw, ranked, int64(first), int64(last), err
 }
+
+// Attended returns what the latest step's attention could see (ReAttention):
+// for each stored token (document, then question and answer so far), the
+// share of layers whose attention window held it, in [0, 1]; all 0 before the
+// first step. ErrUnsupported for a method whose decode attends to its whole
+// cache.
+func (s *Session) Attended() ([]float32, error) {
+	var n C.int64_t
+	if err := call("lctx_session_attended", func() C.lctx_status {
+		return C.lctx_session_attended(s.h, nil, 0, &n)
+	}); err != nil {
+		return nil, err
+	}
+	share := make([]float32, int(n))
+	var p *C.float
+	if n > 0 {
+		p = (*C.float)(unsafe.Pointer(&share[0]))
+	}
+	if err := call("lctx_session_attended", func() C.lctx_status {
+		return C.lctx_session_attended(s.h, p, n, &n)
+	}); err != nil {
+		return nil, err
+	}
+	return share, nil
+}

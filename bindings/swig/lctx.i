@@ -49,6 +49,7 @@
 %ignore lctx_selection_scores;
 %ignore lctx_session_logits;
 %ignore lctx_session_select_scores; /* raw or ranked: lctxsw_session_select_scores; forced: lctxsw_session_select_forced */
+%ignore lctx_session_attended;      /* the shares: lctxsw_session_attended */
 %ignore lctx_log_set;
 %ignore lctx_session_refreshkv_stats; /* per-layer counts: lctxsw_session_refreshkv_layer_steps */
 %ignore lctx_chat_message; /* lctx_chat_apply takes (role, content, ...) strings */
@@ -61,6 +62,7 @@
 %rename(lctx_selection_scores) lctxsw_selection_scores;
 %rename(lctx_session_logits) lctxsw_session_logits;
 %rename(lctx_session_select_scores) lctxsw_session_select_scores;
+%rename(lctx_session_attended) lctxsw_session_attended;
 %rename(lctx_log_set) lctxsw_log_set;
 %rename(lctx_session_refreshkv_stats) lctxsw_session_refreshkv_stats;
 

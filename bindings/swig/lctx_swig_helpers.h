@@ -187,6 +187,23 @@ static lctxsw_floats lctxsw_session_select_scores(const lctx_session *session, b
     return r;
 }
 
+/* Per stored token, the share of layers whose attention window held it at
+ * the latest step (lctx_session_attended; ReAttention). The status of
+ * lctx_session_attended on failure (LCTX_ERR_UNSUPPORTED for a method whose
+ * decode attends to its whole cache). */
+static lctxsw_floats lctxsw_session_attended(const lctx_session *session) {
+    lctxsw_floats r = {LCTX_OK, NULL, 0};
+    int64_t n = 0;
+    r.status = lctx_session_attended(session, NULL, 0, &n);
+    if (r.status != LCTX_OK) return r;
+    r.data = (float *)malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+    if (!r.data) { r.status = LCTX_ERR_OUT_OF_MEMORY; return r; }
+    r.status = lctx_session_attended(session, r.data, n, &n);
+    if (r.status != LCTX_OK) { free(r.data); r.data = NULL; return r; }
+    r.n = (size_t)n;
+    return r;
+}
+
 /* The forced ranges of the last select as {forced_first, forced_last}: the
  * first and last document tokens gathered whatever their scores. */
 static lctxsw_positions lctxsw_session_select_forced(const lctx_session *session) {

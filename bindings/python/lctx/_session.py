@@ -343,6 +343,15 @@ class Session:
                             ranked=_as_array(capi.lctx_session_select_scores(self.handle, True), "float32"),
                             forced_first=int(forced[0]), forced_last=int(forced[1]))
 
+    def attended(self):
+        """What the latest step's attention could see (ReAttention,
+        lctx_session_attended): for each stored token (document, then question
+        and answer so far), the share of layers whose attention window held it,
+        in [0, 1]; all 0 before the first step. A numpy float32 array when
+        numpy is installed, else a list. lctx.UnsupportedError for a method
+        whose decode attends to its whole cache."""
+        return _as_array(capi.lctx_session_attended(self.handle), "float32")
+
     def recompute(self, selection: Selection) -> None:
         self._stage_label[0] = "recompute"
         capi.lctx_recompute(self.handle, selection._h)

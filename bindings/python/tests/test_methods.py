@@ -149,6 +149,33 @@ def test_select_scores_are_the_ones_the_selection_used(model):
                 s.select_scores()
 
 
+def test_attended_shares_of_reattention(model):
+    # Session.attended (lctx_session_attended): one share per stored token, in
+    # [0, 1]; the global and local tokens were in every layer's window, the
+    # middle only where a layer's spans fell (3 spans of 8: at most 24 of 264);
+    # refused for FULL, whose decode attends to its whole cache.
+    import random
+    rng = random.Random(11)
+    doc = [rng.randint(3, model.n_vocab - 1) for _ in range(300)]
+    params = dict(method=lctx.Method.REATTENTION, n_ctx=512, n_threads=1, reattention_n_global=4,
+                  reattention_n_local=32, reattention_span=8, reattention_n_spans=3, reattention_chunk=16)
+    with model.session(**params) as s:
+        assert len(s.attended()) == 0  # nothing stored yet
+        assert s.feed(doc) == 300
+        s.build_index()
+        share = [float(v) for v in s.attended()]
+        assert len(share) == 300 == s.n_fed
+        assert all(0.0 <= v <= 1.0 for v in share), share
+        assert share[:4] == [1.0] * 4
+        assert share[-32:] == [1.0] * 32
+        assert any(v == 0.0 for v in share[4:-32]), share[4:-32]
+    with model.session(method=lctx.Method.FULL, n_ctx=512, n_threads=1) as s:
+        s.feed(doc)
+        s.build_index()
+        with pytest.raises(lctx.UnsupportedError, match="attends to its whole cache"):
+            s.attended()
+
+
 def test_reform_repeat_window_ranks_repeated_text_once(model):
     # reform_repeat_window (lctx_reform_params.repeat_window): a document of
     # four copies of one passage; by default (16) the later copies rank below

@@ -682,6 +682,18 @@ impl<'m> Session<'m> {
         })?;
         Ok((raw, ranked, first, last))
     }
+    /// What the latest step's attention could see (ReAttention): for each
+    /// stored token (document, then question and answer so far), the share of
+    /// layers whose attention window held it, in [0, 1]; all 0 before the
+    /// first step. `Status::Unsupported` for a method whose decode attends to
+    /// its whole cache.
+    pub fn attended(&self) -> Result<Vec<f32>> {
+        let mut n = 0i64;
+        check(unsafe { sys::lctx_session_attended(self.h.as_ptr(), std::ptr::null_mut(), 0, &mut n) })?;
+        let mut share = vec![0f32; n as usize];
+        check(unsafe { sys::lctx_session_attended(self.h.as_ptr(), share.as_mut_ptr(), n, &mut n) })?;
+        Ok(share)
+    }
     /// Message of the last failed call on this session ("" if none).
     pub fn last_error(&self) -> String {
         c_text(unsafe { sys::lctx_session_last_error(self.h.as_ptr()) })

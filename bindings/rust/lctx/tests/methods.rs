@@ -104,6 +104,54 @@ fn ilre_session_with_explicit_params() {
     }
 }
 
+/// attended (lctx_session_attended): one share per stored token, in [0, 1];
+/// the global and local tokens were in every layer's window, the middle only
+/// where a layer's spans fell (3 spans of 8: at most 24 of 264); refused for
+/// FULL, whose decode attends to its whole cache.
+#[test]
+fn attended_shares_of_reattention() {
+    let m = common::tiny_model();
+    // 300 tokens in [3, n_vocab) from a fixed xorshift (no rand crate).
+    let mut x = 11u64;
+    let doc: Vec<i32> = (0..300)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            3 + (x % (m.n_vocab() as u64 - 3)) as i32
+        })
+        .collect();
+    let params = SessionParams {
+        method: Method::ReAttention,
+        n_ctx: 512,
+        n_threads: 1,
+        reattention_n_global: 4,
+        reattention_n_local: 32,
+        reattention_span: 8,
+        reattention_n_spans: 3,
+        reattention_chunk: 16,
+        ..Default::default()
+    };
+    let mut s = m.session(&params).unwrap();
+    assert!(s.attended().unwrap().is_empty(), "nothing stored yet");
+    s.feed(&doc).unwrap();
+    s.build_index().unwrap();
+    let share = s.attended().unwrap();
+    assert_eq!((share.len(), s.n_fed()), (300, 300));
+    assert!(share.iter().all(|v| (0.0..=1.0).contains(v)), "{share:?}");
+    assert!(share[..4].iter().all(|&v| v == 1.0), "global: {:?}", &share[..4]);
+    assert!(share[300 - 32..].iter().all(|&v| v == 1.0), "local: {:?}", &share[300 - 32..]);
+    assert!(share[4..300 - 32].iter().any(|&v| v == 0.0), "every middle token was seen: {:?}", &share[4..300 - 32]);
+    drop(s);
+
+    let mut f = m.session(&SessionParams { method: Method::Full, n_ctx: 512, n_threads: 1, ..Default::default() }).unwrap();
+    f.feed(&doc).unwrap();
+    f.build_index().unwrap();
+    let e = f.attended().unwrap_err();
+    assert_eq!(e.status, Status::Unsupported, "{}", e.message);
+    assert!(e.message.contains("attends to its whole cache"), "{}", e.message);
+}
+
 /// reform_repeat_window reaches lctx_reform_params.repeat_window: 1 is refused, -1 (off) and 40 accepted.
 #[test]
 fn reform_repeat_window() {

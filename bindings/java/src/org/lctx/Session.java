@@ -320,6 +320,15 @@ public final class Session implements AutoCloseable {
                 LctxNative.lctx_session_select_scores(ptr(), true), forced);
     }
 
+    /** What the latest step's attention could see (ReAttention,
+     * lctx_session_attended): for each stored token (document, then question
+     * and answer so far), the share of layers whose attention window held it,
+     * in [0, 1]; all 0 before the first step. An LctxException with
+     * LCTX_ERR_UNSUPPORTED for a method whose decode attends to its whole cache. */
+    public float[] attended() {
+        return LctxNative.lctx_session_attended(ptr());
+    }
+
     /** lctx_refreshkv_stats plus the per-layer step counts. A layer step is one
      * layer of one decoded token: nFull + nPartial == nSteps * nLayer and
      * layerFull[l] + layerPartial[l] == nSteps. */

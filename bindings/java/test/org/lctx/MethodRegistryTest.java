@@ -13,6 +13,7 @@ import java.lang.reflect.Modifier;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Locale;
+import java.util.Random;
 import java.util.TreeMap;
 import java.util.function.Consumer;
 import java.util.function.Function;
@@ -163,6 +164,51 @@ class MethodRegistryTest {
             e = assertThrows(LctxException.class, () -> m.newSession(params.apply(i -> i.setChunk(-1))));
             assertEquals(lctx_status.LCTX_ERR_INVALID_ARG, e.status(), e.getMessage());
             assertTrue(e.getMessage().contains("chunk"), e.getMessage());
+        }
+    }
+
+    /** attended (lctx_session_attended): one share per stored token, in [0, 1]; the
+     * global and local tokens were in every layer's window, the middle only where a
+     * layer's spans fell (3 spans of 8: at most 24 of 264); refused for FULL, whose
+     * decode attends to its whole cache. */
+    @Test
+    void attendedSharesOfReattention() {
+        Path tiny = tinyModel();
+        assertTrue(Files.isRegularFile(tiny), "test model missing: " + tiny);
+        try (Model m = new Model(tiny.toString(), 1, true)) {
+            Random rng = new Random(11);
+            int[] doc = new int[300];
+            for (int k = 0; k < doc.length; k++) doc[k] = 3 + rng.nextInt(m.nVocab() - 3);
+            Session.Params params = new Session.Params().method(lctx_method.LCTX_METHOD_REATTENTION).nCtx(512)
+                    .nThreads(1).reattention(r -> {
+                        r.setN_global(4);
+                        r.setN_local(32);
+                        r.setSpan(8);
+                        r.setN_spans(3);
+                        r.setChunk(16);
+                    });
+            try (Session s = m.newSession(params)) {
+                assertEquals(0, s.attended().length, "nothing stored yet");
+                s.feed(doc);
+                s.buildIndex();
+                float[] share = s.attended();
+                assertEquals(300, share.length);
+                assertEquals(300, s.nFed());
+                int unseen = 0;
+                for (int t = 0; t < share.length; t++) {
+                    assertTrue(share[t] >= 0.0f && share[t] <= 1.0f, "token " + t + ": " + share[t]);
+                    if (t < 4 || t >= 300 - 32) assertEquals(1.0f, share[t], "token " + t);
+                    else if (share[t] == 0.0f) unseen++;
+                }
+                assertTrue(unseen > 0, "every middle token was in some layer's window");
+            }
+            try (Session f = m.newSession(new Session.Params().method(lctx_method.LCTX_METHOD_FULL).nCtx(512).nThreads(1))) {
+                f.feed(doc);
+                f.buildIndex();
+                LctxException e = assertThrows(LctxException.class, f::attended);
+                assertEquals(lctx_status.LCTX_ERR_UNSUPPORTED, e.status(), e.getMessage());
+                assertTrue(e.getMessage().contains("attends to its whole cache"), e.getMessage());
+            }
         }
     }
 
