@@ -54,14 +54,14 @@ std::string score_cell(const Cell &c, bool perplexity) {
 }
 
 // " (est. 2.5 h/sample)" for a length past the method's measured ones: the
-// mean wall time per sample extrapolated along the power law through its two
+// median wall time per sample extrapolated along the power law through its two
 // largest measured lengths (exponent clamped to [1, 2]: linear to quadratic
 // in the input). Empty with fewer than two measured lengths.
-std::string estimate_text(const std::map<std::pair<std::string, int64_t>, Cell> &time, const std::string &m,
+std::string estimate_text(const std::map<std::pair<std::string, int64_t>, double> &time, const std::string &m,
                           int64_t L) {
     std::vector<std::pair<int64_t, double>> pts;   // ascending length
-    for (const auto &[k, c] : time)
-        if (k.first == m && c.n && c.mean() > 0) pts.emplace_back(k.second, c.mean());
+    for (const auto &[k, t] : time)
+        if (k.first == m && t > 0) pts.emplace_back(k.second, t);
     if (pts.size() < 2 || L <= pts.back().first) return "";
     const auto &[l1, t1] = pts[pts.size() - 2];
     const auto &[l2, t2] = pts.back();
@@ -95,7 +95,7 @@ std::string markdown_report(const std::vector<Row> &rows, const std::vector<std:
 
     // (task, method, length) -> scores; (method, length) -> time and memory.
     std::map<std::tuple<std::string, std::string, int64_t>, Cell> cells;
-    std::map<std::pair<std::string, int64_t>, Cell> time;
+    std::map<std::pair<std::string, int64_t>, std::vector<double>> walls;
     std::map<std::pair<std::string, int64_t>, double> rss;
     std::map<std::pair<std::string, int64_t>, std::set<std::string>> cpus;
     std::map<std::string, int> rows_per_cpu;
@@ -111,12 +111,19 @@ std::string markdown_report(const std::vector<Row> &rows, const std::vector<std:
         Cell &c = cells[{r.task, r.method, r.length}];
         if (r.ok()) c.sum += is_perplexity_task(r.task) ? std::log(std::max(r.score, 1e-30)) : r.score, ++c.n;
         else ++c.errors;
-        Cell &t = time[{r.method, r.length}];
-        t.sum += r.wall_s, ++t.n;
+        walls[{r.method, r.length}].push_back(r.wall_s);
         double &m = rss[{r.method, r.length}];
         m = std::max(m, r.peak_rss_mib);
     }
 
+    // The median, not the mean: one run slowed by other work on the machine
+    // should not move a method's time.
+    std::map<std::pair<std::string, int64_t>, double> time;
+    for (auto &[k, v] : walls) {
+        std::sort(v.begin(), v.end());
+        const size_t n = v.size();
+        time[k] = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    }
     std::string md = "# lctx eval results\n\n";
     std::vector<std::string> scored;   // the tasks of the average: accuracies, not perplexities
     for (const auto &t : tasks)
@@ -204,14 +211,14 @@ std::string markdown_report(const std::vector<Row> &rows, const std::vector<std:
             md += "\n";
         }
     }
-    md += "\n## Time and memory\n\nMean wall time per sample (seconds; model load, encoding, question and answer) "
+    md += "\n## Time and memory\n\nMedian wall time per sample (seconds; model load, encoding, question and answer) "
           "and the largest peak RSS (MiB) of one run.\n\n" + header(lengths);
     for (const auto &m : methods) {
         md += "| " + m + " |";
         for (int64_t L : lengths) {
             auto it = time.find({m, L});
             md += it == time.end() ? std::string(" - |")
-                                   : " " + fmt("%.1f s", it->second.mean()) + ", " + fmt("%.0f MiB", rss[{m, L}]) +
+                                   : " " + fmt("%.1f s", it->second) + ", " + fmt("%.0f MiB", rss[{m, L}]) +
                                          (cpus[{m, L}].size() > 1 ? " (mixed CPUs)" : "") + " |";
         }
         md += "\n";

@@ -79,3 +79,21 @@ TEST(EvalReport, EstimatedTimeForLengthsNotRun) {
     EXPECT_NE(avg.find("| once | - | 0.0 [0-79] n=1 | - |"), std::string::npos) << avg;
     EXPECT_NE(avg.find("| ilre | - | - | 0.0 [0-79] n=1 |"), std::string::npos) << avg;
 }
+
+// Time per sample is the median: one run slowed by other work (300 s among
+// runs of about 10 s) does not move it; an even count takes the middle two.
+TEST(EvalReport, TimeIsTheMedianOfTheRuns) {
+    std::vector<Row> rows;
+    for (double wall : {9.0, 10.0, 11.0, 300.0}) {
+        Row r = row("reform", "vt", int(rows.size()), 0);
+        r.wall_s = wall;
+        rows.push_back(r);
+    }
+    Row one = row("full", "vt", 0, 0);
+    one.wall_s = 7;
+    rows.push_back(one);
+    const std::string t = section(markdown_report(rows, {}), "## Time and memory");
+    EXPECT_NE(t.find("Median wall time"), std::string::npos) << t;
+    EXPECT_NE(t.find("| reform | 10.5 s, "), std::string::npos) << t;
+    EXPECT_NE(t.find("| full | 7.0 s, "), std::string::npos) << t;
+}
