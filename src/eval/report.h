@@ -1,6 +1,6 @@
 // Markdown report of eval results: mean score (%) per task and on average
 // over tasks (rows: method, columns: length) with 95% Wilson intervals and
-// sample counts, mean time and max peak RSS per method and length, and the
+// sample counts, median time and max peak RSS per method and length, and the
 // command lines that produced the results.
 #pragma once
 
