@@ -34,6 +34,11 @@ def lost_bytes(tiny_path, tmp_path, iterations):
     script = tmp_path / "loop.py"
     script.write_text(LOOP)
     env = dict(os.environ, PYTHONMALLOC="malloc")  # valgrind sees every Python allocation
+    # The child imports the package this process found (conftest puts the
+    # build's package on sys.path; the child does not inherit sys.path).
+    import lctx
+    pkg_parent = os.path.dirname(os.path.dirname(os.path.abspath(lctx.__file__)))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_parent, env.get("PYTHONPATH")) if p)
     r = subprocess.run(["valgrind", "--leak-check=full", "--show-leak-kinds=definite,indirect",
                         sys.executable, str(script), str(tiny_path), str(iterations)],
                        capture_output=True, text=True, env=env, timeout=600)
