@@ -298,20 +298,21 @@ def _minor_log_labels(ax, key):
     return FuncFormatter(fmt)
 
 
-def _no_data(fig, text):
+def _save_no_data(plt, out, text):
+    """A small figure that says why there is nothing to plot."""
+    fig = plt.figure(figsize=(7, 3))
     ax = fig.add_subplot(1, 1, 1)
     ax.axis("off")
     ax.text(0.5, 0.5, text, ha="center", va="center", fontsize=11, wrap=True)
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
 
 
 def plot_accuracy(plt, rows, styles, out):
     cells = accuracy_cells(rows)
     tasks = ordered_tasks({t for (_m, t, _l) in cells})
     if not tasks:
-        fig = plt.figure(figsize=(7, 3))
-        _no_data(fig, "no accuracy results (perplexity tasks are not plotted)")
-        fig.savefig(out, dpi=120)
-        plt.close(fig)
+        _save_no_data(plt, out, "no accuracy results (perplexity tasks are not plotted)")
         return
     lengths = sorted({length for (_m, _t, length) in cells})
     methods = [m for m in ordered_methods({m for (m, _t, _l) in cells})]
@@ -424,10 +425,7 @@ def plot_accuracy(plt, rows, styles, out):
 def plot_cost(plt, rows, styles, out):
     cells = cost_cells(rows)
     if not cells:
-        fig = plt.figure(figsize=(7, 3))
-        _no_data(fig, "no successful rows with wall_s or peak_rss_mib")
-        fig.savefig(out, dpi=120)
-        plt.close(fig)
+        _save_no_data(plt, out, "no successful rows with wall_s or peak_rss_mib")
         return
     from matplotlib.ticker import FuncFormatter
     lengths = sorted({length for (_m, length) in cells})
