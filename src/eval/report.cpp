@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <set>
 #include <tuple>
@@ -92,6 +93,18 @@ std::string markdown_report(const std::vector<Row> &rows, const std::vector<std:
     for (const auto &r : rows)
         if (std::find(tasks.begin(), tasks.end(), r.task) == tasks.end()) tasks.push_back(r.task);
     const std::vector<int64_t> lengths(length_set.begin(), length_set.end());
+    // The rows of a table: one per method (but `skip`), a cell per length.
+    auto table_rows = [&](const std::function<std::string(const std::string &, int64_t)> &cell,
+                          const std::string &skip = "") {
+        std::string t;
+        for (const auto &m : methods) {
+            if (m == skip) continue;
+            t += "| " + m + " |";
+            for (int64_t L : lengths) t += " " + cell(m, L) + " |";
+            t += "\n";
+        }
+        return t;
+    };
 
     // (task, method, length) -> scores; (method, length) -> time and memory.
     std::map<std::tuple<std::string, std::string, int64_t>, Cell> cells;
@@ -136,9 +149,7 @@ std::string markdown_report(const std::vector<Row> &rows, const std::vector<std:
           "an average pools the samples of its tasks). \"est.\": a length the method did not run, with the "
           "wall time per sample extrapolated from its two largest lengths (docs/eval.md).\n\n";
     md += "## Average over tasks\n\n" + header(lengths);
-    for (const auto &m : methods) {
-        md += "| " + m + " |";
-        for (int64_t L : lengths) {
+    md += table_rows([&](const std::string &m, int64_t L) {
             double sum = 0, pooled = 0;
             int n = 0, samples = 0;
             for (const auto &t : scored) {
@@ -151,10 +162,8 @@ std::string markdown_report(const std::vector<Row> &rows, const std::vector<std:
             // interval of the task average when the tasks hold equal counts).
             if (n) cell += interval_text(pooled, samples);
             if (n && n < int(scored.size())) cell += " (" + fmt("%.0f", n) + "/" + fmt("%.0f", double(scored.size())) + " tasks)";
-            md += " " + cell + " |";
-        }
-        md += "\n";
-    }
+            return cell;
+        });
     // The oracle's ceiling: each method's task average as a share of the
     // oracle's, over the tasks both ran at that length.
     if (std::find(methods.begin(), methods.end(), std::string(kOracleMethod)) != methods.end()) {
@@ -163,10 +172,7 @@ std::string markdown_report(const std::vector<Row> &rows, const std::vector<std:
               "own ceiling on the task. A cell is the method's average over the tasks the oracle ran at that length, "
               "divided by the oracle's average over the same tasks; \"n/a\" where the oracle scored 0.\n\n" +
               header(lengths);
-        for (const auto &m : methods) {
-            if (m == kOracleMethod) continue;
-            md += "| " + m + " |";
-            for (int64_t L : lengths) {
+        md += table_rows([&](const std::string &m, int64_t L) {
                 double ms = 0, os = 0;
                 int n = 0;
                 for (const auto &t : scored) {
@@ -174,11 +180,8 @@ std::string markdown_report(const std::vector<Row> &rows, const std::vector<std:
                     if (a == cells.end() || o == cells.end() || !a->second.n || !o->second.n) continue;
                     ms += a->second.mean(), os += o->second.mean(), ++n;
                 }
-                md += n == 0 ? std::string(" - |") : os <= 0 ? std::string(" n/a |")
-                                                             : " " + fmt("%.0f%%", 100.0 * ms / os) + " |";
-            }
-            md += "\n";
-        }
+                return n == 0 ? std::string("-") : os <= 0 ? std::string("n/a") : fmt("%.0f%%", 100.0 * ms / os);
+            }, kOracleMethod);
     }
     if (!recall.empty()) {
         md += "\n## Gather recall\n\nMean share of the needle tokens (the occurrences of the expected answers in "
@@ -186,43 +189,28 @@ std::string markdown_report(const std::vector<Row> &rows, const std::vector<std:
               "(REFORM, ILRe, truncation), in the final cache of at least one layer and KV head (the eviction "
               "methods, InfLLM), or in the attention window of at least one layer at the question's last token "
               "(ReAttention). FULL and RefreshKV keep everything. n: the samples behind it.\n\n" + header(lengths);
-        for (const auto &m : methods) {
-            md += "| " + m + " |";
-            for (int64_t L : lengths) {
-                auto it = recall.find({m, L});
-                md += it == recall.end() ? std::string(" - |")
-                                         : " " + fmt("%.2f", it->second.mean()) + " n=" +
-                                               std::to_string(it->second.n) + " |";
-            }
-            md += "\n";
-        }
+        md += table_rows([&](const std::string &m, int64_t L) {
+            auto it = recall.find({m, L});
+            return it == recall.end() ? std::string("-")
+                                      : fmt("%.2f", it->second.mean()) + " n=" + std::to_string(it->second.n);
+        });
     }
     for (const auto &t : tasks) {
         const bool ppl = is_perplexity_task(t);
         md += "\n## " + t + (ppl ? " (perplexity, lower is better)" : "") + "\n\n" + header(lengths);
-        for (const auto &m : methods) {
-            md += "| " + m + " |";
-            for (int64_t L : lengths) {
-                auto it = cells.find({t, m, L});
-                md += ' ';
-                md += it == cells.end() ? std::string("-") : score_cell(it->second, ppl);
-                md += " |";
-            }
-            md += "\n";
-        }
+        md += table_rows([&](const std::string &m, int64_t L) {
+            auto it = cells.find({t, m, L});
+            return it == cells.end() ? std::string("-") : score_cell(it->second, ppl);
+        });
     }
     md += "\n## Time and memory\n\nMedian wall time per sample (seconds; model load, encoding, question and answer) "
           "and the largest peak RSS (MiB) of one run.\n\n" + header(lengths);
-    for (const auto &m : methods) {
-        md += "| " + m + " |";
-        for (int64_t L : lengths) {
-            auto it = time.find({m, L});
-            md += it == time.end() ? std::string(" - |")
-                                   : " " + fmt("%.1f s", it->second) + ", " + fmt("%.0f MiB", rss[{m, L}]) +
-                                         (cpus[{m, L}].size() > 1 ? " (mixed CPUs)" : "") + " |";
-        }
-        md += "\n";
-    }
+    md += table_rows([&](const std::string &m, int64_t L) {
+        auto it = time.find({m, L});
+        return it == time.end() ? std::string("-")
+                                : fmt("%.1f s", it->second) + ", " + fmt("%.0f MiB", rss[{m, L}]) +
+                                      (cpus[{m, L}].size() > 1 ? " (mixed CPUs)" : "");
+    });
     // Times are only comparable on the same kind of machine: say which.
     md += "\nRows per CPU (the `cpu` field of each row):";
     for (const auto &[cpu, n] : rows_per_cpu) md += " " + cpu + ": " + std::to_string(n) + ";";
