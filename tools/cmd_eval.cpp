@@ -259,7 +259,6 @@ std::string run_combo(const Options &o, const Combo &c) {
     double nll_mean = 0;
     bool context_full = false;
     std::string rkv_json;
-    std::vector<int64_t> needle;   // document tokens of the needles (has_needles tasks)
     bool measured_recall = false;
     Recall rec;
     int64_t oracle_len = 0;
@@ -364,7 +363,7 @@ std::string run_combo(const Options &o, const Combo &c) {
         // their selection. Recurrent baselines score each position with the
         // share of (layer, KV head) caches that keep it.
         if (has_needles(c.task)) {
-            needle = needle_tokens(m, doc, sample.answers);
+            const std::vector<int64_t> needle = needle_tokens(m, doc, sample.answers);
             std::vector<float> keep(doc.size(), 0.0f);
             int64_t n_att = 0;
             bool share = false;
