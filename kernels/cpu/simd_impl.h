@@ -658,9 +658,9 @@ void attn_partial_rows(const AttentionArgs &a, float scale, int g, int64_t i0, i
     // and widened once, measured no faster in decode.)
     float *factor = qs + rows * hd;
     const bool shared_v = hd % (2 * W) == 0 && rows <= 7;
+    const int32_t *kv_pos = a.kv_pos + g * a.kv_pos_head_stride;
     for (int64_t jb = j0; jb < j1; jb += kAttnKeyBlock) {
         const int64_t nb = min64(kAttnKeyBlock, j1 - jb);
-        const int32_t *kv_pos = a.kv_pos + g * a.kv_pos_head_stride;
         bool any = false, all_visible = true;
         for (int64_t i = i0; i < i1; ++i) {
             const int32_t qp = a.q_pos[i];
