@@ -98,6 +98,24 @@ def backend_section(name, runs, rows, series, reform):
     return md
 
 
+def bf16_section(runs, rows, series, reform):
+    """The opt-in bf16 attention runs beside the exact ones and llama.cpp."""
+    ran = runs["bf16"][0].get("attn", "f32") if runs["bf16"] else "f32"
+    md = ["", "## lctx with bf16 attention (opt-in, lossy: `lctx bench --attn bf16`, docs/attn-bf16.md)", ""]
+    if ran != "bf16":
+        return md + ["This CPU has no AVX512_BF16: the runs measured f32 attention (the library's fallback)."]
+    md += ["Same repeats, medians. Ratios: the bf16 run over llama.cpp, and over this build's exact (f32) run.", "",
+           "| measurement | bf16 attention | bf16 / llama.cpp | bf16 / f32 |", "|---|---:|---:|---:|"]
+    for label, key in rows:
+        a, f, b = stats(series("bf16", key))[1], stats(series("lctx", key))[1], stats(series("llama.cpp", key))[1]
+        vs_llama = f"**{a / b:.2f}x**" if b == b and b > 0 else "not measured"
+        md.append(f"| {label} | {a:.1f} | {vs_llama} | {a / f:.3f}x |")
+    for n in [int(x) for x in reform.split(",")] if reform else []:
+        tok = lambda k: stats([v for run in runs[k] for e in run.get("reform", []) if e["n_doc"] == n for v in e["tok_s"]])[1]
+        md.append(f"| REFORM encode {n} tokens (tok/s) | {tok('bf16'):.1f} | | {tok('bf16') / tok('lctx'):.3f}x |")
+    return md
+
+
 def main():
     ap = argparse.ArgumentParser(description="lctx vs llama.cpp, same GGUF, same threads")
     ap.add_argument("-m", "--model", default=str(ROOT / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"))
@@ -118,6 +136,9 @@ def main():
                     help="the lctx binary of a previous build: measured in the same repeats, reported as a ratio")
     ap.add_argument("--kv-f16", action="store_true",
                     help="also lctx with an f16 KV store (lctx bench --kv f16); with --before, the previous build too")
+    ap.add_argument("--attn-bf16", action="store_true",
+                    help="also lctx with bf16 attention (lctx bench --attn bf16: opt-in, lossy, AVX512_BF16 CPUs), "
+                         "REFORM lengths included")
     ap.add_argument("--backend", default=None,
                     help="also lctx on this backend (e.g. cuda), reported beside the CPU figures")
     ap.add_argument("-o", "--out", default=None,
@@ -138,7 +159,7 @@ def main():
     prompts = [int(x) for x in args.prompts.split(",")]
 
     load_before = loadavg()
-    runs = {"lctx": [], "llama.cpp": [], "before": [], "f16": [], "before_f16": [], "backend": []}
+    runs = {"lctx": [], "llama.cpp": [], "before": [], "f16": [], "before_f16": [], "backend": [], "bf16": []}
     other = args.backend if args.backend and args.backend != "cpu" else None
     for r in range(args.repeats):
         print(f"repeat {r + 1}/{args.repeats}: lctx", file=sys.stderr, flush=True)
@@ -159,6 +180,9 @@ def main():
             if args.before:
                 print(f"repeat {r + 1}/{args.repeats}: lctx (previous build, f16 KV)", file=sys.stderr, flush=True)
                 runs["before_f16"].append(json.loads(sh([args.before, "bench", "--backend", "cpu", "--kv", "f16"] + common)))
+        if args.attn_bf16:
+            print(f"repeat {r + 1}/{args.repeats}: lctx (bf16 attention)", file=sys.stderr, flush=True)
+            runs["bf16"].append(json.loads(sh([str(lctx), "bench", "--backend", "cpu", "--attn", "bf16"] + common + reform)))
         if not args.no_llama:
             print(f"repeat {r + 1}/{args.repeats}: llama.cpp", file=sys.stderr, flush=True)
             runs["llama.cpp"].append(json.loads(sh([py, str(ROOT / "bench" / "llama_cpp_bench.py"), "--flash-attn",
@@ -234,6 +258,8 @@ def main():
                   + (f" {pr('before_f16'):.0f} | |" if both else ""))
         if args.before:
             md.append(f"\nprevious build: `{args.before}` ({runs['before'][0]['build']})")
+    if args.attn_bf16:
+        md += bf16_section(runs, rows, series, args.reform)
     if other:
         md += backend_section(other, runs, rows, series, args.reform)
     md += ["", "## Machine", ""]

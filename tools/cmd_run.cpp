@@ -177,6 +177,8 @@ int cmd_run(int argc, char **argv) {
         "  --store-ram MIB      ReAttention: K/V store in RAM up to MIB, then in a file (default 0: RAM only)\n"
         "  --store-dir DIR      ReAttention: directory of that file (default $TMPDIR or /tmp)\n"
         "  --kv-type T          element type of KV caches and stores: f32 (default) or f16\n"
+        "  --attn P             attention arithmetic: f32 (default, exact) or bf16 (opt-in, lossy: prefill,\n"
+        "                       encoding and recompute multiply in bf16 on CPUs with AVX512_BF16; docs/attn-bf16.md)\n"
         "  --save-index FILE    save the REFORM or ILRe index after encoding (its directory is checked first; a\n"
         "                       save that fails later still answers, then exits 1)\n"
         "  --index FILE         load a saved REFORM or ILRe index instead of reading --file\n"
@@ -209,7 +211,7 @@ int cmd_run(int argc, char **argv) {
                                 "--budget", "--chunk", "--working", "--heads", "--repeat-window", "--save-index", "--index", "--n-predict",
                                 "--ctx", "--threads", "--layer", "--window", "--ilre-profile", "--query-tokens", "--score-distance",
                                 "--global", "--local", "--span", "--vote-k", "--spans", "--reuse", "--store-ram",
-                                "--store-dir", "--kv-type", "--decode", "--rkv-k", "--rkv-stride", "--rkv-threshold",
+                                "--store-dir", "--kv-type", "--attn", "--decode", "--rkv-k", "--rkv-stride", "--rkv-threshold",
                                 "--rkv-max-run", "--backend", "--probe", "--probes"},
                                kSamplingFlags),
                         {"--json", "--progress", "--no-chat", "--no-dca", "--tile-max", "--rkv-fixed", "--lossy"},
@@ -407,6 +409,9 @@ int cmd_run(int argc, char **argv) {
     const std::string kv_type = a.get("--kv-type", "f32");
     if (kv_type == "f16") sp.kv_type = LCTX_KV_F16;
     else if (kv_type != "f32") die("--kv-type must be f32 or f16");
+    const std::string attn = a.get("--attn", "f32");
+    if (attn == "bf16") sp.attn_precision = LCTX_ATTN_BF16;
+    else if (attn != "f32") die("--attn must be f32 or bf16");
     sp.reform = &rp;
     sp.kv = &kv;
     sp.ilre = &ip;

@@ -17,7 +17,7 @@
 namespace lctx::cpu {
 namespace {
 
-constexpr int64_t kMinQueryBlock = 16, kMaxQueryBlock = 128;
+constexpr int64_t kMinQueryBlock = 16, kMaxQueryBlock = kAttnMaxQueryBlock;
 constexpr int64_t kMinKeysPerSplit = 512;
 
 // Items claimed one at a time from a shared counter (costs differ: causal
@@ -86,6 +86,8 @@ float scale_of(const AttentionArgs &a) {
 
 } // namespace
 
+bool attention_bf16_available() { return active_kernels().attn_partial_bf16 != nullptr; }
+
 // Largest [rows][n_kv] score buffer kept between the passes (floats).
 constexpr int64_t kMaxRowScores = int64_t{1} << 24;
 
@@ -101,6 +103,7 @@ void attention(ThreadPool &pool, const AttentionArgs &args) {
         !attn_item_is_tiled(a.n_q * (a.n_head / a.n_head_kv)) && a.n_q * a.n_head * a.n_kv <= kMaxRowScores)
         a.row_scores = grow(row_scores_buf, static_cast<size_t>(a.n_q * a.n_head * a.n_kv));
     const KernelTable &kt = active_kernels();
+    const bool bf16 = a.bf16 && kt.attn_partial_bf16;
     const float scale = scale_of(a);
     const int ng = a.n_head / a.n_head_kv, hd = a.head_dim;
     // Large query blocks (the tiled kernel transposes each key block once per
@@ -133,8 +136,12 @@ void attention(ThreadPool &pool, const AttentionArgs &args) {
         const int64_t j0 = a.n_kv * s / n_split, j1 = a.n_kv * (s + 1) / n_split;
         const int64_t r0 = (s * a.n_head_kv + g) * a.n_q * ng + i0 * ng;
         // The key-at-a-time kernel (few rows) reads f16 storage in place;
-        // the tiled one needs f32 rows, widened once per item.
-        if (a.k16 && attn_item_is_tiled((i1 - i0) * ng)) {
+        // the tiled ones need f32 rows, widened once per item.
+        const bool tiled = attn_item_is_tiled((i1 - i0) * ng);
+        if (tiled && bf16) {
+            const AttentionArgs b = a.k16 ? widened(kt, a, g, j0, j1) : a;
+            kt.attn_partial_bf16(b, scale, g, i0, i1, j0, j1, po + r0 * hd, pm + r0, pl + r0, scratch.data());
+        } else if (a.k16 && tiled) {
             const AttentionArgs b = widened(kt, a, g, j0, j1);
             kt.attn_partial(b, scale, g, i0, i1, j0, j1, po + r0 * hd, pm + r0, pl + r0, scratch.data());
         } else {

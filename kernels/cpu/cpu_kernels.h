@@ -155,6 +155,10 @@ struct AttentionArgs {
     // scores (-inf where masked) written by the first pass, read by the
     // column pass. Only with fewer than kAttnTiledMinRows rows per item.
     float *row_scores = nullptr;
+    // Opt-in, lossy: the tiled (many-row) kernel multiplies in bf16 with f32
+    // sums where the CPU has AVX512_BF16 (docs/attn-bf16.md); elsewhere, and
+    // for few-row items, the f32 kernels run. The column pass stays f32.
+    bool bf16 = false;
 };
 // Work items with at least this many (query, head-in-group) rows use the
 // tiled kernel (f32 K/V only: the driver widens f16 storage for it); fewer
@@ -164,6 +168,9 @@ constexpr int64_t kAttnTiledMinRows = 8;
 // driver and the kernels follow.
 constexpr bool attn_item_is_tiled(int64_t rows) { return rows >= kAttnTiledMinRows; }
 void attention(ThreadPool &pool, const AttentionArgs &a);
+// Whether AttentionArgs::bf16 has a kernel here (the active SIMD variant is
+// AVX-512 and the CPU has AVX512_BF16).
+bool attention_bf16_available();
 // The mask above for one key (64-bit difference: positions may be far apart).
 inline bool key_visible(int32_t kv_pos, int32_t q_pos, int32_t window) {
     return kv_pos <= q_pos && (window <= 0 || int64_t(q_pos) - kv_pos < window);

@@ -88,6 +88,7 @@ bool gemv_avx512(GgmlType t, const uint8_t *w, size_t row_bytes, int64_t n_rows,
 lctx::cpu::KernelTable make_table_avx512() {
     lctx::cpu::KernelTable k = kTable;
     k.gemv = gemv_avx512;
+    if (lctx::cpu::cpu_has_avx512_bf16()) k.attn_partial_bf16 = attn_partial_tiled_bf16;
     return k;
 }
 

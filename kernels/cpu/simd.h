@@ -56,17 +56,33 @@ struct KernelTable {
     // of a transposed tile (keys_transposed); a NaN product never wins.
     void (*max_dot_tile)(const float *q, int64_t ldq, int rows, const float *kt, int64_t T, int64_t n_valid, int d,
                          float *best);
+    // attn_partial for many rows (the tiled kernel) with bf16 dot products
+    // (AttentionArgs::bf16, simd_attn_bf16.h); f32 K/V only. Null where the
+    // CPU has no AVX512_BF16.
+    void (*attn_partial_bf16)(const AttentionArgs &a, float scale, int g, int64_t i0, int64_t i1,
+                              int64_t j0, int64_t j1, float *o, float *m, float *l, float *scratch);
 };
 
-// Keys per block in the attention kernels; scratch needed per call.
+// Keys per block in the attention kernels; queries per work item at most
+// (the driver's query blocks); scratch needed per call.
 constexpr int64_t kAttnKeyBlock = 64;
+constexpr int64_t kAttnMaxQueryBlock = 128;
 // The tiled kernel (many rows) needs K transposed (head_dim x block), a
 // 6-row score tile and an aligned copy of the V block (rows padded to 16
-// floats), all 64-byte aligned; the key-at-a-time kernel needs less.
+// floats), all 64-byte aligned; the key-at-a-time kernel needs less. The
+// bf16 tiled kernel needs its converted key and value blocks, a bf16 copy of
+// every row of the item and the same score tile.
 inline int64_t attn_scratch_floats(const AttentionArgs &a) {
     const int64_t hd = a.head_dim, hd_pad = (hd + 15) / 16 * 16;
-    return (hd + 6 + hd_pad) * kAttnKeyBlock + 16 + 2 * kAttnKeyBlock + 2 * hd + 64;
+    const int64_t f32 = (hd + 6 + hd_pad) * kAttnKeyBlock + 16 + 2 * kAttnKeyBlock + 2 * hd + 64;
+    if (!a.bf16) return f32;
+    const int64_t pair_words = ((hd + 1) / 2 + 15) / 16 * 16, rows = kAttnMaxQueryBlock * (a.n_head / a.n_head_kv);
+    const int64_t bf16 = 2 * pair_words * kAttnKeyBlock + kAttnKeyBlock / 2 * hd_pad + 6 * kAttnKeyBlock / 2 +
+                         6 * kAttnKeyBlock + rows * pair_words + 16;
+    return f32 > bf16 ? f32 : bf16;
 }
+// Whether this CPU and OS run AVX512_BF16 (cpuid leaf 7, subleaf 1).
+bool cpu_has_avx512_bf16();
 
 const KernelTable &kernel_table_scalar();
 const KernelTable &kernel_table_avx2();

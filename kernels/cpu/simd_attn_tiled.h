@@ -93,23 +93,16 @@ inline void tile_pv(float *const *o, const float *fac, const float *st, const fl
             if (cnt[c] > 0) store_part(o[rr] + d0 + c * W, acc[rr][c], cnt[c]);
 }
 
-// Rows [r0, r0 + R) of the call against one transposed key block.
+// The online-softmax step of rows [r0, r0 + R) over one key block whose
+// scaled scores are in st[rr][0..KB): masks what a row may not see, updates
+// (m, l), leaves the block's probabilities exp(s - m_new) in st (0 past nb)
+// and the factor fac[rr] the row's earlier output must be rescaled by.
+// Returns false when no row sees any key of the block (nothing to add).
 template <int R>
-void attn_tile(const AttentionArgs &a, float scale, int g, int64_t i0, int64_t r0, int64_t jb, int64_t nb,
-               int32_t block_min_pos, int32_t block_max_pos, const float *kt, const float *vb, int64_t ldv, float *o, float *m, float *l,
-               float *st) {
-    const int ng = a.n_head / a.n_head_kv, hd = a.head_dim;
+inline bool tile_softmax(const AttentionArgs &a, int g, int64_t i0, int64_t r0, int64_t jb, int64_t nb,
+                         int32_t block_min_pos, int32_t block_max_pos, float *m, float *l, float *st, float *fac) {
+    const int ng = a.n_head / a.n_head_kv;
     const int32_t *kvp = a.kv_pos + g * a.kv_pos_head_stride;
-    const float *q[R];
-    float *orow[R];
-    float fac[R];
-    for (int rr = 0; rr < R; ++rr) {
-        const int64_t r = r0 + rr, i = i0 + r / ng;
-        q[rr] = a.q + i * a.ldq + static_cast<int64_t>(g * ng + r % ng) * hd;
-        orow[rr] = o + r * hd;
-    }
-    tile_scores<R>(q, kt, hd, scale, st);
-
     bool any = false;
     for (int rr = 0; rr < R; ++rr) {
         const int64_t r = r0 + rr;
@@ -136,7 +129,25 @@ void attn_tile(const AttentionArgs &a, float scale, int g, int64_t i0, int64_t r
         m[r] = mnew;
         any = true;
     }
-    if (!any) return;
+    return any;
+}
+
+// Rows [r0, r0 + R) of the call against one transposed key block.
+template <int R>
+void attn_tile(const AttentionArgs &a, float scale, int g, int64_t i0, int64_t r0, int64_t jb, int64_t nb,
+               int32_t block_min_pos, int32_t block_max_pos, const float *kt, const float *vb, int64_t ldv, float *o, float *m, float *l,
+               float *st) {
+    const int ng = a.n_head / a.n_head_kv, hd = a.head_dim;
+    const float *q[R];
+    float *orow[R];
+    float fac[R];
+    for (int rr = 0; rr < R; ++rr) {
+        const int64_t r = r0 + rr, i = i0 + r / ng;
+        q[rr] = a.q + i * a.ldq + static_cast<int64_t>(g * ng + r % ng) * hd;
+        orow[rr] = o + r * hd;
+    }
+    tile_scores<R>(q, kt, hd, scale, st);
+    if (!tile_softmax<R>(a, g, i0, r0, jb, nb, block_min_pos, block_max_pos, m, l, st, fac)) return;
     for (int d0 = 0; d0 < hd; d0 += CJ) tile_pv<R>(orow, fac, st, vb, ldv, nb, d0, hd - d0 < CJ ? hd - d0 : CJ);
 }
 
@@ -154,11 +165,29 @@ inline void transpose_keys(const float *k, int64_t ld, int64_t nb, int hd, float
         for (int d = 0; d < hd; ++d) kt[static_cast<int64_t>(d) * KB + j] = k[j * ld + d];
 }
 
-// Same contract as attn_partial (see simd.h); scratch: attn_scratch_floats.
-void attn_partial_tiled(const AttentionArgs &a, float scale, int g, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
-                        float *o, float *m, float *l, float *scratch) {
+// Calls tile.template operator()<R>(r0) for the row tiles of `rows` rows:
+// RT rows at a time, then one tile of the remainder.
+template <class Tile>
+inline void for_row_tiles(int64_t rows, Tile &&tile) {
+    int64_t r0 = 0;
+    for (; r0 + RT <= rows; r0 += RT) tile.template operator()<RT>(r0);
+    switch (rows - r0) {
+    case 5: tile.template operator()<5>(r0); break;
+    case 4: tile.template operator()<4>(r0); break;
+    case 3: tile.template operator()<3>(r0); break;
+    case 2: tile.template operator()<2>(r0); break;
+    case 1: tile.template operator()<1>(r0); break;
+    default: break;
+    }
+}
+
+// Resets the partial state of the call's rows, then calls
+// on_block(jb, nb, pmin, pmax) for each key block of [j0, j1) that some query
+// of [i0, i1) may see (pmin, pmax: the block's smallest and largest position).
+template <class Block>
+inline void for_visible_key_blocks(const AttentionArgs &a, int g, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
+                                   float *o, float *m, float *l, Block &&on_block) {
     const int ng = a.n_head / a.n_head_kv, hd = a.head_dim;
-    const float *kg = a.k + g * a.kv_head_stride, *vg = a.v + g * a.kv_head_stride;
     const int32_t *kvp = a.kv_pos + g * a.kv_pos_head_stride;
     const int64_t rows = (i1 - i0) * ng;
     for (int64_t r = 0; r < rows; ++r) {
@@ -166,12 +195,6 @@ void attn_partial_tiled(const AttentionArgs &a, float scale, int g, int64_t i0, 
         l[r] = 0.0f;
     }
     for (int64_t x = 0; x < rows * hd; ++x) o[x] = 0.0f;
-    // 64-byte aligned buffers: split-line vector loads cost ~15% in the
-    // GEMM micro-kernel, and KV cache rows need not be line-aligned, so the
-    // V block is copied (16 KiB per block, shared by all rows of the call).
-    float *kt = reinterpret_cast<float *>((reinterpret_cast<uintptr_t>(scratch) + 63) & ~static_cast<uintptr_t>(63));
-    float *st = kt + static_cast<int64_t>(hd) * KB, *vcopy = st + RT * KB;
-    const int64_t ldv = (hd + 15) / 16 * 16;
     int32_t qmax = a.q_pos[i0], qmin = a.q_pos[i0];
     for (int64_t i = i0; i < i1; ++i) {
         qmax = a.q_pos[i] > qmax ? a.q_pos[i] : qmax;
@@ -185,23 +208,32 @@ void attn_partial_tiled(const AttentionArgs &a, float scale, int g, int64_t i0, 
         int32_t pmax = kvp[jb];
         for (int64_t j = 1; j < nb; ++j) pmax = kvp[jb + j] > pmax ? kvp[jb + j] : pmax;
         if (a.window > 0 && int64_t(qmin) - pmax >= a.window) continue;   // every key is out of every query's window
+        on_block(jb, nb, pmin, pmax);
+    }
+}
+
+// Same contract as attn_partial (see simd.h); scratch: attn_scratch_floats.
+void attn_partial_tiled(const AttentionArgs &a, float scale, int g, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
+                        float *o, float *m, float *l, float *scratch) {
+    const int ng = a.n_head / a.n_head_kv, hd = a.head_dim;
+    const float *kg = a.k + g * a.kv_head_stride, *vg = a.v + g * a.kv_head_stride;
+    const int64_t rows = (i1 - i0) * ng;
+    // 64-byte aligned buffers: split-line vector loads cost ~15% in the
+    // GEMM micro-kernel, and KV cache rows need not be line-aligned, so the
+    // V block is copied (16 KiB per block, shared by all rows of the call).
+    float *kt = reinterpret_cast<float *>((reinterpret_cast<uintptr_t>(scratch) + 63) & ~static_cast<uintptr_t>(63));
+    float *st = kt + static_cast<int64_t>(hd) * KB, *vcopy = st + RT * KB;
+    const int64_t ldv = (hd + 15) / 16 * 16;
+    for_visible_key_blocks(a, g, i0, i1, j0, j1, o, m, l, [&](int64_t jb, int64_t nb, int32_t pmin, int32_t pmax) {
         transpose_keys(kg + jb * a.ld_kv, a.ld_kv, nb, hd, kt);
         if (nb < KB)
             for (int d = 0; d < hd; ++d)
                 for (int64_t j = nb; j < KB; ++j) kt[static_cast<int64_t>(d) * KB + j] = 0.0f;
         for (int64_t j = 0; j < nb; ++j) std::memcpy(vcopy + j * ldv, vg + (jb + j) * a.ld_kv, sizeof(float) * hd);
-        const float *vb = vcopy;
-        int64_t r0 = 0;
-        for (; r0 + RT <= rows; r0 += RT) attn_tile<RT>(a, scale, g, i0, r0, jb, nb, pmin, pmax, kt, vb, ldv, o, m, l, st);
-        switch (rows - r0) {
-        case 5: attn_tile<5>(a, scale, g, i0, r0, jb, nb, pmin, pmax, kt, vb, ldv, o, m, l, st); break;
-        case 4: attn_tile<4>(a, scale, g, i0, r0, jb, nb, pmin, pmax, kt, vb, ldv, o, m, l, st); break;
-        case 3: attn_tile<3>(a, scale, g, i0, r0, jb, nb, pmin, pmax, kt, vb, ldv, o, m, l, st); break;
-        case 2: attn_tile<2>(a, scale, g, i0, r0, jb, nb, pmin, pmax, kt, vb, ldv, o, m, l, st); break;
-        case 1: attn_tile<1>(a, scale, g, i0, r0, jb, nb, pmin, pmax, kt, vb, ldv, o, m, l, st); break;
-        default: break;
-        }
-    }
+        for_row_tiles(rows, [&]<int R>(int64_t r0) {
+            attn_tile<R>(a, scale, g, i0, r0, jb, nb, pmin, pmax, kt, vcopy, ldv, o, m, l, st);
+        });
+    });
 }
 
 } // namespace

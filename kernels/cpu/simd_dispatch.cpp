@@ -63,6 +63,20 @@ std::atomic<int> g_variant{-1};
 
 } // namespace
 
+bool cpu_has_avx512_bf16() {
+    static const bool has = [] {
+#if defined(__x86_64__) || defined(__i386__)
+        if (best_supported_variant() != SimdVariant::AVX512 || __get_cpuid_max(0, nullptr) < 7) return false;
+        unsigned a, b, c, d;
+        __cpuid_count(7, 1, a, b, c, d);
+        return (a & (1u << 5)) != 0;   // AVX512_BF16
+#else
+        return false;
+#endif
+    }();
+    return has;
+}
+
 SimdVariant best_supported_variant() {
     static const SimdVariant best = detect();
     return best;

@@ -184,6 +184,11 @@ public:
     // x[r][i] += b[i] over n_rows rows of b.n_cols elements (b: an F32 bias weight, qwen2's q/k/v).
     virtual void add_bias(float *x, const WeightView &b, int64_t n_rows) = 0;
     virtual void attention(const AttentionArgs &a) = 0;
+    // Opt-in, lossy (lctx_session_params.attn_precision): multiply the dot
+    // products of attention over many query rows in bf16 with f32 sums.
+    // Returns whether the backend will; one without bf16 arithmetic, or on
+    // a CPU without it, keeps f32 and returns false.
+    virtual bool set_attention_bf16(bool on) { return !on; }
 
     // --- KV rows (elements of `type`, rows of `row` elements)
     // dst[i] = src[idx[i]] for i < n (rows may overlap only if idx ascending and idx[i] >= i).

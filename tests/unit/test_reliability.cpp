@@ -19,6 +19,7 @@
 #include <set>
 #include <thread>
 
+#include "backend/cpu/cpu_backend.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "engine_tiny_model.h"
@@ -630,7 +631,7 @@ TEST(Reliability, StructSizesInsideAFieldAreRefused) {
                                        {offsetof(P, ilre), 8}, {offsetof(P, max_memory), 8}, {offsetof(P, reattention), 8},
                                        {offsetof(P, refreshkv), 8}, {offsetof(P, method), 4}, {offsetof(P, n_ctx), 4},
                                        {offsetof(P, n_threads), 4}, {offsetof(P, n_batch), 4},
-                                       {offsetof(P, kv_type), 4}});
+                                       {offsetof(P, kv_type), 4}, {offsetof(P, attn_precision), 4}});
         if (bad) {
             EXPECT_EQ(st, LCTX_ERR_INVALID_ARG) << "size " << size;
             EXPECT_THAT(lctx_last_error(), HasSubstr("ends inside the field"));
@@ -742,4 +743,53 @@ TEST(Reliability, LogitsOnlyWhileDecoding) {
         s.recompute(*sel2);
         EXPECT_NE(s.logits(), nullptr);
     }
+}
+
+// attn_precision (docs/attn-bf16.md): a value outside the enum is refused by
+// name; LCTX_ATTN_BF16 is accepted everywhere, and its logits after a
+// 200-token FULL prompt (the tiled kernel: 16-token batches of 4 heads per
+// KV head) stay within bf16 rounding of the exact ones, or equal them where
+// the CPU has no AVX512_BF16.
+TEST(Reliability, AttnPrecisionBf16IsOptInAndClose) {
+    engine_test::TinyOptions o;
+    const auto bytes = engine_test::make_tiny_llama(o);
+    lctx_model *m = nullptr;
+    ASSERT_EQ(lctx_model_load_from_memory(bytes.data(), bytes.size(), nullptr, &m), LCTX_OK);
+    session_test::SessionParams p = small_params(LCTX_METHOD_FULL);
+    lctx_session *s = nullptr;
+    int32_t bad = 7;
+    std::memcpy(&p.attn_precision, &bad, sizeof bad);
+    EXPECT_EQ(lctx_session_create(m, &p, &s), LCTX_ERR_INVALID_ARG);
+    EXPECT_THAT(lctx_last_error(), HasSubstr("attn_precision 7"));
+    EXPECT_EQ(s, nullptr);
+
+    const auto doc = random_tokens(200, 5);
+    const int n_vocab = lctx_model_n_vocab(m);
+    std::vector<std::vector<float>> logits;
+    for (lctx_attn_precision prec : {LCTX_ATTN_F32, LCTX_ATTN_BF16}) {
+        p.attn_precision = prec;
+        ASSERT_EQ(lctx_session_create(m, &p, &s), LCTX_OK) << lctx_last_error();
+        ASSERT_EQ(lctx_feed_chunk(s, doc.data(), doc.size()), LCTX_OK) << lctx_session_last_error(s);
+        ASSERT_EQ(lctx_build_index(s), LCTX_OK);
+        lctx_selection *sel = nullptr;
+        ASSERT_EQ(lctx_select(s, doc.data(), 3, &sel), LCTX_OK) << lctx_session_last_error(s);
+        ASSERT_EQ(lctx_recompute(s, sel), LCTX_OK) << lctx_session_last_error(s);
+        lctx_selection_free(sel);
+        const float *l = lctx_session_logits(s);
+        ASSERT_NE(l, nullptr);
+        logits.emplace_back(l, l + n_vocab);
+        lctx_session_free(s);
+    }
+    double max_diff = 0, max_abs = 0;
+    for (int i = 0; i < n_vocab; ++i) {
+        max_diff = std::max(max_diff, double(std::fabs(logits[0][i] - logits[1][i])));
+        max_abs = std::max(max_abs, double(std::fabs(logits[0][i])));
+    }
+    if (lctx::cpu_backend_attention_bf16_available()) {
+        EXPECT_GT(max_diff, 0.0);
+        EXPECT_LT(max_diff, 0.02 * std::max(1.0, max_abs));
+    } else {
+        EXPECT_EQ(max_diff, 0.0);
+    }
+    lctx_model_free(m);
 }

@@ -37,7 +37,7 @@ private:
 };
 
 cpu::AttentionArgs to_cpu(const AttentionArgs &a, const float *k, const float *v, int64_t ld_kv,
-                          int64_t head_stride) {
+                          int64_t head_stride, bool bf16) {
     cpu::AttentionArgs c;
     c.q = a.q;
     c.ldq = a.ldq;
@@ -62,6 +62,7 @@ cpu::AttentionArgs to_cpu(const AttentionArgs &a, const float *k, const float *v
     c.obs_begin = a.obs_begin;
     c.col_max = a.col_max;
     c.colsum_seconds = a.colsum_seconds;
+    c.bf16 = bf16;
     return c;
 }
 
@@ -157,12 +158,12 @@ public:
     void attention(const AttentionArgs &a) override {
         if (a.kv_type == KvType::F32) {
             cpu::attention(pool_, to_cpu(a, static_cast<const float *>(a.k), static_cast<const float *>(a.v),
-                                         a.ld_kv, a.kv_head_stride));
+                                         a.ld_kv, a.kv_head_stride, attn_bf16_));
             return;
         }
         // f16 storage: the kernel widens each work item's key range to f32
         // (docs/kv-storage.md has the measured effect).
-        cpu::AttentionArgs c = to_cpu(a, nullptr, nullptr, a.ld_kv, a.kv_head_stride);
+        cpu::AttentionArgs c = to_cpu(a, nullptr, nullptr, a.ld_kv, a.kv_head_stride, attn_bf16_);
         c.k16 = static_cast<const uint16_t *>(a.k);
         c.v16 = static_cast<const uint16_t *>(a.v);
         cpu::attention(pool_, c);
@@ -236,8 +237,14 @@ public:
         cpu::max_dot_f16(pool_, c);
     }
 
+    bool set_attention_bf16(bool on) override {
+        attn_bf16_ = on && cpu::attention_bf16_available();
+        return attn_bf16_ == on;
+    }
+
 private:
     cpu::ThreadPool pool_;
+    bool attn_bf16_ = false;
     cpu::RopeTableCache rope_tables_;   // (cos, sin) per position, shared by every layer's q and k
 
     friend double lctx::cpu_backend_fma_peak_gflops(Backend &);
@@ -249,6 +256,7 @@ private:
 std::unique_ptr<Backend> make_cpu_backend(int n_threads) { return std::make_unique<CpuBackend>(n_threads); }
 
 const char *cpu_backend_variant() { return cpu::simd_variant(); }
+bool cpu_backend_attention_bf16_available() { return cpu::attention_bf16_available(); }
 
 double cpu_backend_fma_peak_gflops(Backend &backend) {
     auto *cpu = dynamic_cast<CpuBackend *>(&backend);
