@@ -248,13 +248,15 @@ def main():
             a = stats(series("lctx", key))[1]
             b = stats(series("before", key))[1] if args.before else float("nan")
             c = stats(series("f16", key))[1] if args.kv_f16 else float("nan")
-            line = f"| {label} | {a:.1f} | {b:.1f} | **{a / b:.3f}x** | {c:.1f} | {a / c:.3f}x |"
+            line = f"| {label} | {a:.1f} | {b:.1f} | **{a / b:.3f}x** | " + (
+                f"{c:.1f} | {a / c:.3f}x |" if args.kv_f16 else "not run | |")
             if both:
                 d = stats(series("before_f16", key))[1]
                 line += f" {d:.1f} | **{c / d:.3f}x** |"
             md.append(line)
         pr = lambda k: max((r["peak_rss_mib"] for r in runs[k]), default=float("nan"))
-        md.append(f"| peak RSS (MiB) | {pr('lctx'):.0f} | {pr('before'):.0f} | | {pr('f16'):.0f} | |"
+        md.append(f"| peak RSS (MiB) | {pr('lctx'):.0f} | {pr('before'):.0f} | | "
+                  + (f"{pr('f16'):.0f} | |" if args.kv_f16 else "not run | |")
                   + (f" {pr('before_f16'):.0f} | |" if both else ""))
         if args.before:
             md.append(f"\nprevious build: `{args.before}` ({runs['before'][0]['build']})")
