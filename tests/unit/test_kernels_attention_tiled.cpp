@@ -23,22 +23,36 @@ struct CausalCase {
     int64_t n_past, n_q;   // keys = n_past cached + n_q of the batch
 };
 
-void run_causal(const CausalCase &c, cpu::ThreadPool &pool, std::mt19937 &rng) {
-    const int64_t n_kv = c.n_past + c.n_q;
-    const int64_t ldq = c.n_head * c.head_dim, ld_kv = c.head_dim, stride = ld_kv * (n_kv + 3);
-    auto q = test::random_floats(static_cast<size_t>(ldq * c.n_q), rng, -2.0f, 2.0f);
-    auto k = test::random_floats(static_cast<size_t>(stride * c.n_head_kv), rng, -2.0f, 2.0f);
-    auto v = test::random_floats(static_cast<size_t>(stride * c.n_head_kv), rng);
-    std::vector<int32_t> kv_pos(n_kv), q_pos(c.n_q);
-    for (int64_t j = 0; j < n_kv; ++j) kv_pos[j] = static_cast<int32_t>(j);
-    for (int64_t i = 0; i < c.n_q; ++i) q_pos[i] = static_cast<int32_t>(c.n_past + i);
+// Random q, k, v at contiguous causal positions (keys ld_kv floats apart, 3
+// spare rows per KV head) and the arguments that read them; not copyable,
+// the arguments point into the vectors.
+struct CausalInputs {
+    std::vector<float> q, k, v;
+    std::vector<int32_t> kv_pos, q_pos;
+    cpu::AttentionArgs args;
+    CausalInputs(const CausalCase &c, int64_t ld_kv, std::mt19937 &rng) {
+        const int64_t n_kv = c.n_past + c.n_q, ldq = c.n_head * c.head_dim, stride = ld_kv * (n_kv + 3);
+        q = test::random_floats(static_cast<size_t>(ldq * c.n_q), rng, -2.0f, 2.0f);
+        k = test::random_floats(static_cast<size_t>(stride * c.n_head_kv), rng, -2.0f, 2.0f);
+        v = test::random_floats(static_cast<size_t>(stride * c.n_head_kv), rng);
+        kv_pos.resize(static_cast<size_t>(n_kv));
+        q_pos.resize(static_cast<size_t>(c.n_q));
+        for (int64_t j = 0; j < n_kv; ++j) kv_pos[j] = static_cast<int32_t>(j);
+        for (int64_t i = 0; i < c.n_q; ++i) q_pos[i] = static_cast<int32_t>(c.n_past + i);
+        args.q = q.data(); args.ldq = ldq;
+        args.k = k.data(); args.v = v.data(); args.ld_kv = ld_kv; args.kv_head_stride = stride;
+        args.n_q = c.n_q; args.n_kv = n_kv;
+        args.n_head = c.n_head; args.n_head_kv = c.n_head_kv; args.head_dim = c.head_dim;
+        args.q_pos = q_pos.data(); args.kv_pos = kv_pos.data();
+    }
+    CausalInputs(const CausalInputs &) = delete;
+    CausalInputs &operator=(const CausalInputs &) = delete;
+};
 
-    cpu::AttentionArgs a;
-    a.q = q.data(); a.ldq = ldq;
-    a.k = k.data(); a.v = v.data(); a.ld_kv = ld_kv; a.kv_head_stride = stride;
-    a.n_q = c.n_q; a.n_kv = n_kv;
-    a.n_head = c.n_head; a.n_head_kv = c.n_head_kv; a.head_dim = c.head_dim;
-    a.q_pos = q_pos.data(); a.kv_pos = kv_pos.data();
+void run_causal(const CausalCase &c, cpu::ThreadPool &pool, std::mt19937 &rng) {
+    const int64_t n_kv = c.n_past + c.n_q, ldq = c.n_head * c.head_dim;
+    const CausalInputs in(c, c.head_dim, rng);
+    cpu::AttentionArgs a = in.args;
     a.obs_begin = c.n_q / 2;
 
     std::vector<float> ref(static_cast<size_t>(ldq * c.n_q)), ref_cs(static_cast<size_t>(c.n_head_kv * n_kv), 0.0f);
@@ -101,22 +115,11 @@ TEST(KernelsAttentionTiled, Bf16DotProductsStayWithinBf16Rounding) {
         for (float &f : x) f = bf16_to_fp32(fp32_to_bf16(f));
     };
     for (const CausalCase &c : cases) {
-        const int64_t n_kv = c.n_past + c.n_q;
-        const int64_t ldq = c.n_head * c.head_dim, ld_kv = c.head_dim + 3, stride = ld_kv * n_kv;
-        auto q = test::random_floats(static_cast<size_t>(ldq * c.n_q), rng, -2.0f, 2.0f);
-        auto k = test::random_floats(static_cast<size_t>(stride * c.n_head_kv), rng, -2.0f, 2.0f);
-        auto v = test::random_floats(static_cast<size_t>(stride * c.n_head_kv), rng);
-        std::vector<int32_t> kv_pos(n_kv), q_pos(c.n_q);
-        for (int64_t j = 0; j < n_kv; ++j) kv_pos[j] = static_cast<int32_t>(j);
-        for (int64_t i = 0; i < c.n_q; ++i) q_pos[i] = static_cast<int32_t>(c.n_past + i);
-        cpu::AttentionArgs a;
-        a.q = q.data(); a.ldq = ldq;
-        a.k = k.data(); a.v = v.data(); a.ld_kv = ld_kv; a.kv_head_stride = stride;
-        a.n_q = c.n_q; a.n_kv = n_kv;
-        a.n_head = c.n_head; a.n_head_kv = c.n_head_kv; a.head_dim = c.head_dim;
-        a.q_pos = q_pos.data(); a.kv_pos = kv_pos.data();
+        const int64_t ldq = c.n_head * c.head_dim;
+        const CausalInputs in(c, c.head_dim + 3, rng);
+        const cpu::AttentionArgs &a = in.args;
 
-        std::vector<float> qr = q, kr = k, vr = v, ref(static_cast<size_t>(ldq * c.n_q));
+        std::vector<float> qr = in.q, kr = in.k, vr = in.v, ref(static_cast<size_t>(ldq * c.n_q));
         round_bf16(qr); round_bf16(kr); round_bf16(vr);
         cpu::AttentionArgs r = a;
         r.q = qr.data(); r.k = kr.data(); r.v = vr.data();
