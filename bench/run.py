@@ -99,20 +99,29 @@ def backend_section(name, runs, rows, series, reform):
 
 
 def bf16_section(runs, rows, series, reform):
-    """The opt-in bf16 attention runs beside the exact ones and llama.cpp."""
-    ran = runs["bf16"][0].get("attn", "f32") if runs["bf16"] else "f32"
-    md = ["", "## lctx with bf16 attention (opt-in, lossy: `lctx bench --attn bf16`, docs/attn-bf16.md)", ""]
-    if ran != "bf16":
-        return md + ["This CPU has no AVX512_BF16: the runs measured f32 attention (the library's fallback)."]
-    md += ["Same repeats, medians. Ratios: the bf16 run over llama.cpp, and over this build's exact (f32) run.", "",
-           "| measurement | bf16 attention | bf16 / llama.cpp | bf16 / f32 |", "|---|---:|---:|---:|"]
+    """The opt-in bf16 runs (attention; attention and matmuls) beside the
+    exact ones and llama.cpp."""
+    kinds = [(k, label) for k, label in (("bf16", "bf16 attention"), ("bf16_all", "bf16 attention + matmuls"))
+             if runs[k]]
+    md = ["", "## lctx with bf16 arithmetic (opt-in, lossy: `lctx bench --attn bf16 [--matmul bf16]`, docs/bf16.md)", ""]
+    ran = [k for k, _ in kinds if runs[k][0].get("attn") == "bf16"]
+    if not ran:
+        return md + ["This CPU has no AVX512_BF16: the runs measured f32 (the library's fallback)."]
+    kinds = [(k, label) for k, label in kinds if k in ran]
+    md += ["Same repeats, medians. Ratios: each bf16 run over llama.cpp, and over this build's exact (f32) run.", "",
+           "| measurement | " + " | ".join(f"{l} | {l} / llama.cpp | {l} / f32" for _, l in kinds) + " |",
+           "|---|" + "---:|---:|---:|" * len(kinds)]
     for label, key in rows:
-        a, f, b = stats(series("bf16", key))[1], stats(series("lctx", key))[1], stats(series("llama.cpp", key))[1]
-        vs_llama = f"**{a / b:.2f}x**" if b == b and b > 0 else "not measured"
-        md.append(f"| {label} | {a:.1f} | {vs_llama} | {a / f:.3f}x |")
+        f, b = stats(series("lctx", key))[1], stats(series("llama.cpp", key))[1]
+        cells = []
+        for k, _ in kinds:
+            a = stats(series(k, key))[1]
+            cells.append(f"{a:.1f} | " + (f"**{a / b:.2f}x**" if b == b and b > 0 else "not measured") + f" | {a / f:.3f}x")
+        md.append(f"| {label} | " + " | ".join(cells) + " |")
     for n in [int(x) for x in reform.split(",")] if reform else []:
         tok = lambda k: stats([v for run in runs[k] for e in run.get("reform", []) if e["n_doc"] == n for v in e["tok_s"]])[1]
-        md.append(f"| REFORM encode {n} tokens (tok/s) | {tok('bf16'):.1f} | | {tok('bf16') / tok('lctx'):.3f}x |")
+        md.append(f"| REFORM encode {n} tokens (tok/s) | " +
+                  " | ".join(f"{tok(k):.1f} | | {tok(k) / tok('lctx'):.3f}x" for k, _ in kinds) + " |")
     return md
 
 
@@ -139,6 +148,8 @@ def main():
     ap.add_argument("--attn-bf16", action="store_true",
                     help="also lctx with bf16 attention (lctx bench --attn bf16: opt-in, lossy, AVX512_BF16 CPUs), "
                          "REFORM lengths included")
+    ap.add_argument("--all-bf16", action="store_true",
+                    help="also lctx with bf16 attention and matmuls (--attn bf16 --matmul bf16), the same way")
     ap.add_argument("--backend", default=None,
                     help="also lctx on this backend (e.g. cuda), reported beside the CPU figures")
     ap.add_argument("-o", "--out", default=None,
@@ -159,7 +170,7 @@ def main():
     prompts = [int(x) for x in args.prompts.split(",")]
 
     load_before = loadavg()
-    runs = {"lctx": [], "llama.cpp": [], "before": [], "f16": [], "before_f16": [], "backend": [], "bf16": []}
+    runs = {"lctx": [], "llama.cpp": [], "before": [], "f16": [], "before_f16": [], "backend": [], "bf16": [], "bf16_all": []}
     other = args.backend if args.backend and args.backend != "cpu" else None
     for r in range(args.repeats):
         print(f"repeat {r + 1}/{args.repeats}: lctx", file=sys.stderr, flush=True)
@@ -183,6 +194,10 @@ def main():
         if args.attn_bf16:
             print(f"repeat {r + 1}/{args.repeats}: lctx (bf16 attention)", file=sys.stderr, flush=True)
             runs["bf16"].append(json.loads(sh([str(lctx), "bench", "--backend", "cpu", "--attn", "bf16"] + common + reform)))
+        if args.all_bf16:
+            print(f"repeat {r + 1}/{args.repeats}: lctx (bf16 attention and matmuls)", file=sys.stderr, flush=True)
+            runs["bf16_all"].append(json.loads(sh([str(lctx), "bench", "--backend", "cpu", "--attn", "bf16", "--matmul",
+                                                   "bf16"] + common + reform)))
         if not args.no_llama:
             print(f"repeat {r + 1}/{args.repeats}: llama.cpp", file=sys.stderr, flush=True)
             runs["llama.cpp"].append(json.loads(sh([py, str(ROOT / "bench" / "llama_cpp_bench.py"), "--flash-attn",
@@ -260,7 +275,7 @@ def main():
                   + (f" {pr('before_f16'):.0f} | |" if both else ""))
         if args.before:
             md.append(f"\nprevious build: `{args.before}` ({runs['before'][0]['build']})")
-    if args.attn_bf16:
+    if args.attn_bf16 or args.all_bf16:
         md += bf16_section(runs, rows, series, args.reform)
     if other:
         md += backend_section(other, runs, rows, series, args.reform)

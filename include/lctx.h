@@ -470,14 +470,17 @@ typedef enum lctx_kv_type {
     LCTX_KV_F16 = 1
 } lctx_kv_type;
 
-/* Arithmetic of attention's dot products. */
-typedef enum lctx_attn_precision {
-    LCTX_ATTN_F32 = 0,   /* exact f32 (default) */
-    LCTX_ATTN_BF16 = 1   /* opt-in, lossy: q, k, v and the probabilities rounded to bf16, sums in f32, in the
-                            attention of many query rows at once (prefill, chunk encoding, recompute) on CPUs with
-                            AVX512_BF16; decode steps, other CPUs and other backends stay f32.
-                            docs/attn-bf16.md has its speed and its effect on logits and answers */
-} lctx_attn_precision;
+/* Arithmetic of the products in attention (attn_precision) and in the weight
+ * matrix products (matmul_precision). docs/bf16.md has the speed and the
+ * effect on logits and answers of each. */
+typedef enum lctx_precision {
+    LCTX_PRECISION_F32 = 0,   /* exact f32 (default) */
+    LCTX_PRECISION_BF16 = 1   /* opt-in, lossy, CPUs with AVX512_BF16: both factors rounded to bf16, sums in
+                                 f32, in the work on many tokens at once (prefill, chunk encoding, recompute).
+                                 Attention: q, k, v and the probabilities; matmuls: the weights (after
+                                 dequantizing) and the activations. Decode steps, other CPUs and other backends
+                                 stay f32 */
+} lctx_precision;
 
 typedef struct lctx_session_params {
     uint32_t    struct_size;   /* sizeof(lctx_session_params): set by default_params */
@@ -504,7 +507,8 @@ typedef struct lctx_session_params {
     const lctx_reattention_params *reattention; /* REATTENTION; NULL: lctx_reattention_default_params */
     const lctx_refreshkv_params *refreshkv; /* REFRESHKV, and REFORM/ILRe with refreshkv->gathered; NULL:
                                   lctx_refreshkv_default_params */
-    lctx_attn_precision attn_precision; /* LCTX_ATTN_F32 (default) or LCTX_ATTN_BF16 (see the enum) */
+    lctx_precision attn_precision;   /* LCTX_PRECISION_F32 (default) or LCTX_PRECISION_BF16 (see the enum) */
+    lctx_precision matmul_precision; /* LCTX_PRECISION_F32 (default) or LCTX_PRECISION_BF16 */
 } lctx_session_params;
 
 LCTX_API void lctx_session_default_params(lctx_session_params *out);

@@ -144,7 +144,8 @@ void unit_rows(Mix &rng, float *v, int64_t rows, int32_t n_heads, int32_t d) {
 } // namespace
 
 std::string reform_json(const Args &a, const Hparams &hp, const std::vector<int64_t> &lengths, int64_t repeats,
-                        int64_t threads, bool profile, double fma_peak_gflops, bool attn_bf16) {
+                        int64_t threads, bool profile, double fma_peak_gflops, bool attn_bf16,
+                        bool matmul_bf16) {
     lctx_model *m = load_model(a);
     std::mt19937 rng(99);
     std::uniform_int_distribution<int32_t> u(0, hp.n_vocab - 1);
@@ -160,7 +161,8 @@ std::string reform_json(const Args &a, const Hparams &hp, const std::vector<int6
             lctx_session_default_params(&sp);
             sp.method = LCTX_METHOD_REFORM;
             sp.n_threads = static_cast<int32_t>(threads);
-            sp.attn_precision = attn_bf16 ? LCTX_ATTN_BF16 : LCTX_ATTN_F32;
+            sp.attn_precision = attn_bf16 ? LCTX_PRECISION_BF16 : LCTX_PRECISION_F32;
+            sp.matmul_precision = matmul_bf16 ? LCTX_PRECISION_BF16 : LCTX_PRECISION_F32;
             lctx_session *s = nullptr;
             check(lctx_session_create(m, &sp, &s), "creating a REFORM session");
             backend = session_backend(s);

@@ -179,6 +179,21 @@ void add_backend_module_dirs() {
 
 int32_t threads_arg(const Args &a) { return a.get_i32("--threads", 0, 1, 4096); }
 
+const std::vector<std::string> kPrecisionFlags = {"--attn", "--matmul"};
+const char *const kPrecisionUsage =
+    "  --attn P             attention's products: f32 (default, exact) or bf16 (opt-in, lossy; CPUs with\n"
+    "                       AVX512_BF16, elsewhere f32; docs/bf16.md)\n"
+    "  --matmul P           the weight matrix products of prefill and encoding: f32 (default) or bf16 (the same)\n";
+
+lctx_precision precision_arg(const Args &a, const char *flag) {
+    const std::string v = a.get(flag, "f32");
+    if (v == "f32") return LCTX_PRECISION_F32;
+    if (v == "bf16") return LCTX_PRECISION_BF16;
+    die("%s must be f32 or bf16, not '%s'", flag, v.c_str());
+}
+
+const char *precision_name(lctx_precision p) { return p == LCTX_PRECISION_BF16 ? "bf16" : "f32"; }
+
 const std::vector<std::string> kSamplingFlags = {"--temp", "--top-k", "--top-p", "--min-p", "--repeat-penalty",
                                                  "--repeat-last-n", "--seed"};
 const char *const kSamplingUsage =

@@ -63,6 +63,14 @@ const char *session_backend(const lctx_session *s);
 void add_backend_module_dirs();
 // -t/--threads: >= 1 when given; 0 (all cores) when absent.
 int32_t threads_arg(const Args &a);
+// --attn and --matmul (lctx_session_params.attn_precision, matmul_precision):
+// add kPrecisionFlags to the value flags and kPrecisionUsage to the usage
+// text; precision_arg() reads one ("f32", the default, or "bf16"; anything
+// else exits with a message). precision_name() is the word back.
+extern const std::vector<std::string> kPrecisionFlags;
+extern const char *const kPrecisionUsage;
+lctx_precision precision_arg(const Args &a, const char *flag);
+const char *precision_name(lctx_precision p);
 
 // Sampling options, the same in every command that decodes (run, generate):
 // add kSamplingFlags to its value flags and kSamplingUsage to its usage text;

@@ -249,8 +249,9 @@ int cmd_bench(int argc, char **argv) {
         "                         (scoring, pooling, top-k; the previous portable scoring beside the fast one)\n"
         "  --select-query N       query rows scored by --select-study (default 32)\n"
         "  --kv f32|f16           element type of the KV store (default f32)\n"
-        "  --attn f32|bf16        attention arithmetic (default f32; bf16: opt-in, lossy, CPUs with AVX512_BF16;\n"
+        "  --attn f32|bf16        attention's products (default f32; bf16: opt-in, lossy, CPUs with AVX512_BF16;\n"
         "                         \"attn\" in the JSON names what ran)\n"
+        "  --matmul f32|bf16      the weight matrix products of prefill and encoding, the same (\"matmul\")\n"
         "  --backend NAME         cpu, or a backend module's name (cuda); default: $LCTX_BACKEND, else the best\n"
         "                         available. One that cannot run here falls back to the CPU with a line on\n"
         "                         stderr; \"backend\" in the JSON names the one that ran\n"
@@ -259,7 +260,7 @@ int cmd_bench(int argc, char **argv) {
         "                         512 queries, decode step), f32 and f16 keys, GFLOP/s\n"
         "                         (the cost of keeping keys before RoPE), f32 and f16\n"
         "Prints one JSON object: tokens/s per repeat, peak RSS, profile.\n";
-    Args a = parse_args(argc, argv, {"--model", "--threads", "--prompts", "--decode-ctx", "--n-decode", "--repeats", "--reform", "--kv", "--attn",
+    Args a = parse_args(argc, argv, {"--model", "--threads", "--prompts", "--decode-ctx", "--n-decode", "--repeats", "--reform", "--kv", "--attn", "--matmul",
                          "--kv-study", "--topk-study", "--backend", "--select-study", "--select-query"},
                         {"--profile", "--no-mmap"},
                         {{"-m", "--model"}, {"-t", "--threads"}, {"-p", "--prompts"}, {"-n", "--n-decode"},
@@ -281,8 +282,7 @@ int cmd_bench(int argc, char **argv) {
     const std::string kv_name = a.get("--kv", "f32");
     if (kv_name != "f32" && kv_name != "f16") die("--kv must be f32 or f16\n");
     const KvType kv = kv_name == "f16" ? KvType::F16 : KvType::F32;
-    const std::string attn_name = a.get("--attn", "f32");
-    if (attn_name != "f32" && attn_name != "bf16") die("--attn must be f32 or bf16\n");
+    const lctx_precision attn_asked = precision_arg(a, "--attn"), matmul_asked = precision_arg(a, "--matmul");
 
     try {
         int64_t threads = threads_arg(a);
@@ -293,9 +293,11 @@ int cmd_bench(int argc, char **argv) {
                                       : std::getenv("LCTX_BACKEND") ? std::getenv("LCTX_BACKEND")
                                                                     : "auto";
         std::unique_ptr<Backend> backend = make_backend(a.get("--backend"), static_cast<int>(threads));
-        const bool attn_bf16 = attn_name == "bf16" && backend->set_attention_bf16(true);
-        if (attn_name == "bf16" && !attn_bf16)
-            std::fprintf(stderr, "lctx bench: no bf16 attention on this backend and CPU; measuring f32\n");
+        // What runs: bf16 only where the backend has it (then sessions too).
+        const bool attn_bf16 = attn_asked == LCTX_PRECISION_BF16 && backend->set_attention_bf16(true);
+        const bool matmul_bf16 = matmul_asked == LCTX_PRECISION_BF16 && backend->set_matmul_bf16(true);
+        if ((attn_asked == LCTX_PRECISION_BF16 && !attn_bf16) || (matmul_asked == LCTX_PRECISION_BF16 && !matmul_bf16))
+            std::fprintf(stderr, "lctx bench: no bf16 arithmetic on this backend and CPU; measuring f32\n");
         Bench b(*model, *backend);
 
         std::string out = "{\n";
@@ -303,10 +305,10 @@ int cmd_bench(int argc, char **argv) {
         std::snprintf(buf, sizeof buf,
                       "  \"model\": \"%s\",\n  \"backend\": \"%s\",\n  \"backend_requested\": \"%s\",\n"
                       "  \"threads\": %lld,\n  \"simd\": \"%s\",\n  \"build\": \"%s\",\n  \"kv\": \"%s\",\n"
-                      "  \"attn\": \"%s\",\n",
+                      "  \"attn\": \"%s\",\n  \"matmul\": \"%s\",\n",
                       a.get("--model").c_str(), backend->name(), requested.c_str(), static_cast<long long>(threads),
                       cpu_backend_variant(),
-                      lctx_build_info(), kv_type_name(kv), attn_bf16 ? "bf16" : "f32");
+                      lctx_build_info(), kv_type_name(kv), attn_bf16 ? "bf16" : "f32", matmul_bf16 ? "bf16" : "f32");
         out += buf;
 
         // Warm-up: page the weights in and start the workers.
@@ -393,7 +395,7 @@ int cmd_bench(int argc, char **argv) {
             out += "\n  },\n";
         }
         if (!reform.empty())
-            out += reform_json(a, hp, reform, repeats, threads, profile, fma_peak, attn_bf16);
+            out += reform_json(a, hp, reform, repeats, threads, profile, fma_peak, attn_bf16, matmul_bf16);
         if (!select_study.empty()) out += select_study_json(a, *model, *backend, select_study, repeats, select_query, threads);
         if (!kv_study.empty()) out += kv_study_json(*backend, hp, kv_study, repeats);
         if (!topk_study.empty()) out += topk_study_json(*backend, hp, topk_study, repeats);

@@ -77,8 +77,9 @@ const char *usage_text() {
         "  --timeout S        kill a run after S seconds and record an error (default: none)\n"
         "  --retry-errors     run again the combinations whose row is an error\n"
         "  --no-chat          no chat template: document, then the question as plain text\n"
-        "  --attn P           attention arithmetic of every run: f32 (default) or bf16 (opt-in, lossy; rows get\n"
-        "                     \"attn\": \"bf16\", and a results file holds one kind only)\n"
+        "  --attn P, --matmul P  arithmetic of every run's attention and weight products: f32 (default) or bf16\n"
+        "                     (opt-in, lossy; docs/bf16.md). Rows get \"attn\" / \"matmul\": \"bf16\"; a results file\n"
+        "                     holds one setting only\n"
         "  --backend NAME     backend of the runs: cpu, or a backend module's name (cuda); default: $LCTX_BACKEND,\n"
         "                     else the best available. One that cannot run here falls back to the CPU with a line\n"
         "                     on stderr; each run's stderr line names the backend that ran\n";
@@ -92,7 +93,7 @@ struct Options {
     uint64_t seed = 42;
     double timeout = 0;
     bool no_chat = false;
-    bool attn_bf16 = false;   // --attn bf16
+    lctx_precision attn = LCTX_PRECISION_F32, matmul = LCTX_PRECISION_F32;   // --attn, --matmul
 };
 
 struct Combo {
@@ -334,7 +335,8 @@ std::string run_combo(const Options &o, const Combo &c) {
         lctx_session_default_params(&sp);
         sp.method = c.method;
         sp.n_threads = o.threads;
-        sp.attn_precision = o.attn_bf16 ? LCTX_ATTN_BF16 : LCTX_ATTN_F32;
+        sp.attn_precision = o.attn;
+        sp.matmul_precision = o.matmul;
         // FULL and RefreshKV keep the whole input: room for it and the answer.
         if (c.method == LCTX_METHOD_FULL || c.method == LCTX_METHOD_REFRESHKV)
             sp.n_ctx = int32_t(std::min<int64_t>(INT32_MAX, n_doc + n_query + sample.answer_tokens + 16));
@@ -436,7 +438,8 @@ std::string run_combo(const Options &o, const Combo &c) {
 
     j += ", \"prompt\": \"" + prompt + "\"";
     if (!backend.empty()) j += ", \"backend\": " + json::quote(backend);
-    if (o.attn_bf16) j += ", \"attn\": \"bf16\"";
+    if (o.attn == LCTX_PRECISION_BF16) j += ", \"attn\": \"bf16\"";
+    if (o.matmul == LCTX_PRECISION_BF16) j += ", \"matmul\": \"bf16\"";
     if (have_sample) {
         j += ", \"depth\": " + fmt_num("%.4f", sample.depth) + ", \"scoring\": \"" +
              eval::score_mode_name(sample.mode) + "\", \"answer_tokens\": " + std::to_string(sample.answer_tokens);
@@ -664,7 +667,7 @@ std::string iso_now() {
 int cmd_eval(int argc, char **argv) {
     Args a = parse_args(argc, argv,
                         {"--model", "--methods", "--tasks", "--lengths", "--samples", "--threads", "--seed", "--out",
-                         "--md", "--plot", "--report", "--timeout", "--backend", "--oracle-tokens", "--essays", "--attn"},
+                         "--md", "--plot", "--report", "--timeout", "--backend", "--oracle-tokens", "--essays", "--attn", "--matmul"},
                         {"--no-chat", "--retry-errors"}, {{"-m", "--model"}, {"-t", "--threads"}}, usage_text());
     if (!a.positional.empty()) die("unexpected argument '%s'\n\n%s", a.positional[0].c_str(), usage_text());
     if (a.has("--report")) {
@@ -683,9 +686,8 @@ int cmd_eval(int argc, char **argv) {
     o.timeout = a.get_float("--timeout", 0, 0, 1e9, true);
     o.no_chat = a.on("--no-chat");
     o.backend = a.get("--backend");
-    const std::string attn = a.get("--attn", "f32");
-    if (attn != "f32" && attn != "bf16") die("--attn must be f32 or bf16");
-    o.attn_bf16 = attn == "bf16";
+    o.attn = precision_arg(a, "--attn");
+    o.matmul = precision_arg(a, "--matmul");
     o.oracle_tokens = a.get_int("--oracle-tokens", 0, 64, int64_t(1) << 30);
     o.essays = a.get("--essays");
     if (o.model.empty()) die("eval needs a model: -m MODEL.gguf\n\n%s", usage_text());
@@ -754,9 +756,11 @@ int cmd_eval(int argc, char **argv) {
     // One attention arithmetic per results file: rows of both would be
     // averaged together by the report.
     for (const auto &r : done.rows)
-        if ((r.attn == "bf16") != o.attn_bf16)
-            die("%s holds rows measured with --attn %s; write --attn %s runs to another --out file", o.out.c_str(),
-                r.attn.empty() ? "f32" : r.attn.c_str(), attn.c_str());
+        if ((r.attn == "bf16") != (o.attn == LCTX_PRECISION_BF16) ||
+            (r.matmul == "bf16") != (o.matmul == LCTX_PRECISION_BF16))
+            die("%s holds rows measured with --attn %s --matmul %s; write --attn %s --matmul %s runs to another "
+                "--out file", o.out.c_str(), r.attn.empty() ? "f32" : r.attn.c_str(),
+                r.matmul.empty() ? "f32" : r.matmul.c_str(), precision_name(o.attn), precision_name(o.matmul));
     std::set<std::string> have;
     for (const auto &r : done.rows)
         if (r.ok() || !a.on("--retry-errors")) have.insert(eval::combo_key(r));

@@ -177,8 +177,6 @@ int cmd_run(int argc, char **argv) {
         "  --store-ram MIB      ReAttention: K/V store in RAM up to MIB, then in a file (default 0: RAM only)\n"
         "  --store-dir DIR      ReAttention: directory of that file (default $TMPDIR or /tmp)\n"
         "  --kv-type T          element type of KV caches and stores: f32 (default) or f16\n"
-        "  --attn P             attention arithmetic: f32 (default, exact) or bf16 (opt-in, lossy: prefill,\n"
-        "                       encoding and recompute multiply in bf16 on CPUs with AVX512_BF16; docs/attn-bf16.md)\n"
         "  --save-index FILE    save the REFORM or ILRe index after encoding (its directory is checked first; a\n"
         "                       save that fails later still answers, then exits 1)\n"
         "  --index FILE         load a saved REFORM or ILRe index instead of reading --file\n"
@@ -203,7 +201,7 @@ int cmd_run(int argc, char **argv) {
         "                       --index, --file must name the indexed document (to find TEXT in it)\n"
         "  --probes FILE        with --questions: one probe per question, line i for question i (blank lines\n"
         "                       are skipped in both files, so the counts must match)\n" +
-        std::string(kBackendUsage) +
+        std::string(kBackendUsage) + kPrecisionUsage +
         "sampling of the answer (default greedy):\n" + kSamplingUsage;
     const char *usage = usage_text.c_str();
     Args a = parse_args(argc, argv,
@@ -211,9 +209,9 @@ int cmd_run(int argc, char **argv) {
                                 "--budget", "--chunk", "--working", "--heads", "--repeat-window", "--save-index", "--index", "--n-predict",
                                 "--ctx", "--threads", "--layer", "--window", "--ilre-profile", "--query-tokens", "--score-distance",
                                 "--global", "--local", "--span", "--vote-k", "--spans", "--reuse", "--store-ram",
-                                "--store-dir", "--kv-type", "--attn", "--decode", "--rkv-k", "--rkv-stride", "--rkv-threshold",
+                                "--store-dir", "--kv-type", "--decode", "--rkv-k", "--rkv-stride", "--rkv-threshold",
                                 "--rkv-max-run", "--backend", "--probe", "--probes"},
-                               kSamplingFlags),
+                               concat(kSamplingFlags, kPrecisionFlags)),
                         {"--json", "--progress", "--no-chat", "--no-dca", "--tile-max", "--rkv-fixed", "--lossy"},
                         {{"-m", "--model"}, {"-n", "--n-predict"}, {"-c", "--ctx"}, {"-t", "--threads"}}, usage);
     lctx_method method_id = LCTX_METHOD_REFORM;
@@ -409,9 +407,8 @@ int cmd_run(int argc, char **argv) {
     const std::string kv_type = a.get("--kv-type", "f32");
     if (kv_type == "f16") sp.kv_type = LCTX_KV_F16;
     else if (kv_type != "f32") die("--kv-type must be f32 or f16");
-    const std::string attn = a.get("--attn", "f32");
-    if (attn == "bf16") sp.attn_precision = LCTX_ATTN_BF16;
-    else if (attn != "f32") die("--attn must be f32 or bf16");
+    sp.attn_precision = precision_arg(a, "--attn");
+    sp.matmul_precision = precision_arg(a, "--matmul");
     sp.reform = &rp;
     sp.kv = &kv;
     sp.ilre = &ip;
@@ -561,7 +558,10 @@ int cmd_run(int argc, char **argv) {
     if (has_rkv) {
         auto list = [](const std::vector<int64_t> &v) {
             std::string o = "[";
-            for (size_t i = 0; i < v.size(); ++i) o += (i ? "," : "") + std::to_string(v[i]);
+            for (size_t i = 0; i < v.size(); ++i) {
+                if (i) o += ',';
+                o += std::to_string(v[i]);
+            }
             return o + "]";
         };
         char buf[512];

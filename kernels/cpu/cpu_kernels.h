@@ -27,8 +27,13 @@ double read_bandwidth_gb_s(ThreadPool &pool);
 const char *simd_variant();
 
 // y[t * n_rows + r] = sum_c W[r, c] * x[t * ldx + c]   for t < n_tok, r < W.n_rows.
-// ldx >= W.n_cols. Any type dequantize_row_ref supports.
-void matmul(ThreadPool &pool, const WeightView &W, const float *x, int64_t ldx, int64_t n_tok, float *y);
+// ldx >= W.n_cols. Any type dequantize_row_ref supports. bf16 (opt-in,
+// lossy): the packed GEMM of many tokens rounds the dequantized weights and
+// the activations to bf16 and sums in f32, where the CPU has AVX512_BF16
+// (matmul_bf16_available); one to three tokens, and other CPUs, stay f32.
+void matmul(ThreadPool &pool, const WeightView &W, const float *x, int64_t ldx, int64_t n_tok, float *y,
+            bool bf16 = false);
+bool matmul_bf16_available();
 void matmul_ref(const WeightView &W, const float *x, int64_t ldx, int64_t n_tok, float *y);
 
 // Several weights with the same n_cols applied to the same activations
@@ -40,7 +45,8 @@ struct MatmulJob {
     const WeightView *W;
     float *y;
 };
-void matmul_multi(ThreadPool &pool, const MatmulJob *jobs, int n_jobs, const float *x, int64_t ldx, int64_t n_tok);
+void matmul_multi(ThreadPool &pool, const MatmulJob *jobs, int n_jobs, const float *x, int64_t ldx, int64_t n_tok,
+                  bool bf16 = false);
 
 // Row r of W as f32 (embedding lookup).
 void get_row(const WeightView &W, int64_t r, float *out);
@@ -156,7 +162,7 @@ struct AttentionArgs {
     // column pass. Only with fewer than kAttnTiledMinRows rows per item.
     float *row_scores = nullptr;
     // Opt-in, lossy: the tiled (many-row) kernel multiplies in bf16 with f32
-    // sums where the CPU has AVX512_BF16 (docs/attn-bf16.md); elsewhere, and
+    // sums where the CPU has AVX512_BF16 (docs/bf16.md); elsewhere, and
     // for few-row items, the f32 kernels run. The column pass stays f32.
     bool bf16 = false;
 };

@@ -88,7 +88,11 @@ bool gemv_avx512(GgmlType t, const uint8_t *w, size_t row_bytes, int64_t n_rows,
 lctx::cpu::KernelTable make_table_avx512() {
     lctx::cpu::KernelTable k = kTable;
     k.gemv = gemv_avx512;
-    if (lctx::cpu::cpu_has_avx512_bf16()) k.attn_partial_bf16 = attn_partial_tiled_bf16;
+    if (lctx::cpu::cpu_has_avx512_bf16()) {
+        k.attn_partial_bf16 = attn_partial_tiled_bf16;
+        k.gemm_bf16 = gemm_bf16;
+        k.to_bf16_words = to_bf16_words;
+    }
     return k;
 }
 

@@ -106,7 +106,7 @@ struct V {
 } // namespace
 
 #include "simd_impl.h"
-#include "simd_attn_bf16.h"
+#include "simd_bf16.h"
 #include "gemv_avx512.h"
 
 namespace lctx::cpu {

@@ -94,21 +94,54 @@ void gemv_multi(ThreadPool &pool, const KernelTable &kt, const MatmulJob *jobs, 
     });
 }
 
+uint32_t *scratch_aligned(std::vector<uint32_t> &v, size_t n) {
+    if (v.size() < n + 16) v.resize(n + 16);
+    const uintptr_t p = reinterpret_cast<uintptr_t>(v.data());
+    return reinterpret_cast<uint32_t *>((p + 63) & ~static_cast<uintptr_t>(63));
+}
+
+// The bf16 GEMM's operands: rows of K floats become K / 2 words of two
+// bf16, and the packed layouts hold words where the f32 ones hold floats.
+struct Bf16Packing {
+    const KernelTable &kt;
+    int64_t words;        // per row: K / 2
+    int64_t words_pad;    // the conversion's buffer: a multiple of 16
+    // dst[w * stride] = word w of row x, w < words.
+    void scatter(const float *x, int64_t K, uint32_t *dst, int64_t stride) const {
+        thread_local std::vector<uint32_t> buf;
+        if (static_cast<int64_t>(buf.size()) < words_pad) buf.resize(static_cast<size_t>(words_pad));
+        kt.to_bf16_words(x, K, buf.data(), words_pad);
+        for (int64_t w = 0; w < words; ++w) dst[w * stride] = buf[w];
+    }
+};
+
 // Prefill: tokens packed once for all jobs, then (job, panel, token chunk)
-// items in one pool job; consecutive items share a panel.
+// items in one pool job; consecutive items share a panel. bf16 (the
+// caller checked kt.gemm_bf16 and an even K): the same with words.
 void gemm_multi(ThreadPool &pool, const KernelTable &kt, const MatmulJob *jobs, int n_jobs, const float *x,
-                int64_t ldx, int64_t n_tok) {
+                int64_t ldx, int64_t n_tok, bool bf16) {
     const int64_t K = jobs[0].W->n_cols, MR = kt.mr, NR = kt.nr;
     const int64_t n_tiles = (n_tok + NR - 1) / NR;
+    const Bf16Packing pk{kt, K / 2, (K / 2 + 15) / 16 * 16};
 
-    // Tokens packed tile by tile: xp[tile][k][t] (zero-padded).
+    // Tokens packed tile by tile: xp[tile][k][t] (zero-padded); bf16:
+    // xp2[tile][k / 2][t].
     thread_local std::vector<float> xp_buf;
-    float *xp = scratch_aligned(xp_buf, static_cast<size_t>(n_tiles * K * NR));
+    thread_local std::vector<uint32_t> xp2_buf;
+    float *xp = bf16 ? nullptr : scratch_aligned(xp_buf, static_cast<size_t>(n_tiles * K * NR));
+    uint32_t *xp2 = bf16 ? scratch_aligned(xp2_buf, static_cast<size_t>(n_tiles * pk.words * NR)) : nullptr;
     pool.parallel_for(n_tiles, [&](int64_t b, int64_t e, int) {
         for (int64_t tile = b; tile < e; ++tile) {
-            float *dst = xp + tile * K * NR;
             for (int64_t t = 0; t < NR; ++t) {
                 const int64_t tok = tile * NR + t;
+                if (bf16) {
+                    uint32_t *dst = xp2 + tile * pk.words * NR;
+                    if (tok < n_tok) pk.scatter(x + tok * ldx, K, dst + t, NR);
+                    else
+                        for (int64_t w = 0; w < pk.words; ++w) dst[w * NR + t] = 0;
+                    continue;
+                }
+                float *dst = xp + tile * K * NR;
                 if (tok < n_tok)
                     for (int64_t k = 0; k < K; ++k) dst[k * NR + t] = x[tok * ldx + k];
                 else
@@ -131,7 +164,9 @@ void gemm_multi(ThreadPool &pool, const KernelTable &kt, const MatmulJob *jobs, 
 
     pool.parallel_for(n_panels * n_chunks, [&](int64_t b, int64_t e, int) {
         thread_local std::vector<float> panel_buf, rows_buf;
-        float *panel = scratch_aligned(panel_buf, static_cast<size_t>(MR * K));
+        thread_local std::vector<uint32_t> panel2_buf;
+        float *panel = bf16 ? nullptr : scratch_aligned(panel_buf, static_cast<size_t>(MR * K));
+        uint32_t *panel2 = bf16 ? scratch_aligned(panel2_buf, static_cast<size_t>(MR * pk.words)) : nullptr;
         float *rows = scratch(rows_buf, static_cast<size_t>(MR * K));
         int64_t packed = -1;
         int j = 0;
@@ -145,8 +180,12 @@ void gemm_multi(ThreadPool &pool, const KernelTable &kt, const MatmulJob *jobs, 
                 for (int64_t r = 0; r < n_r; ++r) dequant(kt, W, r0 + r, rows + r * K);
                 // Contiguous writes; the MR rows' current lines stay in L1.
                 for (int64_t r = n_r; r < MR; ++r) std::fill(rows + r * K, rows + (r + 1) * K, 0.0f);
-                for (int64_t k = 0; k < K; ++k)
-                    for (int64_t r = 0; r < MR; ++r) panel[k * MR + r] = rows[r * K + k];
+                if (bf16) {   // panel2[k / 2][r]
+                    for (int64_t r = 0; r < MR; ++r) pk.scatter(rows + r * K, K, panel2 + r, MR);
+                } else {
+                    for (int64_t k = 0; k < K; ++k)
+                        for (int64_t r = 0; r < MR; ++r) panel[k * MR + r] = rows[r * K + k];
+                }
                 packed = gp;
             }
             const int64_t t0 = n_tiles * c / n_chunks, t1 = n_tiles * (c + 1) / n_chunks;
@@ -154,8 +193,13 @@ void gemm_multi(ThreadPool &pool, const KernelTable &kt, const MatmulJob *jobs, 
                 const int64_t kc = std::min(kKc, K - k0);
                 for (int64_t tile = t0; tile < t1; ++tile) {
                     const int nt = static_cast<int>(std::min(NR, n_tok - tile * NR));
-                    kt.gemm(panel + k0 * MR, xp + tile * K * NR + k0 * NR, kc, nt, y + tile * NR * W.n_rows + r0,
-                            W.n_rows, static_cast<int>(n_r), k0 > 0);
+                    float *yt = y + tile * NR * W.n_rows + r0;
+                    if (bf16)
+                        kt.gemm_bf16(panel2 + k0 / 2 * MR, xp2 + tile * pk.words * NR + k0 / 2 * NR, kc / 2, nt, yt,
+                                     W.n_rows, static_cast<int>(n_r), k0 > 0);
+                    else
+                        kt.gemm(panel + k0 * MR, xp + tile * K * NR + k0 * NR, kc, nt, yt, W.n_rows,
+                                static_cast<int>(n_r), k0 > 0);
                 }
             }
         }
@@ -164,7 +208,10 @@ void gemm_multi(ThreadPool &pool, const KernelTable &kt, const MatmulJob *jobs, 
 
 } // namespace
 
-void matmul_multi(ThreadPool &pool, const MatmulJob *jobs, int n_jobs, const float *x, int64_t ldx, int64_t n_tok) {
+bool matmul_bf16_available() { return active_kernels().gemm_bf16 != nullptr; }
+
+void matmul_multi(ThreadPool &pool, const MatmulJob *jobs, int n_jobs, const float *x, int64_t ldx, int64_t n_tok,
+                  bool bf16) {
     if (n_jobs < 1 || n_jobs > kMaxMatmulJobs || !jobs)
         fail(LCTX_ERR_INVALID_ARG, "matmul: %d weights in one call (1 to %d)", n_jobs, kMaxMatmulJobs);
     for (int j = 0; j < n_jobs; ++j) {
@@ -191,13 +238,13 @@ void matmul_multi(ThreadPool &pool, const MatmulJob *jobs, int n_jobs, const flo
             });
         }
     } else {
-        gemm_multi(pool, kt, jobs, n_jobs, x, ldx, n_tok);
+        gemm_multi(pool, kt, jobs, n_jobs, x, ldx, n_tok, bf16 && kt.gemm_bf16 && jobs[0].W->n_cols % 2 == 0);
     }
 }
 
-void matmul(ThreadPool &pool, const WeightView &W, const float *x, int64_t ldx, int64_t n_tok, float *y) {
+void matmul(ThreadPool &pool, const WeightView &W, const float *x, int64_t ldx, int64_t n_tok, float *y, bool bf16) {
     const MatmulJob job{&W, y};
-    matmul_multi(pool, &job, 1, x, ldx, n_tok);
+    matmul_multi(pool, &job, 1, x, ldx, n_tok, bf16);
 }
 
 void matmul_ref(const WeightView &W, const float *x, int64_t ldx, int64_t n_tok, float *y) {

@@ -61,6 +61,14 @@ struct KernelTable {
     // CPU has no AVX512_BF16.
     void (*attn_partial_bf16)(const AttentionArgs &a, float scale, int g, int64_t i0, int64_t i1,
                               int64_t j0, int64_t j1, float *o, float *m, float *l, float *scratch);
+    // The GEMM above in bf16 (matmul's bf16 option): panel2[kp * mr + r] and
+    // xp2[kp * nr + t] are words of two bf16 (k = 2kp in the low half, 2kp + 1
+    // in the high half), kpc pairs. Null where the CPU has no AVX512_BF16.
+    void (*gemm_bf16)(const uint32_t *panel2, const uint32_t *xp2, int64_t kpc, int n_tok, float *y, int64_t ldy,
+                      int rows, bool accumulate);
+    // dst[0..n_words) = x[0..n) rounded to bf16 (nearest even), two per word,
+    // zeros past n (n_words a multiple of 16). Null with gemm_bf16.
+    void (*to_bf16_words)(const float *x, int64_t n, uint32_t *dst, int64_t n_words);
 };
 
 // Keys per block in the attention kernels; queries per work item at most

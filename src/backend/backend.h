@@ -189,6 +189,10 @@ public:
     // Returns whether the backend will; one without bf16 arithmetic, or on
     // a CPU without it, keeps f32 and returns false.
     virtual bool set_attention_bf16(bool on) { return !on; }
+    // The same for the weight matrix products of many tokens (matmul,
+    // matmul_multi with n_tok of a GEMM): weights and activations rounded to
+    // bf16, sums in f32 (lctx_session_params.matmul_precision).
+    virtual bool set_matmul_bf16(bool on) { return !on; }
 
     // --- KV rows (elements of `type`, rows of `row` elements)
     // dst[i] = src[idx[i]] for i < n (rows may overlap only if idx ascending and idx[i] >= i).

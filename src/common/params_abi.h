@@ -56,7 +56,8 @@ template <> struct ParamsFields<lctx_session_params> {
         LCTX_FIELD(lctx_session_params, kv),          LCTX_FIELD(lctx_session_params, infllm),
         LCTX_FIELD(lctx_session_params, kv_type),     LCTX_FIELD(lctx_session_params, ilre),
         LCTX_FIELD(lctx_session_params, max_memory),  LCTX_FIELD(lctx_session_params, reattention),
-        LCTX_FIELD(lctx_session_params, refreshkv),   LCTX_FIELD(lctx_session_params, attn_precision)};
+        LCTX_FIELD(lctx_session_params, refreshkv),   LCTX_FIELD(lctx_session_params, attn_precision),
+        LCTX_FIELD(lctx_session_params, matmul_precision)};
 };
 template <> struct ParamsFields<lctx_reform_params> {
     static constexpr FieldSpan list[] = {

@@ -84,14 +84,14 @@ inline KvType kv_type_of(const lctx_session_params &sp) {
     fail(LCTX_ERR_INVALID_ARG, "lctx_session_params.kv_type %d is not an lctx_kv_type (LCTX_KV_F32 or LCTX_KV_F16)", v);
 }
 
-// Whether the session asked for bf16 attention (lctx_attn_precision);
-// fails on a value outside the enum.
-inline bool attn_bf16_of(const lctx_session_params &sp) {
+// Whether an lctx_precision field asks for bf16; fails on a value outside
+// the enum, naming the field.
+inline bool precision_bf16_of(const lctx_precision &field, const char *name) {
     int32_t v = 0;
-    std::memcpy(&v, &sp.attn_precision, sizeof v);
-    if (v == LCTX_ATTN_F32 || v == LCTX_ATTN_BF16) return v == LCTX_ATTN_BF16;
+    std::memcpy(&v, &field, sizeof v);
+    if (v == LCTX_PRECISION_F32 || v == LCTX_PRECISION_BF16) return v == LCTX_PRECISION_BF16;
     fail(LCTX_ERR_INVALID_ARG,
-         "lctx_session_params.attn_precision %d is not an lctx_attn_precision (LCTX_ATTN_F32 or LCTX_ATTN_BF16)", v);
+         "lctx_session_params.%s %d is not an lctx_precision (LCTX_PRECISION_F32 or LCTX_PRECISION_BF16)", name, v);
 }
 
 } // namespace lctx

@@ -26,6 +26,7 @@ int main(void) {
     OFF(lctx_session_params, max_memory);
     OFF(lctx_session_params, refreshkv);
     OFF(lctx_session_params, attn_precision);
+    OFF(lctx_session_params, matmul_precision);
     SIZE(lctx_reform_params);
     OFF(lctx_reform_params, chunk);
     OFF(lctx_reform_params, budget);

@@ -45,14 +45,14 @@ void write_floats(const std::string &path, const std::vector<float> &v) {
 int run(int argc, char **argv) {
     if (argc < 3) {
         std::fprintf(stderr, "usage: %s MODEL OUT_DIR [--tokens FILE] [--last] [--batch N] [--threads N] "
-                             "[--n-layers N] [--attn-bf16] [ID...]\n", argv[0]);
+                             "[--n-layers N] [--attn-bf16] [--matmul-bf16] [ID...]\n", argv[0]);
         return 2;
     }
     const std::string model_path = argv[1], out_dir = argv[2];
     std::vector<int32_t> tokens;
     bool last = false;
     long batch = 0, threads = 2, n_layers = -1;
-    bool attn_bf16 = false;
+    bool attn_bf16 = false, matmul_bf16 = false;
     for (int i = 3; i < argc; ++i) {
         const std::string a = argv[i];
         auto next = [&](const char *what) {
@@ -66,6 +66,8 @@ int run(int argc, char **argv) {
             while (f >> w) tokens.push_back(static_cast<int32_t>(parse_int(w.c_str(), "token id")));
         } else if (a == "--attn-bf16") {
             attn_bf16 = true;
+        } else if (a == "--matmul-bf16") {
+            matmul_bf16 = true;
         } else if (a == "--last") {
             last = true;
         } else if (a == "--batch") {
@@ -88,6 +90,7 @@ int run(int argc, char **argv) {
     const int32_t layers_run = n_layers < 0 ? hp.n_layer : static_cast<int32_t>(n_layers);
     std::unique_ptr<lctx::Backend> backend = lctx::make_cpu_backend(static_cast<int>(threads));
     if (attn_bf16 && !backend->set_attention_bf16(true)) throw std::runtime_error("no bf16 attention on this CPU");
+    if (matmul_bf16 && !backend->set_matmul_bf16(true)) throw std::runtime_error("no bf16 matmuls on this CPU");
     lctx::Forward fwd(*model, *backend);
     lctx::KvStore cache(*backend, hp, n, layers_run);   // validates layers_run
 

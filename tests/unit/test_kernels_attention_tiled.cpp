@@ -97,7 +97,7 @@ TEST(KernelsAttentionTiled, CausalPrefillMatchesReference) {
     }
 }
 
-// AttentionArgs::bf16 (simd_attn_bf16.h). Where the CPU has AVX512_BF16 the
+// AttentionArgs::bf16 (simd_bf16.h). Where the CPU has AVX512_BF16 the
 // AVX-512 variant multiplies in bf16: its output is checked against
 // attention_ref run on q, k, v rounded to bf16 beforehand (the products are
 // then exact in f32; what remains is the rounding of the probabilities, at

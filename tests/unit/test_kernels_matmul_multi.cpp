@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/ggml_type.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "test_kernels_util.h"
 
@@ -87,6 +88,56 @@ TEST(KernelsMatmulMulti, SmolLM2GateUpManyThreads) {
         expect_close(gate.view, x.data(), 576, n_tok, g.data(), rg.data(), "gate");
         expect_close(up.view, x.data(), 576, n_tok, u.data(), ru.data(), "up");
     }
+}
+
+// The bf16 option (docs/bf16.md). Where the CPU has AVX512_BF16, the GEMM
+// (4 or more tokens) is checked against a brute-force sum, in double, of the
+// bf16-rounded dequantized weights times the bf16-rounded activations: the
+// products are then exact, so the bound is f32 accumulation's, as for the
+// f32 path. One to three tokens, an odd K, other variants and CPUs without
+// the instructions must give the f32 path's output bit for bit.
+TEST(KernelsMatmulMulti, Bf16GemmMatchesRoundedReference) {
+    std::mt19937 rng(99);
+    cpu::ThreadPool pool(2);
+    auto bf = [](float f) { return bf16_to_fp32(fp32_to_bf16(f)); };
+    std::vector<RandomWeight> ws;
+    ws.emplace_back(GgmlType::Q4_1, 75, 608, rng);   // 304 words a row: not a whole number of vectors
+    ws.emplace_back(GgmlType::Q8_0, 64, 576, rng);
+    ws.emplace_back(GgmlType::F16, 9, 608, rng);
+    ws.emplace_back(GgmlType::F32, 7, 33, rng);      // odd K: the f32 path
+    test::for_each_variant([&](cpu::SimdVariant variant, const char *name) {
+        const bool lossy = variant == cpu::SimdVariant::AVX512 && cpu::matmul_bf16_available();
+        for (const RandomWeight &w : ws)
+            for (int64_t n_tok : {1, 3, 5, 37}) {
+                const WeightView &W = w.view;
+                const int64_t ldx = W.n_cols + 3;
+                auto x = test::random_floats(static_cast<size_t>(ldx * n_tok), rng);
+                std::vector<float> exact(static_cast<size_t>(W.n_rows * n_tok)), y(exact.size(), NAN);
+                cpu::matmul(pool, W, x.data(), ldx, n_tok, exact.data());
+                cpu::matmul(pool, W, x.data(), ldx, n_tok, y.data(), true);
+                const std::string what = std::string(name) + " " + ggml_type_name(W.type) + " K " +
+                                         std::to_string(W.n_cols) + " tok " + std::to_string(n_tok);
+                if (!lossy || n_tok < 4 || W.n_cols % 2 != 0) {
+                    EXPECT_EQ(test::max_abs_diff(y.data(), exact.data(), y.size()), 0.0) << what;
+                    continue;
+                }
+                EXPECT_NE(test::max_abs_diff(y.data(), exact.data(), y.size()), 0.0) << what;
+                std::vector<float> row(W.n_cols);
+                for (int64_t r = 0; r < W.n_rows; ++r) {
+                    dequantize_row_ref(W.type, W.row(r), row.data(), W.n_cols);
+                    for (int64_t t = 0; t < n_tok; ++t) {
+                        double ref = 0.0, mag = 0.0;
+                        for (int64_t c = 0; c < W.n_cols; ++c) {
+                            const double p = static_cast<double>(bf(row[c])) * bf(x[t * ldx + c]);
+                            ref += p;
+                            mag += std::fabs(p);
+                        }
+                        ASSERT_LE(std::fabs(y[t * W.n_rows + r] - ref), 1e-5 * mag + 1e-30)
+                            << what << " row " << r << " tok " << t;
+                    }
+                }
+            }
+    });
 }
 
 TEST(KernelsMatmulMulti, RejectsBadInput) {

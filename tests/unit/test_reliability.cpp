@@ -631,7 +631,8 @@ TEST(Reliability, StructSizesInsideAFieldAreRefused) {
                                        {offsetof(P, ilre), 8}, {offsetof(P, max_memory), 8}, {offsetof(P, reattention), 8},
                                        {offsetof(P, refreshkv), 8}, {offsetof(P, method), 4}, {offsetof(P, n_ctx), 4},
                                        {offsetof(P, n_threads), 4}, {offsetof(P, n_batch), 4},
-                                       {offsetof(P, kv_type), 4}, {offsetof(P, attn_precision), 4}});
+                                       {offsetof(P, kv_type), 4}, {offsetof(P, attn_precision), 4},
+                                       {offsetof(P, matmul_precision), 4}});
         if (bad) {
             EXPECT_EQ(st, LCTX_ERR_INVALID_ARG) << "size " << size;
             EXPECT_THAT(lctx_last_error(), HasSubstr("ends inside the field"));
@@ -745,29 +746,38 @@ TEST(Reliability, LogitsOnlyWhileDecoding) {
     }
 }
 
-// attn_precision (docs/attn-bf16.md): a value outside the enum is refused by
-// name; LCTX_ATTN_BF16 is accepted everywhere, and its logits after a
-// 200-token FULL prompt (the tiled kernel: 16-token batches of 4 heads per
-// KV head) stay within bf16 rounding of the exact ones, or equal them where
-// the CPU has no AVX512_BF16.
-TEST(Reliability, AttnPrecisionBf16IsOptInAndClose) {
+// attn_precision and matmul_precision (docs/bf16.md): a value outside the
+// enum is refused by name; LCTX_PRECISION_BF16 is accepted everywhere, and
+// the logits after a 200-token FULL prompt (16-token batches: the tiled
+// attention kernel and the GEMM) stay within bf16 rounding of the exact
+// ones, or equal them where the CPU has no AVX512_BF16.
+TEST(Reliability, PrecisionBf16IsOptInAndClose) {
     engine_test::TinyOptions o;
     const auto bytes = engine_test::make_tiny_llama(o);
     lctx_model *m = nullptr;
     ASSERT_EQ(lctx_model_load_from_memory(bytes.data(), bytes.size(), nullptr, &m), LCTX_OK);
     session_test::SessionParams p = small_params(LCTX_METHOD_FULL);
     lctx_session *s = nullptr;
-    int32_t bad = 7;
+    int32_t bad = 7, zero = 0;
     std::memcpy(&p.attn_precision, &bad, sizeof bad);
     EXPECT_EQ(lctx_session_create(m, &p, &s), LCTX_ERR_INVALID_ARG);
     EXPECT_THAT(lctx_last_error(), HasSubstr("attn_precision 7"));
     EXPECT_EQ(s, nullptr);
+    std::memcpy(&p.attn_precision, &zero, sizeof zero);
+    std::memcpy(&p.matmul_precision, &bad, sizeof bad);
+    EXPECT_EQ(lctx_session_create(m, &p, &s), LCTX_ERR_INVALID_ARG);
+    EXPECT_THAT(lctx_last_error(), HasSubstr("matmul_precision 7"));
+    EXPECT_EQ(s, nullptr);
 
     const auto doc = random_tokens(200, 5);
     const int n_vocab = lctx_model_n_vocab(m);
+    // exact, bf16 attention, bf16 matmuls
+    const lctx_precision F = LCTX_PRECISION_F32, B = LCTX_PRECISION_BF16;
+    const std::pair<lctx_precision, lctx_precision> settings[] = {{F, F}, {B, F}, {F, B}};
     std::vector<std::vector<float>> logits;
-    for (lctx_attn_precision prec : {LCTX_ATTN_F32, LCTX_ATTN_BF16}) {
-        p.attn_precision = prec;
+    for (auto [attn, matmul] : settings) {
+        p.attn_precision = attn;
+        p.matmul_precision = matmul;
         ASSERT_EQ(lctx_session_create(m, &p, &s), LCTX_OK) << lctx_last_error();
         ASSERT_EQ(lctx_feed_chunk(s, doc.data(), doc.size()), LCTX_OK) << lctx_session_last_error(s);
         ASSERT_EQ(lctx_build_index(s), LCTX_OK);
@@ -780,16 +790,17 @@ TEST(Reliability, AttnPrecisionBf16IsOptInAndClose) {
         logits.emplace_back(l, l + n_vocab);
         lctx_session_free(s);
     }
-    double max_diff = 0, max_abs = 0;
-    for (int i = 0; i < n_vocab; ++i) {
-        max_diff = std::max(max_diff, double(std::fabs(logits[0][i] - logits[1][i])));
-        max_abs = std::max(max_abs, double(std::fabs(logits[0][i])));
-    }
-    if (lctx::cpu_backend_attention_bf16_available()) {
-        EXPECT_GT(max_diff, 0.0);
-        EXPECT_LT(max_diff, 0.02 * std::max(1.0, max_abs));
-    } else {
-        EXPECT_EQ(max_diff, 0.0);
+    double max_abs = 0;
+    for (int i = 0; i < n_vocab; ++i) max_abs = std::max(max_abs, double(std::fabs(logits[0][i])));
+    for (int k = 1; k <= 2; ++k) {
+        double max_diff = 0;
+        for (int i = 0; i < n_vocab; ++i) max_diff = std::max(max_diff, double(std::fabs(logits[0][i] - logits[k][i])));
+        if (lctx::cpu_backend_bf16_available()) {
+            EXPECT_GT(max_diff, 0.0) << "setting " << k;
+            EXPECT_LT(max_diff, 0.02 * std::max(1.0, max_abs)) << "setting " << k;
+        } else {
+            EXPECT_EQ(max_diff, 0.0) << "setting " << k;
+        }
     }
     lctx_model_free(m);
 }

@@ -13,8 +13,8 @@ std::unique_ptr<Backend> make_cpu_backend(int n_threads);
 
 // "avx512bf16", "avx512", "avx2" or "scalar": the kernel variant this CPU runs.
 const char *cpu_backend_variant();
-// Whether bf16 attention (lctx_attn_precision) has a kernel on this CPU.
-bool cpu_backend_attention_bf16_available();
+// Whether the bf16 kernels (lctx_precision) run on this CPU.
+bool cpu_backend_bf16_available();
 
 // f32 GFLOP/s peak of this CPU's SIMD FMA units on the backend's threads
 // (lctx bench); 0 when `backend` is not the CPU backend or runs scalar code.

@@ -1,9 +1,10 @@
-// The tiled attention kernel (simd_attn_tiled.h) with its dot products in
-// bf16: q, k, v and the block's probabilities are rounded to bf16 (nearest
+// The bf16 kernels (opt-in, lossy; docs/bf16.md): the GEMM micro-kernel
+// (end of this file) and the tiled attention kernel (simd_attn_tiled.h)
+// with its dot products in bf16. Attention: q, k, v and the block's probabilities are rounded to bf16 (nearest
 // even) and multiplied pairwise by VDPBF16PS, which accumulates in f32 and
 // does twice the multiply-adds of an f32 FMA per instruction. The softmax
 // (max, exp, sums, rescaling) stays f32 and is the same code as the f32
-// kernel's. Opt-in and lossy: AttentionArgs::bf16, docs/attn-bf16.md.
+// kernel's. AttentionArgs::bf16.
 //
 // Included by kernels_avx512.cpp only (it uses that file's V); the functions
 // that execute bf16 instructions carry their own target attribute and run
@@ -200,6 +201,49 @@ LCTX_TARGET_BF16 void attn_partial_tiled_bf16(const AttentionArgs &a, float scal
         convert_kv_block_bf16(kg, vg, a.ld_kv, jb, nb, hd, b);
         for_row_tiles(rows, [&]<int R>(int64_t r0) { attn_tile_bf16<R>(a, scale, g, i0, r0, jb, nb, pmin, pmax, b, o, m, l); });
     });
+}
+
+// ---- GEMM ------------------------------------------------------------------
+
+LCTX_TARGET_BF16 void to_bf16_words(const float *x, int64_t n, uint32_t *dst, int64_t n_words) {
+    to_bf16_row(x, n, reinterpret_cast<uint16_t *>(dst), 2 * n_words);
+}
+
+// gemm (simd_impl.h) with VDPBF16PS: each panel word holds two weights of a
+// row (k = 2kp, 2kp + 1), each token word the same two activations, so one
+// instruction adds both products to each of 16 rows.
+LCTX_TARGET_BF16 void gemm_bf16(const uint32_t *panel2, const uint32_t *xp2, int64_t kpc, int n_tok, float *y,
+                                int64_t ldy, int rows, bool accumulate) {
+    static_assert(MV == 4 && W == 16, "the AVX-512 GEMM tile: 4 vectors of 16 rows");
+    __m512 c[NR][MV];
+#pragma GCC unroll 32
+    for (int t = 0; t < NR; ++t)
+#pragma GCC unroll 4
+        for (int v = 0; v < MV; ++v) c[t][v] = _mm512_setzero_ps();
+    for (int64_t kp = 0; kp < kpc; ++kp) {
+        __m512bh a[MV];
+#pragma GCC unroll 4
+        for (int v = 0; v < MV; ++v) a[v] = as_bh(_mm512_load_si512(panel2 + kp * MR + v * W));
+        const uint32_t *xk = xp2 + kp * NR;
+#pragma GCC unroll 32
+        for (int t = 0; t < NR; ++t) {
+            const __m512bh b = as_bh(_mm512_set1_epi32(static_cast<int>(xk[t])));
+#pragma GCC unroll 4
+            for (int v = 0; v < MV; ++v) c[t][v] = _mm512_dpbf16_ps(c[t][v], a[v], b);
+        }
+    }
+#pragma GCC unroll 32
+    for (int t = 0; t < NR; ++t) {
+        if (t >= n_tok) break;
+        float *yt = y + t * ldy;
+#pragma GCC unroll 4
+        for (int v = 0; v < MV; ++v) {
+            const int n = rows - v * W;
+            if (n <= 0) break;
+            if (accumulate) c[t][v] = _mm512_add_ps(c[t][v], load_part(yt + v * W, n));
+            store_part(yt + v * W, c[t][v], n);
+        }
+    }
 }
 
 } // namespace

