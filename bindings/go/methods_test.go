@@ -321,6 +321,24 @@ func TestKVTypeAndBackend(t *testing.T) {
 		t.Errorf("kv type 7: %v", err)
 	}
 
+	// AttnPrecision and MatmulPrecision reach lctx_session_params; a value
+	// outside lctx_precision is refused with the field's name.
+	bs, berr := NewSession(m, &SessionParams{NCtx: 128, Threads: 1, AttnPrecision: PrecisionBF16,
+		MatmulPrecision: PrecisionBF16})
+	if berr != nil {
+		t.Fatalf("bf16 precisions: %v", berr)
+	}
+	if err := bs.FeedText("Once upon a time"); err != nil {
+		t.Errorf("bf16 precisions: %v", err)
+	}
+	bs.Close()
+	if s, err := NewSession(m, &SessionParams{Threads: 1, MatmulPrecision: 5}); err == nil {
+		s.Close()
+		t.Error("matmul precision 5 accepted")
+	} else if !errors.Is(err, ErrInvalidArg) || !strings.Contains(err.Error(), "matmul_precision") {
+		t.Errorf("matmul precision 5: %v", err)
+	}
+
 	// An unknown backend falls back to the CPU with a warning naming it.
 	var warned bool
 	SetLogger(func(l LogLevel, msg string) {

@@ -203,6 +203,15 @@ const (
 	KVF16 KVType = C.LCTX_KV_F16 // half the memory (docs/kv-storage.md)
 )
 
+// Precision is the arithmetic of a session's attention or weight matrix
+// products (lctx_precision; docs/bf16.md has the speed and the effect).
+type Precision int32
+
+const (
+	PrecisionF32  Precision = C.LCTX_PRECISION_F32  // exact, the default
+	PrecisionBF16 Precision = C.LCTX_PRECISION_BF16 // opt-in, lossy: bf16 products on CPUs with AVX512_BF16
+)
+
 // SessionParams: zero fields keep the library defaults (see lctx.h), except
 // Method, which is passed as given (its zero value is MethodFull): start from
 // DefaultSessionParams(), or pass nil, for the library's default method
@@ -213,6 +222,8 @@ type SessionParams struct {
 	Threads int32
 	Batch   int32
 	KVType  KVType // element type of the session's KV caches; zero: KVF32
+	// Arithmetic of attention and of the weight matrix products; zero: PrecisionF32.
+	AttnPrecision, MatmulPrecision Precision
 	// The method structs; nil: the library defaults.
 	Reform *ReformParams
 	KV     *KVParams
@@ -300,6 +311,12 @@ func (p *SessionParams) native(mem *cParams, label *string) (C.lctx_session_para
 		}
 		if p.KVType != 0 {
 			c.kv_type = C.lctx_kv_type(p.KVType)
+		}
+		if p.AttnPrecision != 0 {
+			c.attn_precision = C.lctx_precision(p.AttnPrecision)
+		}
+		if p.MatmulPrecision != 0 {
+			c.matmul_precision = C.lctx_precision(p.MatmulPrecision)
 		}
 		if r := p.Reform; r != nil {
 			cr := (*C.lctx_reform_params)(mem.alloc(C.sizeof_lctx_reform_params))

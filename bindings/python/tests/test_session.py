@@ -129,6 +129,22 @@ def test_unknown_param_and_method(model):
         model.session(method=len(lctx.Method))
 
 
+def test_bf16_precision_fields_by_name(model):
+    # lctx_session_params.attn_precision / matmul_precision (docs/bf16.md):
+    # set by name like every common field; a value outside the enum is
+    # refused with the field's name; bf16 answers (f32 where the CPU lacks it).
+    from lctx import capi
+    with pytest.raises(lctx.InvalidArgumentError, match="matmul_precision 9"):
+        model.session(method=lctx.Method.FULL, n_ctx=512, matmul_precision=9)
+    with model.session(method=lctx.Method.FULL, n_ctx=512, n_threads=1, attn_precision=capi.LCTX_PRECISION_BF16,
+                       matmul_precision=capi.LCTX_PRECISION_BF16) as s:
+        s.feed(DOC)
+        s.build_index()
+        with s.select(model.tokenize(" She", add_special=False)) as sel:
+            s.recompute(sel)
+        assert s.decode() >= 0
+
+
 def test_log_handler_receives_messages(model):
     got = []
     lctx.set_log_handler(lambda level, msg: got.append((level, msg)), lctx.LogLevel.DEBUG)

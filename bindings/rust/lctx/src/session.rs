@@ -163,6 +163,35 @@ impl KvType {
     }
 }
 
+/// Arithmetic of a session's attention or weight matrix products
+/// (lctx_precision; docs/bf16.md has the speed and the effect).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Precision {
+    /// Exact f32 (the default).
+    F32,
+    /// Opt-in, lossy: bf16 products with f32 sums on CPUs with AVX512_BF16.
+    Bf16,
+    /// Any other lctx_precision value (the library refuses it).
+    Other(i32),
+}
+
+impl Precision {
+    fn raw(self) -> sys::lctx_precision {
+        match self {
+            Precision::F32 => sys::LCTX_PRECISION_F32,
+            Precision::Bf16 => sys::LCTX_PRECISION_BF16,
+            Precision::Other(v) => v as sys::lctx_precision,
+        }
+    }
+    fn from_raw(v: sys::lctx_precision) -> Precision {
+        match v {
+            sys::LCTX_PRECISION_F32 => Precision::F32,
+            sys::LCTX_PRECISION_BF16 => Precision::Bf16,
+            v => Precision::Other(v as i32),
+        }
+    }
+}
+
 /// When RefreshKV's layers refresh (lctx_refreshkv_schedule).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RefreshKvSchedule {
@@ -241,6 +270,10 @@ pub struct SessionParams {
     pub n_batch: i32,
     /// Element type of every KV cache of the session.
     pub kv_type: KvType,
+    /// Arithmetic of attention's products.
+    pub attn_precision: Precision,
+    /// Arithmetic of the weight matrix products.
+    pub matmul_precision: Precision,
     pub reform_chunk: i32,
     pub reform_budget: i32,
     pub reform_recompute: i32,
@@ -354,6 +387,8 @@ impl Default for SessionParams {
             n_threads: p.n_threads,
             n_batch: p.n_batch,
             kv_type: KvType::from_raw(p.kv_type),
+            attn_precision: Precision::from_raw(p.attn_precision),
+            matmul_precision: Precision::from_raw(p.matmul_precision),
             reform_chunk: r.chunk,
             reform_budget: r.budget,
             reform_recompute: r.recompute,
@@ -466,6 +501,8 @@ impl SessionParams {
         p.n_threads = self.n_threads;
         p.n_batch = self.n_batch;
         p.kv_type = self.kv_type.raw();
+        p.attn_precision = self.attn_precision.raw();
+        p.matmul_precision = self.matmul_precision.raw();
         r.chunk = self.reform_chunk;
         r.budget = self.reform_budget;
         r.recompute = self.reform_recompute;

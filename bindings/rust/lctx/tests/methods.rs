@@ -5,7 +5,7 @@
 //! kv_type/backend reach the library.
 mod common;
 
-use lctx::{KvType, Method, Model, ModelParams, RefreshKvSchedule, Sampling, SessionParams, Stage, Status};
+use lctx::{KvType, Method, Model, ModelParams, Precision, RefreshKvSchedule, Sampling, SessionParams, Stage, Status};
 
 #[test]
 fn method_enum_matches_the_registry() {
@@ -177,6 +177,15 @@ fn kv_type_and_backend() {
     let e = m.session(&SessionParams { kv_type: KvType::Other(7), ..Default::default() }).err().unwrap();
     assert_eq!(e.status, Status::InvalidArg);
     assert!(e.message.contains("kv_type"), "{}", e.message);
+
+    // attn_precision / matmul_precision (docs/bf16.md)
+    assert_eq!(SessionParams::default().attn_precision, Precision::F32);
+    let bf16 = SessionParams { method: Method::Full, n_ctx: 128, n_threads: 1, attn_precision: Precision::Bf16,
+                               matmul_precision: Precision::Bf16, ..Default::default() };
+    m.session(&bf16).unwrap().feed_text("Once upon a time").unwrap();
+    let e = m.session(&SessionParams { matmul_precision: Precision::Other(5), ..Default::default() }).err().unwrap();
+    assert_eq!(e.status, Status::InvalidArg);
+    assert!(e.message.contains("matmul_precision"), "{}", e.message);
 
     let path = common::tiny_model_path();
     let cpu_params = ModelParams { n_threads: 1, backend: Some("cpu".into()), ..Default::default() };
