@@ -108,7 +108,8 @@ class LctxLM(LM):
     ``max_gen_toks`` wins), ``chat`` (default true), ``max_query_tokens``
     (default 256), ``rolling_window`` (default 256), ``seed`` (sampling seed,
     default 0), and any session parameter of the Python binding: ``n_ctx``,
-    ``n_batch``, ``kv_type``, ``max_memory`` and the method knobs by their
+    ``n_batch``, ``kv_type``, ``max_memory``, ``attn_precision`` and
+    ``matmul_precision`` (1: bf16, docs/bf16.md) and the method knobs by their
     prefixed names (``reform_budget``, ``reform_chunk``, ``kv_budget``,
     ``snapkv_kernel``, ``ilre_budget``, ``reattention_span``,
     ``refreshkv_partial``, ...: ``lctx.Session``'s keyword arguments).
@@ -138,7 +139,8 @@ class LctxLM(LM):
         except TypeError as exc:
             raise ValueError(f"{exc} in --model_args; lctx's args are model, method, threads, max_gen_toks, chat, "
                              "max_query_tokens, rolling_window, seed and lctx.Session's keyword arguments "
-                             "(n_ctx, n_batch, kv_type, max_memory, reform_*, kv_*, snapkv_*, infinipot_*, "
+                             "(n_ctx, n_batch, kv_type, max_memory, attn_precision, matmul_precision, reform_*, kv_*, "
+                             "snapkv_*, infinipot_*, "
                              "infllm_*, ilre_*, reattention_*, refreshkv_*)") from None
         if not os.path.isfile(os.fspath(model)):
             raise ValueError(f"model file not found: {model}")
