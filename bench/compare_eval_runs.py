@@ -35,7 +35,14 @@ def main():
     methods = set(filter(None, args.methods.split(",")))
     a, b = rows(args.base, methods), rows(args.other, methods)
     groups = defaultdict(list)
+    skipped = 0
     for key in sorted(set(a) & set(b)):
+        # The same sample seed gives another input when --samples differs
+        # (the needle depths are spread over the samples): compare only rows
+        # whose inputs match.
+        if any(a[key].get(f) != b[key].get(f) for f in ("depth", "expected", "n_input_tokens")):
+            skipped += 1
+            continue
         groups[key[:3]].append((a[key], b[key]))
     md = [f"`{Path(args.base).name}` (base) against `{Path(args.other).name}` on the samples both hold", "",
           "| method | task | length | samples | base mean score | other mean score | answers changed | scores changed |",
@@ -50,6 +57,9 @@ def main():
         tot = [tot[0] + n, tot[1] + ch, tot[2] + sc]
         md.append(f"| {m} | {t} | {L} | {n} | {sa:.3f} | {sb:.3f} | {ch} | {sc} |")
     md.append(f"| all | | | {tot[0]} | | | {tot[1]} | {tot[2]} |")
+    if skipped:
+        md.append(f"\n{skipped} row(s) of the same (method, task, length, sample) had other inputs (another --samples) "
+                  "and were left out.")
     text = "\n".join(md) + "\n"
     print(text)
     if args.out:
