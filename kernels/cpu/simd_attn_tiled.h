@@ -236,4 +236,59 @@ void attn_partial_tiled(const AttentionArgs &a, float scale, int g, int64_t i0, 
     });
 }
 
+// attn_colsum's contract (simd.h) for many observation rows: per key block,
+// K transposed once and the rows scored RT at a time (tile_scores), then
+// exp(s - m) / l of each row added into (or, col_max, maxed with) the
+// block's columns. The row maxima m and sums l are the first pass's.
+void attn_colsum_tiled(const AttentionArgs &a, float scale, int g, int64_t j0, int64_t j1, const float *m,
+                       const float *l, float *scratch) {
+    const int ng = a.n_head / a.n_head_kv, hd = a.head_dim;
+    const float *kg = a.k + g * a.kv_head_stride;
+    const int32_t *kvp = a.kv_pos + g * a.kv_pos_head_stride;
+    float *kt = reinterpret_cast<float *>((reinterpret_cast<uintptr_t>(scratch) + 63) & ~static_cast<uintptr_t>(63));
+    float *st = kt + static_cast<int64_t>(hd) * KB, *cs = st + RT * KB;
+    float *col = a.col_sums + g * a.n_kv;
+    const int64_t ib = a.obs_begin < 0 ? 0 : a.obs_begin, rows = (a.n_q - ib) * ng;
+    for (int64_t jb = j0; jb < j1; jb += KB) {
+        const int64_t nb = min64(KB, j1 - jb);
+        transpose_keys(kg + jb * a.ld_kv, a.ld_kv, nb, hd, kt);
+        if (nb < KB)
+            for (int d = 0; d < hd; ++d)
+                for (int64_t j = nb; j < KB; ++j) kt[static_cast<int64_t>(d) * KB + j] = 0.0f;
+        for (int j = 0; j < KB; ++j) cs[j] = 0.0f;
+        for_row_tiles(rows, [&]<int R>(int64_t r0) {
+            const float *q[R];
+            for (int rr = 0; rr < R; ++rr) {
+                const int64_t r = r0 + rr, i = ib + r / ng;
+                q[rr] = a.q + i * a.ldq + static_cast<int64_t>(g * ng + r % ng) * hd;
+            }
+            tile_scores<R>(q, kt, hd, scale, st);
+            for (int rr = 0; rr < R; ++rr) {
+                const int64_t r = r0 + rr, i = ib + r / ng, row = i * a.n_head + g * ng + r % ng;
+                const float L = l[row];
+                if (!(L > 0.0f)) continue;
+                float *s = st + rr * KB;
+                if (a.softcap > 0.0f)
+                    for (int64_t j = 0; j < nb; ++j) s[j] = softcap_score(s[j], a.softcap);
+                for (int64_t j = 0; j < nb; ++j)
+                    if (!key_visible(kvp[jb + j], a.q_pos[i], a.window)) s[j] = -INFINITY;
+                exp_sum(s, nb, m[row]);
+                const F inv = V::set1(1.0f / L);
+                int64_t j = 0;
+                if (a.col_max) {
+                    for (; j + W <= nb; j += W) V::store(cs + j, V::max(V::mul(V::load(s + j), inv), V::load(cs + j)));
+                    for (; j < nb; ++j) cs[j] = cs[j] > s[j] * (1.0f / L) ? cs[j] : s[j] * (1.0f / L);
+                } else {
+                    for (; j + W <= nb; j += W) V::store(cs + j, V::fmadd(V::load(s + j), inv, V::load(cs + j)));
+                    for (; j < nb; ++j) cs[j] += s[j] * (1.0f / L);
+                }
+            }
+        });
+        if (a.col_max)
+            for (int64_t j = 0; j < nb; ++j) col[jb + j] = col[jb + j] > cs[j] ? col[jb + j] : cs[j];
+        else
+            for (int64_t j = 0; j < nb; ++j) col[jb + j] += cs[j];
+    }
+}
+
 } // namespace

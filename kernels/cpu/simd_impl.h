@@ -713,6 +713,10 @@ void attn_partial(const AttentionArgs &a, float scale, int g, int64_t i0, int64_
 void attn_colsum(const AttentionArgs &a, float scale, int g, int64_t j0, int64_t j1, const float *m,
                  const float *l, float *scratch) {
     const int ng = a.n_head / a.n_head_kv, hd = a.head_dim;
+    if (!a.row_scores && lctx::cpu::attn_item_is_tiled((a.n_q - (a.obs_begin < 0 ? 0 : a.obs_begin)) * ng)) {
+        attn_colsum_tiled(a, scale, g, j0, j1, m, l, scratch);   // many observation rows (prefill, encoding)
+        return;
+    }
     // With row_scores the keys are not read (f16 storage is not widened for it).
     const float *kg = a.row_scores ? nullptr : a.k + g * a.kv_head_stride;
     float *s = scratch, *cs = scratch + kAttnKeyBlock, *qs = scratch + 2 * kAttnKeyBlock;
