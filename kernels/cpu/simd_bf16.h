@@ -232,18 +232,7 @@ LCTX_TARGET_BF16 void gemm_bf16(const uint32_t *panel2, const uint32_t *xp2, int
             for (int v = 0; v < MV; ++v) c[t][v] = _mm512_dpbf16_ps(c[t][v], a[v], b);
         }
     }
-#pragma GCC unroll 32
-    for (int t = 0; t < NR; ++t) {
-        if (t >= n_tok) break;
-        float *yt = y + t * ldy;
-#pragma GCC unroll 4
-        for (int v = 0; v < MV; ++v) {
-            const int n = rows - v * W;
-            if (n <= 0) break;
-            if (accumulate) c[t][v] = _mm512_add_ps(c[t][v], load_part(yt + v * W, n));
-            store_part(yt + v * W, c[t][v], n);
-        }
-    }
+    store_gemm_tile(c, n_tok, y, ldy, rows, accumulate);
 }
 
 } // namespace

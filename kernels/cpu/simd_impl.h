@@ -356,6 +356,28 @@ constexpr int MV = V::MV;
 constexpr int MR = MV * W;
 constexpr int NR = V::NR;
 
+// The GEMM tile's epilogue: y[t * ldy + r] (+)= c[t][r / W][r % W] for
+// t < n_tok, r < rows (the f32 and bf16 micro-kernels share it).
+inline void store_gemm_tile(F (&c)[NR][MV], int n_tok, float *y, int64_t ldy, int rows, bool accumulate) {
+#pragma GCC unroll 32
+    for (int t = 0; t < NR; ++t) {
+        if (t >= n_tok) break;
+        float *yt = y + t * ldy;
+#pragma GCC unroll 4
+        for (int v = 0; v < MV; ++v) {
+            const int n = rows - v * W;
+            if (n <= 0) break;
+            if (n >= W) {
+                if (accumulate) c[t][v] = V::add(c[t][v], V::load(yt + v * W));
+                V::store(yt + v * W, c[t][v]);
+            } else {
+                if (accumulate) c[t][v] = V::add(c[t][v], V::load_n(yt + v * W, n));
+                V::store_n(yt + v * W, c[t][v], n);
+            }
+        }
+    }
+}
+
 void gemm(const float *panel, const float *xp, int64_t kc, int n_tok, float *y, int64_t ldy, int rows,
           bool accumulate) {
     F c[NR][MV];
@@ -375,23 +397,7 @@ void gemm(const float *panel, const float *xp, int64_t kc, int n_tok, float *y, 
             for (int v = 0; v < MV; ++v) c[t][v] = V::fmadd(a[v], b, c[t][v]);
         }
     }
-#pragma GCC unroll 32
-    for (int t = 0; t < NR; ++t) {
-        if (t >= n_tok) break;
-        float *yt = y + t * ldy;
-#pragma GCC unroll 4
-        for (int v = 0; v < MV; ++v) {
-            const int n = rows - v * W;
-            if (n <= 0) break;
-            if (n >= W) {
-                if (accumulate) c[t][v] = V::add(c[t][v], V::load(yt + v * W));
-                V::store(yt + v * W, c[t][v]);
-            } else {
-                if (accumulate) c[t][v] = V::add(c[t][v], V::load_n(yt + v * W, n));
-                V::store_n(yt + v * W, c[t][v], n);
-            }
-        }
-    }
+    store_gemm_tile(c, n_tok, y, ldy, rows, accumulate);
 }
 
 // ---- norms and activations ---------------------------------------------------
