@@ -125,4 +125,17 @@ if "$LCTX" eval -m "$MODEL" --methods full --tasks essay_niah --lengths 512 --es
 fi
 grep -q 'needs the Paul Graham essays' "$T/log11" || fail "no message for a missing --essays folder: $(cat "$T/log11")"
 [ ! -s "$T/s2.jsonl" ] || fail "rows were written for a missing --essays folder"
+
+# 10. The bf16 options: the rows say which ran ("attn"/"matmul": "bf16"), and a results file holds one setting
+#     (the f32 file of section 1 refuses a bf16 run and is left as it was).
+"$LCTX" "${ARGS[@]}" --samples 1 --attn bf16 --matmul bf16 --out "$T/b.jsonl" 2> "$T/log12" || fail "bf16 eval failed: $(cat "$T/log12")"
+[ "$(grep -c '"attn": "bf16", "matmul": "bf16"' "$T/b.jsonl")" = 4 ] || fail "bf16 rows lack their fields: $(cat "$T/b.jsonl")"
+cp "$T/r.jsonl" "$T/r_before.jsonl"
+if "$LCTX" "${ARGS[@]}" --samples 2 --attn bf16 --out "$T/r.jsonl" 2> "$T/log13"; then
+  fail "a bf16 run was appended to an f32 results file"
+fi
+grep -q 'holds rows measured with --attn f32 --matmul f32' "$T/log13" || fail "no message for mixed settings: $(cat "$T/log13")"
+cmp -s "$T/r.jsonl" "$T/r_before.jsonl" || fail "the refused run changed the results file"
+if "$LCTX" "${ARGS[@]}" --samples 1 --attn fp8 --out "$T/x.jsonl" 2> "$T/log14"; then fail "--attn fp8 was accepted"; fi
+grep -q -- '--attn must be f32 or bf16' "$T/log14" || fail "no message for --attn fp8: $(cat "$T/log14")"
 echo "PASS"
