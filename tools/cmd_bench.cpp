@@ -260,8 +260,10 @@ int cmd_bench(int argc, char **argv) {
         "                         512 queries, decode step), f32 and f16 keys, GFLOP/s\n"
         "                         (the cost of keeping keys before RoPE), f32 and f16\n"
         "Prints one JSON object: tokens/s per repeat, peak RSS, profile.\n";
-    Args a = parse_args(argc, argv, {"--model", "--threads", "--prompts", "--decode-ctx", "--n-decode", "--repeats", "--reform", "--kv", "--attn", "--matmul",
-                         "--kv-study", "--topk-study", "--backend", "--select-study", "--select-query"},
+    Args a = parse_args(argc, argv,
+                        concat({"--model", "--threads", "--prompts", "--decode-ctx", "--n-decode", "--repeats", "--reform",
+                                "--kv", "--kv-study", "--topk-study", "--backend", "--select-study", "--select-query"},
+                               kPrecisionFlags),
                         {"--profile", "--no-mmap"},
                         {{"-m", "--model"}, {"-t", "--threads"}, {"-p", "--prompts"}, {"-n", "--n-decode"},
                          {"-r", "--repeats"}},

@@ -666,8 +666,10 @@ std::string iso_now() {
 
 int cmd_eval(int argc, char **argv) {
     Args a = parse_args(argc, argv,
-                        {"--model", "--methods", "--tasks", "--lengths", "--samples", "--threads", "--seed", "--out",
-                         "--md", "--plot", "--report", "--timeout", "--backend", "--oracle-tokens", "--essays", "--attn", "--matmul"},
+                        concat({"--model", "--methods", "--tasks", "--lengths", "--samples", "--threads", "--seed",
+                                "--out", "--md", "--plot", "--report", "--timeout", "--backend", "--oracle-tokens",
+                                "--essays"},
+                               kPrecisionFlags),
                         {"--no-chat", "--retry-errors"}, {{"-m", "--model"}, {"-t", "--threads"}}, usage_text());
     if (!a.positional.empty()) die("unexpected argument '%s'\n\n%s", a.positional[0].c_str(), usage_text());
     if (a.has("--report")) {

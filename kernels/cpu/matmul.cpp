@@ -41,11 +41,12 @@ float *scratch(std::vector<float> &v, size_t n) {
 }
 
 // 64-byte aligned: the GEMM micro-kernel's panel loads must not split cache
-// lines (measured: 15% of its speed).
-float *scratch_aligned(std::vector<float> &v, size_t n) {
+// lines (measured: 15% of its speed). T: float, or the bf16 path's words.
+template <class T>
+T *scratch_aligned(std::vector<T> &v, size_t n) {
     if (v.size() < n + 16) v.resize(n + 16);
     const uintptr_t p = reinterpret_cast<uintptr_t>(v.data());
-    return reinterpret_cast<float *>((p + 63) & ~static_cast<uintptr_t>(63));
+    return reinterpret_cast<T *>((p + 63) & ~static_cast<uintptr_t>(63));
 }
 
 // Rows [r0, r1) of W, one row dequantized at a time, dotted with every token.
@@ -92,12 +93,6 @@ void gemv_multi(ThreadPool &pool, const KernelTable &kt, const MatmulJob *jobs, 
             c = c1;
         }
     });
-}
-
-uint32_t *scratch_aligned(std::vector<uint32_t> &v, size_t n) {
-    if (v.size() < n + 16) v.resize(n + 16);
-    const uintptr_t p = reinterpret_cast<uintptr_t>(v.data());
-    return reinterpret_cast<uint32_t *>((p + 63) & ~static_cast<uintptr_t>(63));
 }
 
 // The bf16 GEMM's operands: rows of K floats become K / 2 words of two

@@ -57,7 +57,7 @@ struct KernelTable {
     void (*max_dot_tile)(const float *q, int64_t ldq, int rows, const float *kt, int64_t T, int64_t n_valid, int d,
                          float *best);
     // attn_partial for many rows (the tiled kernel) with bf16 dot products
-    // (AttentionArgs::bf16, simd_attn_bf16.h); f32 K/V only. Null where the
+    // (AttentionArgs::bf16, simd_bf16.h); f32 K/V only. Null where the
     // CPU has no AVX512_BF16.
     void (*attn_partial_bf16)(const AttentionArgs &a, float scale, int g, int64_t i0, int64_t i1,
                               int64_t j0, int64_t j1, float *o, float *m, float *l, float *scratch);

@@ -151,8 +151,9 @@ void attn_tile(const AttentionArgs &a, float scale, int g, int64_t i0, int64_t r
     for (int d0 = 0; d0 < hd; d0 += CJ) tile_pv<R>(orow, fac, st, vb, ldv, nb, d0, hd - d0 < CJ ? hd - d0 : CJ);
 }
 
-// kt[d * KB + j] = k[j * ld + d] for j < nb, d < hd: W x W register
-// transposes where whole tiles fit, scalar copies at the edges.
+// kt[d * KB + j] = k[j * ld + d] for j < nb, d < hd, and 0 for nb <= j < KB
+// (keys missing from a last, short block): W x W register transposes where
+// whole tiles fit, scalar copies at the edges.
 inline void transpose_keys(const float *k, int64_t ld, int64_t nb, int hd, float *kt) {
     int64_t j = 0;
     for (; j + W <= nb; j += W) {
@@ -163,6 +164,40 @@ inline void transpose_keys(const float *k, int64_t ld, int64_t nb, int hd, float
     }
     for (; j < nb; ++j)
         for (int d = 0; d < hd; ++d) kt[static_cast<int64_t>(d) * KB + j] = k[j * ld + d];
+    if (nb < KB)
+        for (int d = 0; d < hd; ++d)
+            for (int64_t jj = nb; jj < KB; ++jj) kt[static_cast<int64_t>(d) * KB + jj] = 0.0f;
+}
+
+// The first 64-byte boundary in a scratch buffer (attn_scratch_floats counts
+// the 16 floats this may skip).
+template <class T>
+inline T *align64(float *scratch) {
+    return reinterpret_cast<T *>((reinterpret_cast<uintptr_t>(scratch) + 63) & ~static_cast<uintptr_t>(63));
+}
+
+// Adds row probabilities p[0..nb) / L into the column accumulator cs (or,
+// col_max, takes the maximum): one observation row's share of the eviction
+// scores (attn_colsum and attn_colsum_tiled).
+inline void add_row_to_columns(const float *p, int64_t nb, float L, bool col_max, float *cs) {
+    const F inv = V::set1(1.0f / L);
+    int64_t j = 0;
+    if (col_max) {
+        for (; j + W <= nb; j += W) V::store(cs + j, V::max(V::mul(V::load(p + j), inv), V::load(cs + j)));
+        for (; j < nb; ++j) cs[j] = std::max(cs[j], p[j] * (1.0f / L));
+        return;
+    }
+    for (; j + W <= nb; j += W) V::store(cs + j, V::fmadd(V::load(p + j), inv, V::load(cs + j)));
+    for (; j < nb; ++j) cs[j] += p[j] * (1.0f / L);
+}
+
+// col[0..nb) += cs (or, col_max, the elementwise maximum): a key block's
+// accumulated column scores into the call's output.
+inline void flush_columns(const float *cs, int64_t nb, bool col_max, float *col) {
+    if (col_max)
+        for (int64_t j = 0; j < nb; ++j) col[j] = std::max(col[j], cs[j]);
+    else
+        for (int64_t j = 0; j < nb; ++j) col[j] += cs[j];
 }
 
 // Calls tile.template operator()<R>(r0) for the row tiles of `rows` rows:
@@ -221,14 +256,11 @@ void attn_partial_tiled(const AttentionArgs &a, float scale, int g, int64_t i0, 
     // 64-byte aligned buffers: split-line vector loads cost ~15% in the
     // GEMM micro-kernel, and KV cache rows need not be line-aligned, so the
     // V block is copied (16 KiB per block, shared by all rows of the call).
-    float *kt = reinterpret_cast<float *>((reinterpret_cast<uintptr_t>(scratch) + 63) & ~static_cast<uintptr_t>(63));
+    float *kt = align64<float>(scratch);
     float *st = kt + static_cast<int64_t>(hd) * KB, *vcopy = st + RT * KB;
     const int64_t ldv = (hd + 15) / 16 * 16;
     for_visible_key_blocks(a, g, i0, i1, j0, j1, o, m, l, [&](int64_t jb, int64_t nb, int32_t pmin, int32_t pmax) {
         transpose_keys(kg + jb * a.ld_kv, a.ld_kv, nb, hd, kt);
-        if (nb < KB)
-            for (int d = 0; d < hd; ++d)
-                for (int64_t j = nb; j < KB; ++j) kt[static_cast<int64_t>(d) * KB + j] = 0.0f;
         for (int64_t j = 0; j < nb; ++j) std::memcpy(vcopy + j * ldv, vg + (jb + j) * a.ld_kv, sizeof(float) * hd);
         for_row_tiles(rows, [&]<int R>(int64_t r0) {
             attn_tile<R>(a, scale, g, i0, r0, jb, nb, pmin, pmax, kt, vcopy, ldv, o, m, l, st);
@@ -245,16 +277,13 @@ void attn_colsum_tiled(const AttentionArgs &a, float scale, int g, int64_t j0, i
     const int ng = a.n_head / a.n_head_kv, hd = a.head_dim;
     const float *kg = a.k + g * a.kv_head_stride;
     const int32_t *kvp = a.kv_pos + g * a.kv_pos_head_stride;
-    float *kt = reinterpret_cast<float *>((reinterpret_cast<uintptr_t>(scratch) + 63) & ~static_cast<uintptr_t>(63));
+    float *kt = align64<float>(scratch);
     float *st = kt + static_cast<int64_t>(hd) * KB, *cs = st + RT * KB;
     float *col = a.col_sums + g * a.n_kv;
     const int64_t ib = a.obs_begin < 0 ? 0 : a.obs_begin, rows = (a.n_q - ib) * ng;
     for (int64_t jb = j0; jb < j1; jb += KB) {
         const int64_t nb = min64(KB, j1 - jb);
         transpose_keys(kg + jb * a.ld_kv, a.ld_kv, nb, hd, kt);
-        if (nb < KB)
-            for (int d = 0; d < hd; ++d)
-                for (int64_t j = nb; j < KB; ++j) kt[static_cast<int64_t>(d) * KB + j] = 0.0f;
         for (int j = 0; j < KB; ++j) cs[j] = 0.0f;
         for_row_tiles(rows, [&]<int R>(int64_t r0) {
             const float *q[R];
@@ -273,21 +302,10 @@ void attn_colsum_tiled(const AttentionArgs &a, float scale, int g, int64_t j0, i
                 for (int64_t j = 0; j < nb; ++j)
                     if (!key_visible(kvp[jb + j], a.q_pos[i], a.window)) s[j] = -INFINITY;
                 exp_sum(s, nb, m[row]);
-                const F inv = V::set1(1.0f / L);
-                int64_t j = 0;
-                if (a.col_max) {
-                    for (; j + W <= nb; j += W) V::store(cs + j, V::max(V::mul(V::load(s + j), inv), V::load(cs + j)));
-                    for (; j < nb; ++j) cs[j] = cs[j] > s[j] * (1.0f / L) ? cs[j] : s[j] * (1.0f / L);
-                } else {
-                    for (; j + W <= nb; j += W) V::store(cs + j, V::fmadd(V::load(s + j), inv, V::load(cs + j)));
-                    for (; j < nb; ++j) cs[j] += s[j] * (1.0f / L);
-                }
+                add_row_to_columns(s, nb, L, a.col_max, cs);
             }
         });
-        if (a.col_max)
-            for (int64_t j = 0; j < nb; ++j) col[jb + j] = col[jb + j] > cs[j] ? col[jb + j] : cs[j];
-        else
-            for (int64_t j = 0; j < nb; ++j) col[jb + j] += cs[j];
+        flush_columns(cs, nb, a.col_max, col + jb);
     }
 }
 

@@ -186,7 +186,7 @@ LCTX_TARGET_BF16 void attn_partial_tiled_bf16(const AttentionArgs &a, float scal
     b.ldk2 = bf16_row_words(hd);
     b.ldv2 = round16(hd);
     b.n_pairs = (hd + 1) / 2;
-    uint32_t *w = reinterpret_cast<uint32_t *>((reinterpret_cast<uintptr_t>(scratch) + 63) & ~static_cast<uintptr_t>(63));
+    uint32_t *w = align64<uint32_t>(scratch);
     b.kt2 = w;
     b.v2 = b.kt2 + b.ldk2 * KB;
     b.kb = b.v2 + (KB / 2) * b.ldv2;

@@ -750,21 +750,10 @@ void attn_colsum(const AttentionArgs &a, float scale, int g, int64_t j0, int64_t
                         continue;
                 }
                 exp_sum(s, nb, m[i * a.n_head + h]);
-                const F inv = V::set1(1.0f / L);
-                int64_t j = 0;
-                if (a.col_max) {
-                    for (; j + W <= nb; j += W) V::store(cs + j, V::max(V::mul(V::load(s + j), inv), V::load(cs + j)));
-                    for (; j < nb; ++j) cs[j] = std::max(cs[j], s[j] * (1.0f / L));
-                    continue;
-                }
-                for (; j + W <= nb; j += W) V::store(cs + j, V::fmadd(V::load(s + j), inv, V::load(cs + j)));
-                for (; j < nb; ++j) cs[j] += s[j] * (1.0f / L);
+                add_row_to_columns(s, nb, L, a.col_max, cs);
             }
         }
-        if (a.col_max)
-            for (int64_t j = 0; j < nb; ++j) col[jb + j] = std::max(col[jb + j], cs[j]);
-        else
-            for (int64_t j = 0; j < nb; ++j) col[jb + j] += cs[j];
+        flush_columns(cs, nb, a.col_max, col + jb);
     }
 }
 
