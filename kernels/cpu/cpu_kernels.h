@@ -80,11 +80,14 @@ void rope_ref(const Hparams &hp, float *x, int64_t ld, int64_t n_tok, int32_t n_
 class RopeTable {
 public:
     RopeTable(const RopeParams &p, int64_t n_pos);
+    // prev's positions copied (the same values), the rest computed.
+    RopeTable(const RopeTable &prev, int64_t n_pos);
     bool matches(const RopeParams &p) const;   // every field that changes a value
     int64_t n_pos() const { return n_pos_; }
     const float *at(int64_t pos) const { return cs_.data() + pos * n_rot_; }   // cs[2i], cs[2i + 1]
 
 private:
+    void fill_from(int64_t t0);   // computes positions [t0, n_pos_)
     RopeParams p_;
     std::vector<float> freq_factors_;   // a copy: p_.freq_factors may be freed with its model
     int n_rot_;

@@ -104,7 +104,7 @@ void rope_cached(const RopeParams &p, const RopeTable *table, float *x, int64_t 
     thread_local std::vector<double> invf;
     cs.resize(p.n_rot);
     invf.resize(p.n_rot / 2);
-    for (int i = 0; i < p.n_rot / 2; ++i) invf[i] = inv_freq(p, i);
+    bool have_invf = false;   // the pow() calls only when a position misses the table (decode mostly hits it)
     const int64_t n_table = table ? table->n_pos() : 0;
     for (int64_t t = 0; t < n_tok; ++t) {
         // one sin/cos table per token, shared by all its heads
@@ -112,6 +112,9 @@ void rope_cached(const RopeParams &p, const RopeTable *table, float *x, int64_t 
         if (pos[t] >= 0 && pos[t] < n_table) {
             c = table->at(pos[t]);
         } else {
+            if (!have_invf)
+                for (int i = 0; i < p.n_rot / 2; ++i) invf[i] = inv_freq(p, i);
+            have_invf = true;
             for (int i = 0; i < p.n_rot / 2; ++i) rope_cs(p, pos[t], i, invf[i], cs[2 * i], cs[2 * i + 1]);
             c = cs.data();
         }
@@ -122,10 +125,22 @@ void rope_cached(const RopeParams &p, const RopeTable *table, float *x, int64_t 
 RopeTable::RopeTable(const RopeParams &p, int64_t n_pos) : p_(p), n_rot_(p.n_rot), n_pos_(n_pos) {
     if (p.freq_factors && p.n_rot >= 2) freq_factors_.assign(p.freq_factors, p.freq_factors + static_cast<size_t>(p.n_rot / 2));
     p_.freq_factors = freq_factors_.empty() ? nullptr : freq_factors_.data();
-    cs_.resize(static_cast<size_t>(n_pos) * static_cast<size_t>(n_rot_));
+    fill_from(0);
+}
+
+RopeTable::RopeTable(const RopeTable &prev, int64_t n_pos)
+    : p_(prev.p_), freq_factors_(prev.freq_factors_), n_rot_(prev.n_rot_), n_pos_(std::max(n_pos, prev.n_pos_)) {
+    p_.freq_factors = freq_factors_.empty() ? nullptr : freq_factors_.data();
+    cs_.reserve(static_cast<size_t>(n_pos_) * static_cast<size_t>(n_rot_));
+    cs_ = prev.cs_;
+    fill_from(prev.n_pos_);
+}
+
+void RopeTable::fill_from(int64_t t0) {
+    cs_.resize(static_cast<size_t>(n_pos_) * static_cast<size_t>(n_rot_));
     std::vector<double> invf(static_cast<size_t>(n_rot_ / 2));
     for (int i = 0; i < n_rot_ / 2; ++i) invf[i] = inv_freq(p_, i);
-    for (int64_t t = 0; t < n_pos; ++t) {
+    for (int64_t t = t0; t < n_pos_; ++t) {
         float *c = cs_.data() + t * n_rot_;
         for (int i = 0; i < n_rot_ / 2; ++i) rope_cs(p_, t, i, invf[i], c[2 * i], c[2 * i + 1]);
     }
@@ -148,9 +163,12 @@ std::shared_ptr<const RopeTable> RopeTableCache::get(const RopeParams &p, int64_
         if (!tables_[i]->matches(p)) continue;
         std::shared_ptr<const RopeTable> t = tables_[i];
         tables_.erase(tables_.begin() + static_cast<std::ptrdiff_t>(i));
-        // Grow by doubling, so that positions rising one at a time (decode)
-        // rebuild the table O(log n) times.
-        if (t->n_pos() < want) t = std::make_shared<const RopeTable>(p, std::min(cap, std::max(want, 2 * t->n_pos())));
+        // Grow by a quarter (at least 1024 positions), keeping the old
+        // entries: positions rising one at a time (decode) then compute each
+        // position once, in steps short enough not to stall a token.
+        if (t->n_pos() < want)
+            t = std::make_shared<const RopeTable>(
+                *t, std::min(cap, std::max(want, t->n_pos() + std::max<int64_t>(1024, t->n_pos() / 4))));
         tables_.push_back(t);
         return t;
     }

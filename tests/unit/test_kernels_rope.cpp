@@ -3,6 +3,8 @@
 // re-implementation of ggml's rope_yarn / ggml_rope_yarn_corr_dims.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include <cmath>
 #include <random>
 #include <vector>
@@ -221,11 +223,19 @@ TEST(KernelsRope, TableCacheGrowsCapsAndKeepsOnePerParameterSet) {
     EXPECT_EQ(t1->n_pos(), 100);
     EXPECT_EQ(cache.get(a, 50), t1) << "a covering table is reused";
     auto t2 = cache.get(a, 101);
-    EXPECT_EQ(t2->n_pos(), 200) << "grows by doubling";
+    EXPECT_EQ(t2->n_pos(), 100 + 1024) << "grows by a quarter, at least 1024 positions";
+    EXPECT_EQ(cache.get(a, 5000)->n_pos(), 5000) << "or to what is asked";
+    auto t3 = cache.get(a, 5001);
+    EXPECT_EQ(t3->n_pos(), 5000 + 1250);
+    // The grown table keeps the old entries and computes the new ones: the
+    // same values, bit for bit, as a table built in one go.
+    const cpu::RopeTable fresh(a, t3->n_pos());
+    for (int64_t p : {int64_t(0), int64_t(99), int64_t(100), int64_t(4999), int64_t(5000), t3->n_pos() - 1})
+        EXPECT_EQ(0, std::memcmp(t3->at(p), fresh.at(p), 64 * sizeof(float))) << "position " << p;
     auto tb = cache.get(b, 10);
     EXPECT_TRUE(tb->matches(b));
     EXPECT_FALSE(tb->matches(a));
-    EXPECT_EQ(cache.get(a, 150), t2);
+    EXPECT_EQ(cache.get(a, 150), t3);
     const int64_t cap = int64_t(cpu::RopeTableCache::kMaxBytes / (sizeof(float) * 64));
     EXPECT_EQ(cache.get(a, 1 << 30)->n_pos(), cap) << "capped at kMaxBytes";
     EXPECT_EQ(cache.get(b, 0), tb) << "nothing needed: the existing table";
