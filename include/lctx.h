@@ -464,10 +464,14 @@ LCTX_API void lctx_refreshkv_default_params(lctx_refreshkv_params *out);
 /* The common fields of a session, and each method family's knobs behind a
  * pointer (NULL: that struct's defaults; the library copies what it points
  * to). Knobs of a family the method does not use are ignored. */
-/* Element type of KV caches. */
+/* Element type of KV caches. LCTX_KV_Q8 (opt-in, lossy, CPU backend only):
+ * each row of a key or value head as int8 codes and one f32 scale, about a
+ * quarter of f32; decode reads it in place (docs/kv-storage.md has its
+ * speed and its effect on logits and answers). */
 typedef enum lctx_kv_type {
     LCTX_KV_F32 = 0,
-    LCTX_KV_F16 = 1
+    LCTX_KV_F16 = 1,
+    LCTX_KV_Q8  = 2
 } lctx_kv_type;
 
 /* Arithmetic of the products in attention (attn_precision) and in the weight
@@ -496,8 +500,9 @@ typedef struct lctx_session_params {
     const lctx_reform_params *reform;  /* REFORM; NULL: lctx_reform_default_params */
     const lctx_kv_params     *kv;      /* TRUNCATE ... INFINIPOT and INFLLM; NULL: lctx_kv_default_params */
     const lctx_infllm_params *infllm;  /* INFLLM; NULL: lctx_infllm_default_params */
-    lctx_kv_type kv_type;      /* element type of every KV cache of the session: LCTX_KV_F32 (default) or
-                                  LCTX_KV_F16 (half the memory; docs/kv-storage.md has its effect) */
+    lctx_kv_type kv_type;      /* element type of every KV cache of the session: LCTX_KV_F32 (default),
+                                  LCTX_KV_F16 (half the memory) or LCTX_KV_Q8 (about a quarter; CPU
+                                  only); docs/kv-storage.md has their effect */
     const lctx_ilre_params   *ilre;    /* ILRE; NULL: lctx_ilre_default_params */
     uint64_t    max_memory;    /* bytes the session may allocate: KV caches, REFORM's embedding store, ILRe's key index,
                                   InfLLM's memory store, forward buffers, an index being loaded. Every

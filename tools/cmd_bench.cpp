@@ -118,7 +118,8 @@ struct Bench {
 };
 
 // Keys before or after RoPE? Per KV length n, for one layer of this model:
-// the decode attention of one query over n slots (f32 and f16 storage), and
+// the decode attention of one query over n slots (f32, f16 and q8 storage; q8
+// -1 where the backend has none), and
 // rotating those n keys to their positions, which keeping un-rotated keys
 // would add to every decode step. Best of `repeats`, in milliseconds.
 std::string kv_study_json(Backend &be, const Hparams &hp, const std::vector<int64_t> &lengths, int64_t repeats) {
@@ -128,12 +129,13 @@ std::string kv_study_json(Backend &be, const Hparams &hp, const std::vector<int6
     const int64_t D = hp.head_dim, Q = int64_t(hp.n_head) * D;
     for (size_t li = 0; li < lengths.size(); ++li) {
         const int64_t n = lengths[li];
-        double t_attn[2] = {1e30, 1e30}, t_rope = 1e30;
+        double t_attn[3] = {1e30, 1e30, 1e30}, t_rope = 1e30;
         std::vector<float> k(static_cast<size_t>(n * D)), v(k.size());
         std::vector<int32_t> pos(static_cast<size_t>(n));
         for (int64_t i = 0; i < n; ++i) pos[i] = static_cast<int32_t>(i);
-        for (int type = 0; type < 2; ++type) {
-            KvStore s(be, hp, n, 1, type ? KvType::F16 : KvType::F32);
+        for (int type = 0; type < 3; ++type) {
+            if (type == 2 && !be.supports_kv_type(KvType::Q8)) continue;
+            KvStore s(be, hp, n, 1, type == 2 ? KvType::Q8 : type ? KvType::F16 : KvType::F32);
             s.append(n);
             for (int32_t h = 0; h < hp.n_head_kv; ++h) {
                 for (float &x : k) x = nd(rng);
@@ -167,8 +169,9 @@ std::string kv_study_json(Backend &be, const Hparams &hp, const std::vector<int6
         char buf[256];
         std::snprintf(buf, sizeof buf,
                       "%s\n    {\"n_kv\": %lld, \"attention_f32_ms\": %.4f, \"attention_f16_ms\": %.4f, "
-                      "\"rotate_keys_ms\": %.4f}",
-                      li ? "," : "", static_cast<long long>(n), t_attn[0] * 1e3, t_attn[1] * 1e3, t_rope * 1e3);
+                      "\"attention_q8_ms\": %.4f, \"rotate_keys_ms\": %.4f}",
+                      li ? "," : "", static_cast<long long>(n), t_attn[0] * 1e3, t_attn[1] * 1e3,
+                      t_attn[2] < 1e30 ? t_attn[2] * 1e3 : -1.0, t_rope * 1e3);
         out += buf;
     }
     return out + "\n  ],\n";
@@ -248,7 +251,7 @@ int cmd_bench(int argc, char **argv) {
         "  --select-study LIST    per index size: REFORM's select on a synthetic index of that many tokens\n"
         "                         (scoring, pooling, top-k; the previous portable scoring beside the fast one)\n"
         "  --select-query N       query rows scored by --select-study (default 32)\n"
-        "  --kv f32|f16           element type of the KV store (default f32)\n"
+        "  --kv f32|f16|q8        element type of the KV store (default f32; q8: CPU only, lossy)\n"
         "  --attn f32|bf16        attention's products (default f32; bf16: opt-in, lossy, CPUs with AVX512_BF16;\n"
         "                         \"attn\" in the JSON names what ran)\n"
         "  --matmul f32|bf16      the weight matrix products of prefill and encoding, the same (\"matmul\")\n"
@@ -282,8 +285,8 @@ int cmd_bench(int argc, char **argv) {
         a.has("--select-study") ? parse_list(a.get("--select-study")) : std::vector<int64_t>{};
     const int64_t select_query = a.get_int("--select-query", 32, 1, 65536);
     const std::string kv_name = a.get("--kv", "f32");
-    if (kv_name != "f32" && kv_name != "f16") die("--kv must be f32 or f16\n");
-    const KvType kv = kv_name == "f16" ? KvType::F16 : KvType::F32;
+    if (kv_name != "f32" && kv_name != "f16" && kv_name != "q8") die("--kv must be f32, f16 or q8\n");
+    const KvType kv = kv_name == "f16" ? KvType::F16 : kv_name == "q8" ? KvType::Q8 : KvType::F32;
     const lctx_precision attn_asked = precision_arg(a, "--attn"), matmul_asked = precision_arg(a, "--matmul");
 
     try {
@@ -386,7 +389,7 @@ int cmd_bench(int argc, char **argv) {
                         weight_bytes += static_cast<double>(w->row_bytes) * w->n_rows;
                 const double mm = matmul_seconds(decode_prof) + decode_prof.seconds[ForwardProfile::OUTPUT];
                 // K and V of every earlier position, every layer, read once per token.
-                const double kv_bytes = 2.0 * hp.n_layer * hp.n_head_kv * hp.head_dim * (kv == KvType::F16 ? 2 : 4) *
+                const double kv_bytes = 2.0 * hp.n_layer * hp.n_head_kv * static_cast<double>(kv_row_bytes(kv, hp.head_dim)) *
                                         (static_cast<double>(decode_ctx) + 0.5 * static_cast<double>(n_decode));
                 std::snprintf(buf, sizeof buf,
                               "%s\n    \"decode\": {\"weight_gb_s\": %.2f, \"kv_gb_s\": %.2f, \"seconds\": ",

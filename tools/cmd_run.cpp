@@ -176,7 +176,7 @@ int cmd_run(int argc, char **argv) {
         "  --reuse N            ReAttention: decode steps a layer's selection is reused, >= 1 (default 1)\n"
         "  --store-ram MIB      ReAttention: K/V store in RAM up to MIB, then in a file (default 0: RAM only)\n"
         "  --store-dir DIR      ReAttention: directory of that file (default $TMPDIR or /tmp)\n"
-        "  --kv-type T          element type of KV caches and stores: f32 (default) or f16\n"
+        "  --kv-type T          element type of KV caches and stores: f32 (default), f16 or q8 (CPU only, lossy)\n"
         "  --save-index FILE    save the REFORM or ILRe index after encoding (its directory is checked first; a\n"
         "                       save that fails later still answers, then exits 1)\n"
         "  --index FILE         load a saved REFORM or ILRe index instead of reading --file\n"
@@ -406,7 +406,8 @@ int cmd_run(int argc, char **argv) {
     ap.store_dir = store_dir.empty() ? nullptr : store_dir.c_str();
     const std::string kv_type = a.get("--kv-type", "f32");
     if (kv_type == "f16") sp.kv_type = LCTX_KV_F16;
-    else if (kv_type != "f32") die("--kv-type must be f32 or f16");
+    else if (kv_type == "q8") sp.kv_type = LCTX_KV_Q8;
+    else if (kv_type != "f32") die("--kv-type must be f32, f16 or q8");
     sp.attn_precision = precision_arg(a, "--attn");
     sp.matmul_precision = precision_arg(a, "--matmul");
     sp.reform = &rp;

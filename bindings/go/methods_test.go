@@ -304,7 +304,7 @@ func TestAttendedSharesOfReAttention(t *testing.T) {
 // ModelParams.Backend lctx_model_params.backend.
 func TestKVTypeAndBackend(t *testing.T) {
 	m := tinyModel(t)
-	for _, kt := range []KVType{KVF32, KVF16} {
+	for _, kt := range []KVType{KVF32, KVF16, KVQ8} {
 		s, err := NewSession(m, &SessionParams{NCtx: 128, Threads: 1, KVType: kt})
 		if err != nil {
 			t.Fatalf("kv type %d: %v", kt, err)

@@ -201,6 +201,7 @@ type KVType int32
 const (
 	KVF32 KVType = C.LCTX_KV_F32 // the default
 	KVF16 KVType = C.LCTX_KV_F16 // half the memory (docs/kv-storage.md)
+	KVQ8  KVType = C.LCTX_KV_Q8  // about a quarter, lossy, CPU backend only (docs/kv-storage.md)
 )
 
 // Precision is the arithmetic of a session's attention or weight matrix

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <vector>
 
+#include "common/kv_q8_row.h"
 #include "common/model_types.h"
 #include "thread_pool.h"
 
@@ -146,8 +147,12 @@ struct AttentionArgs {
     // f16 storage instead of k/v (same layout, halves): every work item
     // widens its own key range to f32 before the kernels read it.
     const uint16_t *k16 = nullptr; const uint16_t *v16 = nullptr;
-    int64_t ld_kv = 0;            // floats between consecutive keys of one head
-    int64_t kv_head_stride = 0;   // floats between KV heads
+    // q8 storage instead (rows of head_dim int8 codes and an f32 scale,
+    // q8_row_bytes each; ld_kv and kv_head_stride then count bytes): the
+    // few-row kernel reads it in place, the tiled ones widen it like f16.
+    const uint8_t *k8 = nullptr; const uint8_t *v8 = nullptr;
+    int64_t ld_kv = 0;            // elements (floats, halves or q8 bytes) between consecutive keys of one head
+    int64_t kv_head_stride = 0;   // elements between KV heads
     float *out = nullptr; int64_t ldo = 0;
     int64_t n_q = 0, n_kv = 0;
     int32_t n_head = 0, n_head_kv = 0, head_dim = 0;
@@ -169,6 +174,11 @@ struct AttentionArgs {
     // for few-row items, the f32 kernels run. The column pass stays f32.
     bool bf16 = false;
 };
+// q8 KV rows (common/kv_q8_row.h has the layout): quantize d values into
+// one row, and back.
+void q8_quantize_row(const float *x, int64_t d, uint8_t *row);
+void q8_dequantize_row(const uint8_t *row, int64_t d, float *x);
+
 // Work items with at least this many (query, head-in-group) rows use the
 // tiled kernel (f32 K/V only: the driver widens f16 storage for it); fewer
 // rows, the key-at-a-time kernel, which reads f16 in place.

@@ -73,6 +73,12 @@ struct V {
     template <int S> static I srl(I a) { return _mm256_srli_epi32(a, S); }
     template <int S> static I sll(I a) { return _mm256_slli_epi32(a, S); }
     static F cvt(I a) { return _mm256_cvtepi32_ps(a); }
+    // q8 keys scored in int16 (simd_impl.h, block_scores_q8_i16): 2W values per vector.
+    static constexpr bool kI16Dot = true;
+    static I i8_to_i16(const int8_t *p) { return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p))); }
+    static I load_i16(const int16_t *p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)); }
+    static I madd16(I a, I b) { return _mm256_madd_epi16(a, b); }
+    static I addi32(I a, I b) { return _mm256_add_epi32(a, b); }
     static F f16(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p))); }
     static float h2f(uint16_t h) { return _cvtsh_ss(h); }
     // exp with ~1 ulp-level relative error (Cephes polynomial); 0 below -87.3.

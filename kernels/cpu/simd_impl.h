@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "simd.h"
 
@@ -34,6 +35,7 @@ inline uint16_t rd16(const uint8_t *p) {
     return v;
 }
 inline float fmaxf_(float a, float b) { return a > b ? a : b; }
+inline float fminf_(float a, float b) { return a < b ? a : b; }
 inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
 using F = V::F;
@@ -228,6 +230,9 @@ inline F load_elems(const float *p) { return V::load(p); }
 inline F load_elems(const uint16_t *p) { return V::f16(p); }
 inline float load_elem(const float *p) { return *p; }
 inline float load_elem(const uint16_t *p) { return V::h2f(*p); }
+// q8 storage: the int8 codes of a row (its scale is applied by the caller).
+inline F load_elems(const int8_t *p) { return V::cvt(V::i8(p)); }
+inline float load_elem(const int8_t *p) { return static_cast<float>(*p); }
 
 template <class E>
 inline float dot_elems(const float *a, const E *b, int64_t n) {
@@ -512,20 +517,51 @@ inline void acc_values(float *o, float factor, const float *p, int64_t nb, const
     }
 }
 
+// The end of block_scores: soft-caps the visible scores, sets the hidden ones
+// to -inf and returns the block maximum.
+inline float mask_and_max(float *s, int64_t nb, const int32_t *kv_pos, int64_t jb, int32_t qp, int32_t window,
+                          float cap, bool all_visible) {
+    int64_t j = 0;
+    if (all_visible && cap <= 0.0f) {   // decode's usual case: one vector max, no per-key mask
+        F vm = V::set1(-INFINITY);
+        for (; j + W <= nb; j += W) vm = V::max(vm, V::load(s + j));
+        float mx = V::hmax(vm);
+        for (; j < nb; ++j) mx = fmaxf_(mx, s[j]);
+        return mx;
+    }
+    float mx = -INFINITY;
+    for (; j < nb; ++j) {
+        if (key_visible(kv_pos[jb + j], qp, window)) {
+            if (cap > 0.0f) s[j] = softcap_score(s[j], cap);
+            mx = fmaxf_(mx, s[j]);
+        } else {
+            s[j] = -INFINITY;
+        }
+    }
+    return mx;
+}
+
+// Whether none of the W keys from jb + j is visible (then none is scored).
+inline bool group_hidden(const int32_t *kv_pos, int64_t at, int32_t qp, int32_t window, bool all_visible) {
+    bool any = all_visible;
+    for (int u = 0; u < W && !any; ++u) any = key_visible(kv_pos[at + u], qp, window);
+    return !any;
+}
+
 // s[j] = q . k_j (soft-capped with cap > 0) for visible keys, -inf
-// otherwise; returns the block maximum. k: f32 or f16 rows. W keys at a
+// otherwise; returns the block maximum. k: f32, f16 or q8 rows (q8: the
+// codes' dot times kscale[j], the row's scale). W keys at a
 // time: one accumulator per key, the W of them reduced together
 // (V::reduce_rows) rather than one horizontal sum per key; a group of W keys
 // none of which is visible is not computed.
 template <class E>
 inline float block_scores(const float *q, const E *k, int64_t ld, int64_t jb, int64_t nb, int hd,
-                          const int32_t *kv_pos, int32_t qp, int32_t window, float cap, bool all_visible, float *s) {
+                          const int32_t *kv_pos, int32_t qp, int32_t window, float cap, bool all_visible,
+                          const float *kscale, float *s) {
     int64_t j = 0;
     if (hd % W == 0) {
         for (; j + W <= nb; j += W) {
-            bool any = all_visible;
-            for (int u = 0; u < W && !any; ++u) any = key_visible(kv_pos[jb + j + u], qp, window);
-            if (!any) {
+            if (group_hidden(kv_pos, jb + j, qp, window, all_visible)) {
                 V::store(s + j, V::set1(-INFINITY));
                 continue;
             }
@@ -537,27 +573,66 @@ inline float block_scores(const float *q, const E *k, int64_t ld, int64_t jb, in
                 for (int d = W; d < hd; d += W) a = V::fmadd(V::load(q + d), load_elems(kj + d), a);
                 acc[u] = a;
             }
-            V::store(s + j, V::reduce_rows(acc));
+            const F dots = V::reduce_rows(acc);
+            V::store(s + j, kscale ? V::mul(dots, V::load(kscale + j)) : dots);
         }
     }
-    for (; j < nb; ++j) s[j] = dot_elems(q, k + (jb + j) * ld, hd);
-    if (all_visible && cap <= 0.0f) {   // decode's usual case: one vector max, no per-key mask
-        F vm = V::set1(-INFINITY);
-        for (j = 0; j + W <= nb; j += W) vm = V::max(vm, V::load(s + j));
-        float mx = V::hmax(vm);
-        for (; j < nb; ++j) mx = fmaxf_(mx, s[j]);
-        return mx;
-    }
-    float mx = -INFINITY;
-    for (j = 0; j < nb; ++j) {
-        if (key_visible(kv_pos[jb + j], qp, window)) {
-            if (cap > 0.0f) s[j] = softcap_score(s[j], cap);
-            mx = fmaxf_(mx, s[j]);
-        } else {
-            s[j] = -INFINITY;
+    for (; j < nb; ++j) s[j] = dot_elems(q, k + (jb + j) * ld, hd) * (kscale ? kscale[j] : 1.0f);
+    return mask_and_max(s, nb, kv_pos, jb, qp, window, cap, all_visible);
+}
+
+// q8 keys scored in integers (VV::kI16Dot: the SIMD variants with a 16-bit
+// multiply-add): the query row, already scaled, is quantized once per work
+// item to int16 (q16, scale qscale: 2^-15 of its largest magnitude, so it
+// adds about 1e-5 relative error to the codes' own), the key codes are
+// sign-extended to int16, and pairs of products are summed into int32 lanes
+// (exact: |sum| <= 32767 * 127 * hd < 2^31 for hd <= kQ8I16MaxDim), then
+// s[j] = sum * qscale * kscale[j]. Half the instructions per key of the f32
+// path (widen, convert, multiply-add per element). hd % (2W) == 0.
+constexpr int kQ8I16MaxDim = 512;
+template <class VV>
+inline float block_scores_q8_i16(const int16_t *q16, float qscale, const int8_t *k, int64_t ld, int64_t jb,
+                                 int64_t nb, int hd, const int32_t *kv_pos, int32_t qp, int32_t window, float cap,
+                                 bool all_visible, const float *kscale, float *s) {
+    int64_t j = 0;
+    const F qs = VV::set1(qscale);
+    for (; j + W <= nb; j += W) {
+        if (group_hidden(kv_pos, jb + j, qp, window, all_visible)) {
+            VV::store(s + j, VV::set1(-INFINITY));
+            continue;
         }
+        F acc[W];
+#pragma GCC unroll 16
+        for (int u = 0; u < W; ++u) {
+            const int8_t *kj = k + (jb + j + u) * ld;
+            typename VV::I a = VV::madd16(VV::load_i16(q16), VV::i8_to_i16(kj));
+            for (int d = 2 * W; d < hd; d += 2 * W)
+                a = VV::addi32(a, VV::madd16(VV::load_i16(q16 + d), VV::i8_to_i16(kj + d)));
+            acc[u] = VV::cvt(a);
+        }
+        VV::store(s + j, VV::mul(VV::mul(VV::reduce_rows(acc), qs), VV::load(kscale + j)));
     }
-    return mx;
+    for (; j < nb; ++j) {
+        const int8_t *kj = k + (jb + j) * ld;
+        int32_t sum = 0;
+        for (int d = 0; d < hd; ++d) sum += int32_t{q16[d]} * kj[d];
+        s[j] = static_cast<float>(sum) * qscale * kscale[j];
+    }
+    return mask_and_max(s, nb, kv_pos, jb, qp, window, cap, all_visible);
+}
+
+// q16[0..hd) = x rounded to int16 at scale 2^-15 of max |x|; returns that
+// scale, or 0 when x is all zeros or not finite (then the f32 path scores it).
+inline float quantize_i16(const float *x, int hd, int16_t *q16) {
+    float amax = 0.0f;
+    for (int d = 0; d < hd; ++d) {
+        if (!(x[d] - x[d] == 0.0f)) return 0.0f;   // NaN or infinity
+        amax = fmaxf_(amax, x[d] < 0.0f ? -x[d] : x[d]);
+    }
+    if (amax == 0.0f) return 0.0f;
+    const float inv = 32767.0f / amax;
+    for (int d = 0; d < hd; ++d) q16[d] = static_cast<int16_t>(fminf_(32767.0f, __builtin_nearbyintf(x[d] * inv)));
+    return amax / 32767.0f;
 }
 
 // Whether every key of [jb, jb + nb) is visible to a query at qp: the
@@ -665,8 +740,30 @@ void attn_partial_rows(const AttentionArgs &a, float scale, int g, int64_t i0, i
     float *factor = qs + rows * hd;
     const bool shared_v = hd % (2 * W) == 0 && rows <= 7;
     const int32_t *kv_pos = a.kv_pos + g * a.kv_pos_head_stride;
+    // q8 rows: the block's key and value scales; a key's score is scaled
+    // once, and each row's probabilities are scaled by the value's scale
+    // (after their sum is taken) before the values' codes are accumulated.
+    constexpr bool q8 = std::is_same_v<E, int8_t>;
+    alignas(64) float kscale[kAttnKeyBlock], vscale[kAttnKeyBlock];
+    // q8 keys in integers where the variant can (block_scores_q8_i16): each
+    // row's query in int16 after the factors (qscale[r] 0: that row in f32).
+    constexpr bool i16_variant = q8 && V::kI16Dot;
+    const bool i16 = i16_variant && hd % (2 * W) == 0 && hd <= kQ8I16MaxDim;
+    int16_t *q16 = reinterpret_cast<int16_t *>(factor + 8);
+    float qscale[8] = {};
+    if (i16)
+        for (int64_t r = 0; r < rows; ++r) qscale[r] = quantize_i16(qs + r * hd, hd, q16 + r * hd);
+    auto scale_by_values = [&](float *p, int64_t nb) {
+        if constexpr (q8)
+            for (int64_t j = 0; j < nb; ++j) p[j] *= vscale[j];
+    };
     for (int64_t jb = j0; jb < j1; jb += kAttnKeyBlock) {
         const int64_t nb = min64(kAttnKeyBlock, j1 - jb);
+        if constexpr (q8)
+            for (int64_t j = 0; j < nb; ++j) {
+                kscale[j] = lctx::q8_row_scale(reinterpret_cast<const uint8_t *>(kg + (jb + j) * a.ld_kv), hd);
+                vscale[j] = lctx::q8_row_scale(reinterpret_cast<const uint8_t *>(vg + (jb + j) * a.ld_kv), hd);
+            }
         bool any = false, all_visible = true;
         for (int64_t i = i0; i < i1; ++i) {
             const int32_t qp = a.q_pos[i];
@@ -675,8 +772,17 @@ void attn_partial_rows(const AttentionArgs &a, float scale, int g, int64_t i0, i
             for (int u = 0; u < ng; ++u) {
                 const int64_t r = (i - i0) * ng + u;
                 float *sr = s + r * kAttnKeyBlock;
-                const float bmax = block_scores(qs + r * hd, kg, a.ld_kv, jb, nb, hd, kv_pos, qp, a.window, a.softcap,
-                                                visible, sr);
+                float bmax;
+                if constexpr (i16_variant) {
+                    bmax = i16 && qscale[r] != 0.0f
+                               ? block_scores_q8_i16<V>(q16 + r * hd, qscale[r], kg, a.ld_kv, jb, nb, hd, kv_pos, qp,
+                                                        a.window, a.softcap, visible, kscale, sr)
+                               : block_scores(qs + r * hd, kg, a.ld_kv, jb, nb, hd, kv_pos, qp, a.window, a.softcap,
+                                              visible, kscale, sr);
+                } else {
+                    bmax = block_scores(qs + r * hd, kg, a.ld_kv, jb, nb, hd, kv_pos, qp, a.window, a.softcap, visible,
+                                        q8 ? kscale : nullptr, sr);
+                }
                 if (a.row_scores)
                     std::memcpy(a.row_scores + (i * a.n_head + g * ng + u) * a.n_kv + jb, sr,
                                 static_cast<size_t>(nb) * sizeof(float));
@@ -691,10 +797,14 @@ void attn_partial_rows(const AttentionArgs &a, float scale, int g, int64_t i0, i
                 const float sum = exp_sum(sr, nb, mnew);
                 l[r] = l[r] * factor[r] + sum;
                 m[r] = mnew;
-                if (!shared_v) acc_values(o + r * hd, factor[r], sr, nb, vg + jb * a.ld_kv, a.ld_kv, hd);
+                if (!shared_v) {
+                    scale_by_values(sr, nb);
+                    acc_values(o + r * hd, factor[r], sr, nb, vg + jb * a.ld_kv, a.ld_kv, hd);
+                }
             }
         }
         if (!shared_v || !any) continue;
+        for (int64_t r = 0; r < rows; ++r) scale_by_values(s + r * kAttnKeyBlock, nb);
         const E *vb = vg + jb * a.ld_kv;
         if (all_visible) acc_rows<false>(rows, o, factor, s, nb, vb, a.ld_kv, hd);
         else acc_rows<true>(rows, o, factor, s, nb, vb, a.ld_kv, hd);
@@ -711,6 +821,9 @@ void attn_partial(const AttentionArgs &a, float scale, int g, int64_t i0, int64_
     if (a.k16)
         attn_partial_rows(a, scale, g, i0, i1, j0, j1, a.k16 + g * a.kv_head_stride, a.v16 + g * a.kv_head_stride, o, m,
                           l, scratch);
+    else if (a.k8)
+        attn_partial_rows(a, scale, g, i0, i1, j0, j1, reinterpret_cast<const int8_t *>(a.k8 + g * a.kv_head_stride),
+                          reinterpret_cast<const int8_t *>(a.v8 + g * a.kv_head_stride), o, m, l, scratch);
     else
         attn_partial_rows(a, scale, g, i0, i1, j0, j1, a.k + g * a.kv_head_stride, a.v + g * a.kv_head_stride, o, m, l,
                           scratch);
@@ -746,7 +859,7 @@ void attn_colsum(const AttentionArgs &a, float scale, int g, int64_t j0, int64_t
                 } else {
                     scaled_query(a, i, h, scale, qs);
                     if (block_scores(qs, kg, a.ld_kv, jb, nb, hd, a.kv_pos + g * a.kv_pos_head_stride, a.q_pos[i],
-                                     a.window, a.softcap, false, s) == -INFINITY)
+                                     a.window, a.softcap, false, nullptr, s) == -INFINITY)
                         continue;
                 }
                 exp_sum(s, nb, m[i * a.n_head + h]);

@@ -6,12 +6,27 @@
 #include <vector>
 
 #include "common/ggml_type.h"
+#include "common/kv_q8_row.h"
 
 namespace lctx {
 
-const char *kv_type_name(KvType t) { return t == KvType::F16 ? "f16" : "f32"; }
+const char *kv_type_name(KvType t) {
+    switch (t) {
+    case KvType::F16: return "f16";
+    case KvType::Q8: return "q8";
+    default: return "f32";
+    }
+}
 
-size_t kv_type_size(KvType t) { return t == KvType::F16 ? 2 : 4; }
+size_t kv_type_size(KvType t) {
+    switch (t) {
+    case KvType::F16: return 2;
+    case KvType::Q8: return 1;
+    default: return 4;
+    }
+}
+
+int64_t kv_row_elems(KvType t, int64_t d) { return t == KvType::Q8 ? q8_row_bytes(d) : d; }
 
 namespace {
 

@@ -31,10 +31,14 @@
 
 namespace lctx {
 
-// Element type of KV storage.
-enum class KvType { F32, F16 };
+// Element type of KV storage. Q8 (opt-in, lossy; docs/kv-storage.md): int8
+// codes and one f32 scale per row (common/kv_q8_row.h); its storage element
+// is the byte, so the strides of q8 storage count bytes.
+enum class KvType { F32, F16, Q8 };
 const char *kv_type_name(KvType t);
-size_t kv_type_size(KvType t);
+size_t kv_type_size(KvType t);                        // bytes per storage element (q8: 1)
+int64_t kv_row_elems(KvType t, int64_t d);            // storage elements of one row of d values
+inline size_t kv_row_bytes(KvType t, int64_t d) { return static_cast<size_t>(kv_row_elems(t, d)) * kv_type_size(t); }
 
 // A block of backend memory. data() is valid for the buffer's lifetime.
 class Buffer {
@@ -55,7 +59,7 @@ constexpr int kMaxMatmulJobs = 8;
 // Attention of n_q query tokens over n_kv cached keys/values, grouped-query.
 //   q:   [n_q][n_head * head_dim] (already rotated), row stride ldq
 //   k,v: per KV head g: k + g * kv_head_stride, rows of head_dim, stride ld_kv
-//        elements of kv_type (f32 or f16)
+//        elements of kv_type (f32, f16, or q8 bytes: rows of kv_row_elems)
 //   mask: query i sees slot j of KV head g iff kv_pos[g * kv_pos_head_stride + j] <= q_pos[i]
 //         and, with window > 0, q_pos[i] - kv_pos[...] < window (sliding-window layers)
 //   out: [n_q][n_head * head_dim], row stride ldo
@@ -194,7 +198,10 @@ public:
     // bf16, sums in f32 (lctx_session_params.matmul_precision).
     virtual bool set_matmul_bf16(bool on) { return !on; }
 
-    // --- KV rows (elements of `type`, rows of `row` elements)
+    // --- KV rows (storage elements of `type`; a row holds `row` values, which
+    // take kv_row_elems(type, row) elements; strides count storage elements)
+    // Whether this backend stores and attends over `type` (every backend: f32, f16).
+    virtual bool supports_kv_type(KvType type) const { return type != KvType::Q8; }
     // dst[i] = src[idx[i]] for i < n (rows may overlap only if idx ascending and idx[i] >= i).
     virtual void gather_rows(KvType type, void *dst, const void *src, const int64_t *idx, int64_t n, int64_t row) = 0;
     // Writes n f32 rows (source row stride ld_src floats) as `type` at dst (row stride ld_dst elements).

@@ -50,6 +50,7 @@ public:
     void attention(const AttentionArgs &a) override { in_->attention(a); }
     bool set_attention_bf16(bool on) override { return in_->set_attention_bf16(on); }
     bool set_matmul_bf16(bool on) override { return in_->set_matmul_bf16(on); }
+    bool supports_kv_type(KvType t) const override { return in_->supports_kv_type(t); }
     void gather_rows(KvType t, void *d, const void *s, const int64_t *idx, int64_t n, int64_t row) override {
         in_->gather_rows(t, d, s, idx, n, row);
     }

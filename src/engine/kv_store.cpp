@@ -27,7 +27,7 @@ KvStore::KvStore(Backend &backend, const Hparams &hp, int64_t capacity, int32_t 
         rot_.push_back(rope_delta_hparams(hp_.back()));
         inv_.push_back(rope_inverse_hparams(hp_.back()));
     }
-    const int64_t per_layer_max = std::numeric_limits<int64_t>::max() / 8 / n_head_kv_ / head_dim_;
+    const int64_t per_layer_max = std::numeric_limits<int64_t>::max() / 8 / n_head_kv_ / (head_dim_ + 8);
     if (capacity > per_layer_max)
         fail(LCTX_ERR_OUT_OF_MEMORY, "KV store of %lld slots does not fit in memory", (long long)capacity);
     // Slots allocated per layer: a releasing sliding layer starts with its
@@ -43,10 +43,10 @@ KvStore::KvStore(Backend &backend, const Hparams &hp, int64_t capacity, int32_t 
         slots += static_cast<double>(cap_.back());
         n_sliding += w > 0;
     }
-    const size_t head_row = static_cast<size_t>(n_head_kv_) * head_dim_;
+    const size_t head_row = static_cast<size_t>(n_head_kv_) * kv_row_bytes(type, head_dim_);   // bytes
     // Refuse what cannot fit in physical memory up front: touching an
     // over-committed allocation would get the process killed instead.
-    const double total = 2.0 * slots * static_cast<double>(head_row) * kv_type_size(type);
+    const double total = 2.0 * slots * static_cast<double>(head_row);
     const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
     if (pages > 0 && page > 0 && total > static_cast<double>(pages) * static_cast<double>(page))
         fail(LCTX_ERR_OUT_OF_MEMORY, "a KV store of %lld slots x %d layers needs %.1f MiB, more than the %.1f MiB of RAM",
@@ -57,7 +57,7 @@ KvStore::KvStore(Backend &backend, const Hparams &hp, int64_t capacity, int32_t 
     const uint64_t pos_bytes = static_cast<uint64_t>(n_layers_) * n_head_kv_ * static_cast<uint64_t>(capacity) * 4;
     if (MemoryBudget *budget = budget_of(backend)) {
         std::string what = format("a KV cache of %lld slots x %d layers x %d KV heads (%s)", (long long)capacity,
-                                  n_layers_, n_head_kv_, type == KvType::F16 ? "f16" : "f32");
+                                  n_layers_, n_head_kv_, kv_type_name(type));
         if (n_sliding > 0)
             what += format(", %d sliding layers holding %lld slots", n_sliding,
                            (long long)std::min<int64_t>(capacity, int64_t(hp.swa_window) + window_slack_));
@@ -67,8 +67,8 @@ KvStore::KvStore(Backend &backend, const Hparams &hp, int64_t capacity, int32_t 
     try {
         for (int32_t l = 0; l < n_layers_; ++l) {
             const size_t per_layer = static_cast<size_t>(cap_[static_cast<size_t>(l)]) * head_row;
-            k_.push_back(be_.alloc(per_layer * kv_type_size(type)));
-            v_.push_back(be_.alloc(per_layer * kv_type_size(type)));
+            k_.push_back(be_.alloc(per_layer));
+            v_.push_back(be_.alloc(per_layer));
         }
         pos_.assign(static_cast<size_t>(n_layers_) * n_head_kv_ * capacity, 0);
     } catch (const std::bad_alloc &) {
@@ -220,11 +220,11 @@ void KvStore::set_head_positions(int32_t layer, int32_t head, int64_t slot0, con
 }
 
 void KvStore::store(int32_t layer, int64_t slot0, const float *k, const float *v, int64_t n, int64_t ld) {
-    const int64_t D = head_dim_;
+    const int64_t D = head_dim_, R = row_elems();
     check_held("store", layer, slot0, n);
     for (int32_t h = 0; h < n_head_kv_; ++h) {
-        be_.store_rows(type_, row_k(layer, h, slot0), D, k + h * D, ld, n, D);
-        be_.store_rows(type_, row_v(layer, h, slot0), D, v + h * D, ld, n, D);
+        be_.store_rows(type_, row_k(layer, h, slot0), R, k + h * D, ld, n, D);
+        be_.store_rows(type_, row_v(layer, h, slot0), R, v + h * D, ld, n, D);
     }
 }
 
@@ -234,8 +234,8 @@ AttentionArgs KvStore::attention_args(int32_t layer, int64_t n_kv) const {
     a.k = k_[static_cast<size_t>(layer)]->data();
     a.v = v_[static_cast<size_t>(layer)]->data();
     a.kv_type = type_;
-    a.ld_kv = head_dim_;
-    a.kv_head_stride = cap_[static_cast<size_t>(layer)] * head_dim_;
+    a.ld_kv = row_elems();
+    a.kv_head_stride = cap_[static_cast<size_t>(layer)] * row_elems();
     a.n_kv = n_kv;
     a.n_head_kv = n_head_kv_;
     a.head_dim = head_dim_;
@@ -285,7 +285,7 @@ AttentionArgs KvStore::attention_args(int32_t layer, const std::vector<std::pair
     AttentionArgs a = attention_args(layer, n);   // the same geometry, read from the gathered copy
     a.k = scratch.k->data();
     a.v = scratch.v->data();
-    a.kv_head_stride = n * head_dim_;
+    a.kv_head_stride = n * row_elems();
     a.kv_pos = scratch.pos.data();
     a.kv_pos_head_stride = n;
     return a;
@@ -293,12 +293,12 @@ AttentionArgs KvStore::attention_args(int32_t layer, const std::vector<std::pair
 
 void KvStore::read_keys(int32_t layer, int32_t head, int64_t slot0, int64_t n, float *out) const {
     check_held("read_keys", layer, slot0, n);
-    be_.load_rows(type_, out, head_dim_, row_k(layer, head, slot0), head_dim_, n, head_dim_);
+    be_.load_rows(type_, out, head_dim_, row_k(layer, head, slot0), row_elems(), n, head_dim_);
 }
 
 void KvStore::read_values(int32_t layer, int32_t head, int64_t slot0, int64_t n, float *out) const {
     check_held("read_values", layer, slot0, n);
-    be_.load_rows(type_, out, head_dim_, row_v(layer, head, slot0), head_dim_, n, head_dim_);
+    be_.load_rows(type_, out, head_dim_, row_v(layer, head, slot0), row_elems(), n, head_dim_);
 }
 
 void KvStore::unrotated_keys(int32_t layer, int32_t head, int64_t slot0, int64_t n, float *out) const {
@@ -323,8 +323,8 @@ void KvStore::write_rows(int32_t layer, int32_t head, int64_t slot0, int64_t n, 
                          int64_t ld) {
     if (ld <= 0) ld = head_dim_;
     check_held("write_rows", layer, slot0, n);
-    be_.store_rows(type_, row_k(layer, head, slot0), head_dim_, k, ld, n, head_dim_);
-    be_.store_rows(type_, row_v(layer, head, slot0), head_dim_, v, ld, n, head_dim_);
+    be_.store_rows(type_, row_k(layer, head, slot0), row_elems(), k, ld, n, head_dim_);
+    be_.store_rows(type_, row_v(layer, head, slot0), row_elems(), v, ld, n, head_dim_);
 }
 
 void KvStore::write_unrotated(int32_t layer, int32_t head, int64_t slot0, int64_t n, const float *k,
@@ -340,9 +340,9 @@ void KvStore::write_unrotated(int32_t layer, int32_t head, int64_t slot0, int64_
     } else {
         std::vector<float> tmp(k, k + n * D);   // local: callers fill heads in parallel
         be_.rope(hp_[static_cast<size_t>(layer)], tmp.data(), D, n, 1, pos);
-        be_.store_rows(type_, row_k(layer, head, slot0), D, tmp.data(), D, n, D);
+        be_.store_rows(type_, row_k(layer, head, slot0), row_elems(), tmp.data(), D, n, D);
     }
-    be_.store_rows(type_, row_v(layer, head, slot0), D, v, D, n, D);
+    be_.store_rows(type_, row_v(layer, head, slot0), row_elems(), v, D, n, D);
     set_head_positions(layer, head, slot0, pos, n);
 }
 
@@ -352,11 +352,11 @@ void KvStore::rotate_keys(int32_t l, int32_t h, int64_t slot0, int64_t n, const 
         be_.rope(rot_[static_cast<size_t>(l)], reinterpret_cast<float *>(head_k(l, h)) + slot0 * D, D, n, 1, delta);
         return;
     }
-    // f16: widen, rotate, narrow (one rounding per move).
+    // f16, q8: widen, rotate, narrow (one rounding per move).
     std::vector<float> tmp(static_cast<size_t>(n * D));
-    be_.load_rows(type_, tmp.data(), D, head_k(l, h) + slot0 * row_bytes(), D, n, D);
+    be_.load_rows(type_, tmp.data(), D, head_k(l, h) + slot0 * row_bytes(), row_elems(), n, D);
     be_.rope(rot_[static_cast<size_t>(l)], tmp.data(), D, n, 1, delta);
-    be_.store_rows(type_, head_k(l, h) + slot0 * row_bytes(), D, tmp.data(), D, n, D);
+    be_.store_rows(type_, head_k(l, h) + slot0 * row_bytes(), row_elems(), tmp.data(), D, n, D);
 }
 
 void KvStore::check_keep(const char *who, const std::vector<int64_t> &keep) const {

@@ -10,7 +10,7 @@
 // methods that score position-free keys (ReAttention). docs/kv-storage.md
 // has the measurements behind this choice.
 //
-// Memory is backend memory (Backend::alloc); element type f32 or f16. The
+// Memory is backend memory (Backend::alloc); element type f32, f16 or q8. The
 // session code never touches it directly: the forward pass stores and
 // attends through attention_args(), methods move slots with the calls below.
 //
@@ -143,7 +143,10 @@ public:
     void copy_from(const KvStore &src, int64_t n);
 
 private:
-    size_t row_bytes() const { return static_cast<size_t>(head_dim_) * kv_type_size(type_); }
+    // One stored row of head_dim values, in storage elements (the strides
+    // the backend's row calls and attention take) and in bytes.
+    int64_t row_elems() const { return kv_row_elems(type_, head_dim_); }
+    size_t row_bytes() const { return kv_row_bytes(type_, head_dim_); }
     uint8_t *head_k(int32_t l, int32_t h) const;
     uint8_t *head_v(int32_t l, int32_t h) const;
     int32_t *pos_of(int32_t l, int32_t h) {

@@ -80,7 +80,9 @@ void rope_host(Backend &be, const Hparams &hp, float *x, int64_t ld, int64_t n, 
 ReattentionMethod::ReattentionMethod(const Model &model, Backend &backend, const lctx_session_params &params)
     : model_(model), be_(backend), p_(reattention_params_from(model, params)), forward_(model, backend),
       window_(backend, model.hparams(), p_.window_capacity(), -1, p_.kv_type),
-      store_(model.hparams(), p_.kv_type, budget_of(backend), p_.store_max_ram, p_.store_dir) {
+      // The top-k scan reads the store's keys as f16 or f32: a q8 session keeps it in f16.
+      store_(model.hparams(), p_.kv_type == KvType::Q8 ? KvType::F16 : p_.kv_type, budget_of(backend),
+             p_.store_max_ram, p_.store_dir) {
     const Hparams &hp = model.hparams();
     if (hp.n_head % hp.n_head_kv != 0)
         fail(LCTX_ERR_UNSUPPORTED, "ReAttention: %d query heads are not a multiple of %d KV heads", hp.n_head,

@@ -81,10 +81,13 @@ Session::Session(const Model &model, const lctx_session_params &params, const st
     if (!info) fail(LCTX_ERR_INVALID_ARG, "unknown method %d (lctx_method)", method_value);
     if (!info->implemented())
         fail(LCTX_ERR_UNSUPPORTED, "method '%s' is not implemented yet in this version of lctx", info->name);
-    kv_type_of(params_);   // validated before anything is allocated
+    const KvType kv_type = kv_type_of(params_);   // validated before anything is allocated
     const bool attn_bf16 = precision_bf16_of(params_.attn_precision, "attn_precision");
     const bool matmul_bf16 = precision_bf16_of(params_.matmul_precision, "matmul_precision");
     backend_ = std::make_unique<BudgetBackend>(make_backend(backend, std::max(1, n_threads)), budget_);
+    if (!backend_->supports_kv_type(kv_type))
+        fail(LCTX_ERR_UNSUPPORTED, "kv_type %s: the %s backend has no kernels for it (use the cpu backend, or f16)",
+             kv_type_name(kv_type), backend_->name());
     if (attn_bf16 && !backend_->set_attention_bf16(true))
         LCTX_LOG_WARN("attn_precision = LCTX_PRECISION_BF16: the %s backend has no bf16 attention on this machine "
                       "(the CPU one needs AVX512_BF16); attention stays exact f32", backend_->name());

@@ -81,7 +81,9 @@ inline KvType kv_type_of(const lctx_session_params &sp) {
     std::memcpy(&v, &sp.kv_type, sizeof v);
     if (v == LCTX_KV_F32) return KvType::F32;
     if (v == LCTX_KV_F16) return KvType::F16;
-    fail(LCTX_ERR_INVALID_ARG, "lctx_session_params.kv_type %d is not an lctx_kv_type (LCTX_KV_F32 or LCTX_KV_F16)", v);
+    if (v == LCTX_KV_Q8) return KvType::Q8;
+    fail(LCTX_ERR_INVALID_ARG,
+         "lctx_session_params.kv_type %d is not an lctx_kv_type (LCTX_KV_F32, LCTX_KV_F16 or LCTX_KV_Q8)", v);
 }
 
 // Whether an lctx_precision field asks for bf16; fails on a value outside

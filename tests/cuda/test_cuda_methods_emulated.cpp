@@ -133,3 +133,32 @@ INSTANTIATE_TEST_SUITE_P(EveryMethod, CudaMethodsEmulated, ::testing::Range(0, l
                          [](const ::testing::TestParamInfo<int> &i) {
                              return std::string(lctx_method_name(static_cast<lctx_method>(i.param)));
                          });
+
+// q8 KV storage has CPU kernels only: a session asking for it on the cuda
+// backend is refused at creation, naming the type and what to use instead.
+class CudaKvQ8Emulated : public CudaMethodsEmulated {};
+
+TEST_F(CudaKvQ8Emulated, SessionIsRefusedWithAClearMessage) {
+    ASSERT_STREQ(lctx::make_backend("cuda", 1)->name(), "cuda") << "the emulated module did not load";
+    const std::vector<uint8_t> bytes = engine_test::make_tiny_llama();
+    lctx_model_params mp;
+    lctx_model_default_params(&mp);
+    mp.backend = "cuda";
+    lctx_model *m = nullptr;
+    ASSERT_EQ(lctx_model_load_from_memory(bytes.data(), bytes.size(), &mp, &m), LCTX_OK) << lctx_last_error();
+    lctx_session_params sp;
+    lctx_session_default_params(&sp);
+    sp.method = LCTX_METHOD_FULL;
+    sp.n_ctx = 256;
+    sp.kv_type = LCTX_KV_Q8;
+    lctx_session *s = nullptr;
+    EXPECT_EQ(lctx_session_create(m, &sp, &s), LCTX_ERR_UNSUPPORTED);
+    EXPECT_EQ(s, nullptr);
+    const std::string msg = lctx_last_error();
+    EXPECT_NE(msg.find("q8"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("cpu backend"), std::string::npos) << msg;
+    sp.kv_type = LCTX_KV_F16;   // the same session in f16 is fine
+    ASSERT_EQ(lctx_session_create(m, &sp, &s), LCTX_OK) << lctx_last_error();
+    lctx_session_free(s);
+    lctx_model_free(m);
+}

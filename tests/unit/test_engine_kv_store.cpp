@@ -90,6 +90,9 @@ TEST(EngineKvStore, AppendTruncateFull) {
     // f16 halves the key/value bytes.
     KvStore half(*be, hp, 10, -1, KvType::F16);
     EXPECT_EQ(half.bytes() - 3 * 2 * 10 * sizeof(int32_t), (c.bytes() - 3 * 2 * 10 * sizeof(int32_t)) / 2);
+    // q8: a row of 16 values is 16 codes and a 4-byte scale (20 bytes against 64).
+    KvStore q8(*be, hp, 10, -1, KvType::Q8);
+    EXPECT_EQ((q8.bytes() - 3 * 2 * 10 * sizeof(int32_t)) * 64, (c.bytes() - 3 * 2 * 10 * sizeof(int32_t)) * 20);
 }
 
 TEST(EngineKvStore, OutOfMemory) {
@@ -237,6 +240,9 @@ TEST(EngineKvStore, MovesYarn) {
 
 // f16 storage: one rounding per write and per move (|x| ~ 3: ulp 2e-3).
 TEST(EngineKvStore, MovesF16) { check_moves(tiny_hp(), KvType::F16, 1e-2); }
+// q8: half a step of max |x| / 127 per write and per move (|x| up to ~3.5:
+// 0.014 each, three roundings at most on the way to a compacted row).
+TEST(EngineKvStore, MovesQ8) { check_moves(tiny_hp(), KvType::Q8, 5e-2); }
 
 TEST(EngineKvStore, CopyFrom) {
     const Hparams hp = tiny_hp();
@@ -319,7 +325,7 @@ TEST(EngineKvStore, GatheredRangesMatchAStoreOfThoseSlots) {
     for (size_t i = 0; i < c1.size(); ++i) ASSERT_NEAR(c1[i], c2[i], 1e-6);
 }
 
-// Attention with per-head positions (f32 or f16 storage, decode and prefill
+// Attention with per-head positions (f32, f16 or q8 storage, decode and prefill
 // shapes) equals the naive reference kernel on the same stored slots.
 static void check_attention(KvType type, int64_t n_q) {
     const Hparams hp = tiny_hp();
@@ -359,6 +365,9 @@ static void check_attention(KvType type, int64_t n_q) {
     if (type == KvType::F16) {
         r.k16 = static_cast<const uint16_t *>(a.k);
         r.v16 = static_cast<const uint16_t *>(a.v);
+    } else if (type == KvType::Q8) {
+        r.k8 = static_cast<const uint8_t *>(a.k);
+        r.v8 = static_cast<const uint8_t *>(a.v);
     } else {
         r.k = static_cast<const float *>(a.k);
         r.v = static_cast<const float *>(a.v);
@@ -377,7 +386,9 @@ static void check_attention(KvType type, int64_t n_q) {
     r.kv_pos_head_stride = a.kv_pos_head_stride;
     r.col_sums = cref.data();
     cpu::attention_ref(r);
-    for (size_t i = 0; i < out.size(); ++i) ASSERT_NEAR(out[i], ref[i], 1e-5) << i;
+    // q8 decode scores the keys with the query rounded to int16 (about 1e-5 relative)
+    const double tol = type == KvType::Q8 && n_q == 1 ? 5e-5 : 1e-5;
+    for (size_t i = 0; i < out.size(); ++i) ASSERT_NEAR(out[i], ref[i], tol) << i;
     for (size_t i = 0; i < cols.size(); ++i) ASSERT_NEAR(cols[i], cref[i], 1e-4) << i;
 }
 
@@ -385,3 +396,5 @@ TEST(EngineKvStore, AttentionPerHeadPositionsF32Decode) { check_attention(KvType
 TEST(EngineKvStore, AttentionPerHeadPositionsF32Prefill) { check_attention(KvType::F32, 37); }
 TEST(EngineKvStore, AttentionPerHeadPositionsF16Decode) { check_attention(KvType::F16, 1); }
 TEST(EngineKvStore, AttentionPerHeadPositionsF16Prefill) { check_attention(KvType::F16, 37); }
+TEST(EngineKvStore, AttentionPerHeadPositionsQ8Decode) { check_attention(KvType::Q8, 1); }
+TEST(EngineKvStore, AttentionPerHeadPositionsQ8Prefill) { check_attention(KvType::Q8, 37); }

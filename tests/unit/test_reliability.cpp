@@ -746,6 +746,71 @@ TEST(Reliability, LogitsOnlyWhileDecoding) {
     }
 }
 
+// kv_type LCTX_KV_Q8 (docs/kv-storage.md): accepted by every method through
+// the whole session (feed, index, select, recompute, decode), a value
+// outside the enum is refused naming the three, and FULL's logits after a
+// 200-token prompt stay near the f32 cache's (one int8 rounding per stored
+// key and value: about 0.4% of each row's largest element).
+TEST(Reliability, KvQ8RunsEveryMethodAndStaysClose) {
+    engine_test::TinyOptions o;
+    const auto bytes = engine_test::make_tiny_llama(o);
+    lctx_model *m = nullptr;
+    ASSERT_EQ(lctx_model_load_from_memory(bytes.data(), bytes.size(), nullptr, &m), LCTX_OK);
+    const int n_vocab = lctx_model_n_vocab(m);
+    const auto doc = random_tokens(200, 7), q = random_tokens(4, 8);
+    session_test::SessionParams bad_p = small_params(LCTX_METHOD_FULL);
+    int32_t bad = 3;
+    std::memcpy(&bad_p.kv_type, &bad, sizeof bad);
+    lctx_session *s = nullptr;
+    EXPECT_EQ(lctx_session_create(m, &bad_p, &s), LCTX_ERR_INVALID_ARG);
+    EXPECT_THAT(lctx_last_error(), HasSubstr("LCTX_KV_Q8"));
+    EXPECT_EQ(s, nullptr);
+
+    auto first_logits = [&](lctx_method method, lctx_kv_type type, std::vector<lctx_token> *decoded) {
+        session_test::SessionParams p = small_params(method);
+        p.kv_type = type;
+        std::vector<float> out;
+        lctx_session *t = nullptr;
+        EXPECT_EQ(lctx_session_create(m, &p, &t), LCTX_OK) << lctx_last_error();
+        if (!t) return out;
+        lctx_selection *sel = nullptr;
+        const bool ok = lctx_feed_chunk(t, doc.data(), doc.size()) == LCTX_OK && lctx_build_index(t) == LCTX_OK &&
+                        lctx_select(t, q.data(), q.size(), &sel) == LCTX_OK && lctx_recompute(t, sel) == LCTX_OK;
+        EXPECT_TRUE(ok) << method_name(method) << ": " << lctx_session_last_error(t);
+        if (ok) {
+            const float *l = lctx_session_logits(t);
+            out.assign(l, l + n_vocab);
+            lctx_sampling_params samp;
+            lctx_sampling_default_params(&samp);
+            for (int i = 0; i < 4; ++i) {
+                lctx_token tok = -1;
+                EXPECT_EQ(lctx_decode(t, &samp, &tok), LCTX_OK) << method_name(method) << ": " << lctx_session_last_error(t);
+                if (decoded) decoded->push_back(tok);
+            }
+        }
+        lctx_selection_free(sel);
+        lctx_session_free(t);
+        return out;
+    };
+    for (lctx_method method : implemented_methods()) {
+        SCOPED_TRACE(method_name(method));
+        std::vector<lctx_token> toks;
+        EXPECT_EQ(first_logits(method, LCTX_KV_Q8, &toks).size(), static_cast<size_t>(n_vocab));
+        EXPECT_EQ(toks.size(), 4u);
+    }
+    const std::vector<float> f32 = first_logits(LCTX_METHOD_FULL, LCTX_KV_F32, nullptr);
+    const std::vector<float> q8 = first_logits(LCTX_METHOD_FULL, LCTX_KV_Q8, nullptr);
+    ASSERT_EQ(f32.size(), q8.size());
+    double max_abs = 0, max_diff = 0;
+    for (int i = 0; i < n_vocab; ++i) {
+        max_abs = std::max(max_abs, double(std::fabs(f32[i])));
+        max_diff = std::max(max_diff, double(std::fabs(f32[i] - q8[i])));
+    }
+    EXPECT_GT(max_diff, 0.0) << "q8 storage rounds: the logits cannot be the f32 ones";
+    EXPECT_LT(max_diff, 0.05 * std::max(1.0, max_abs));
+    lctx_model_free(m);
+}
+
 // attn_precision and matmul_precision (docs/bf16.md): a value outside the
 // enum is refused by name; LCTX_PRECISION_BF16 is accepted everywhere, and
 // the logits after a 200-token FULL prompt (16-token batches: the tiled

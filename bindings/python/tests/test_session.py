@@ -145,6 +145,20 @@ def test_bf16_precision_fields_by_name(model):
         assert s.decode() >= 0
 
 
+def test_kv_q8_by_name(model):
+    # lctx_session_params.kv_type = LCTX_KV_Q8 (docs/kv-storage.md): int8
+    # rows, CPU backend; the session runs to an answer like the f32 one.
+    from lctx import capi
+    with model.session(method=lctx.Method.FULL, n_ctx=512, n_threads=1, kv_type=capi.LCTX_KV_Q8) as s:
+        s.feed(DOC)
+        s.build_index()
+        with s.select(model.tokenize(" She", add_special=False)) as sel:
+            s.recompute(sel)
+        assert s.decode() >= 0
+    with pytest.raises(lctx.InvalidArgumentError, match="LCTX_KV_Q8"):
+        model.session(method=lctx.Method.FULL, n_ctx=512, kv_type=5)
+
+
 def test_log_handler_receives_messages(model):
     got = []
     lctx.set_log_handler(lambda level, msg: got.append((level, msg)), lctx.LogLevel.DEBUG)

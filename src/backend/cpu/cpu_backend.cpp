@@ -161,16 +161,24 @@ public:
                                          a.ld_kv, a.kv_head_stride, attn_bf16_));
             return;
         }
-        // f16 storage: the kernel widens each work item's key range to f32
+        // f16 and q8 storage: the few-row (decode) kernel reads it in place,
+        // the tiled one widens each work item's key range to f32
         // (docs/kv-storage.md has the measured effect).
         cpu::AttentionArgs c = to_cpu(a, nullptr, nullptr, a.ld_kv, a.kv_head_stride, attn_bf16_);
-        c.k16 = static_cast<const uint16_t *>(a.k);
-        c.v16 = static_cast<const uint16_t *>(a.v);
+        if (a.kv_type == KvType::Q8) {
+            c.k8 = static_cast<const uint8_t *>(a.k);
+            c.v8 = static_cast<const uint8_t *>(a.v);
+        } else {
+            c.k16 = static_cast<const uint16_t *>(a.k);
+            c.v16 = static_cast<const uint16_t *>(a.v);
+        }
         cpu::attention(pool_, c);
     }
 
+    bool supports_kv_type(KvType) const override { return true; }
+
     void gather_rows(KvType type, void *dst, const void *src, const int64_t *idx, int64_t n, int64_t row) override {
-        const size_t bytes = static_cast<size_t>(row) * kv_type_size(type);
+        const size_t bytes = kv_row_bytes(type, row);
         auto *d = static_cast<uint8_t *>(dst);
         const auto *s = static_cast<const uint8_t *>(src);
         for (int64_t i = 0; i < n; ++i) {
@@ -186,6 +194,11 @@ public:
             for (int64_t i = 0; i < n; ++i) std::memcpy(d + i * ld_dst, src + i * ld_src, row * sizeof(float));
             return;
         }
+        if (type == KvType::Q8) {
+            uint8_t *d = static_cast<uint8_t *>(dst);
+            for (int64_t i = 0; i < n; ++i) cpu::q8_quantize_row(src + i * ld_src, row, d + i * ld_dst);
+            return;
+        }
         uint16_t *d = static_cast<uint16_t *>(dst);
         for (int64_t i = 0; i < n; ++i)
             for (int64_t c = 0; c < row; ++c) d[i * ld_dst + c] = fp32_to_fp16(src[i * ld_src + c]);
@@ -196,6 +209,11 @@ public:
         if (type == KvType::F32) {
             const float *s = static_cast<const float *>(src);
             for (int64_t i = 0; i < n; ++i) std::memcpy(dst + i * ld_dst, s + i * ld_src, row * sizeof(float));
+            return;
+        }
+        if (type == KvType::Q8) {
+            const uint8_t *s = static_cast<const uint8_t *>(src);
+            for (int64_t i = 0; i < n; ++i) cpu::q8_dequantize_row(s + i * ld_src, row, dst + i * ld_dst);
             return;
         }
         const uint16_t *s = static_cast<const uint16_t *>(src);
@@ -214,6 +232,8 @@ public:
         for (size_t i = 0; i < segs.size(); ++i) segs[i] = {a.segments[i].keys, a.segments[i].n, a.segments[i].index_base};
         c.segments = segs.data();
         c.n_segments = a.n_segments;
+        if (a.key_type == KvType::Q8)
+            fail(LCTX_ERR_UNSUPPORTED, "topk_dot: q8 keys (ReAttention keeps its store in f16 when the cache is q8)");
         c.keys_f16 = a.key_type == KvType::F16;
         c.ld_keys = a.ld_keys;
         c.dim = a.dim;

@@ -39,6 +39,13 @@ namespace lctx {
 
 namespace {
 
+// q8 KV storage has CPU kernels only; sessions are refused it up front
+// (supports_kv_type), and these calls say so if one is reached anyway.
+void refuse_q8(KvType t, const char *who) {
+    if (t == KvType::Q8)
+        fail(LCTX_ERR_UNSUPPORTED, "%s on cuda: q8 KV storage is CPU only (use kv_type f16 or f32)", who);
+}
+
 using namespace lctx::cuda;
 
 struct DevFree {
@@ -297,6 +304,7 @@ public:
         if (a.head_dim > kAttnThreads * kAttnMaxDimPerThread)
             fail(LCTX_ERR_UNSUPPORTED, "attention on cuda: head_dim %d exceeds %d", a.head_dim,
                  kAttnThreads * kAttnMaxDimPerThread);
+        refuse_q8(a.kv_type, "attention");
         const bool f16 = a.kv_type == KvType::F16;
         const size_t es = f16 ? 2 : 4;
         const int64_t kv_elems = a.n_kv > 0 ? (a.n_head_kv - 1) * a.kv_head_stride + rows_extent(a.n_kv, a.ld_kv, a.head_dim) : 0;
@@ -341,6 +349,7 @@ public:
     }
 
     void gather_rows(KvType type, void *dst, const void *src, const int64_t *idx, int64_t n, int64_t row) override {
+        refuse_q8(type, "gather_rows");
         if (n <= 0 || row <= 0) return;
         const size_t es = kv_type_size(type), row_bytes = static_cast<size_t>(row) * es;
         std::vector<int64_t> h(static_cast<size_t>(n));
@@ -366,6 +375,7 @@ public:
 
     void store_rows(KvType type, void *dst, int64_t ld_dst, const float *src, int64_t ld_src, int64_t n,
                     int64_t row) override {
+        refuse_q8(type, "store_rows");
         if (n <= 0 || row <= 0) return;
         const bool f16 = type == KvType::F16;
         Staging st;
@@ -380,6 +390,7 @@ public:
 
     void load_rows(KvType type, float *dst, int64_t ld_dst, const void *src, int64_t ld_src, int64_t n,
                    int64_t row) override {
+        refuse_q8(type, "load_rows");
         if (n <= 0 || row <= 0) return;
         const bool f16 = type == KvType::F16;
         Staging st;
@@ -514,6 +525,7 @@ void CudaBackend::topk_dot(const TopkDotArgs &a) {
     if (a.n_rows == 0) return;
     if (!a.q || !a.best_score || !a.best_index || a.ldq < a.dim || (a.n_segments > 0 && (!a.segments || a.ld_keys < a.dim)))
         fail(LCTX_ERR_INVALID_ARG, "topk_dot: null queries, lists or segments, or a stride below dim");
+    refuse_q8(a.key_type, "topk_dot");
     constexpr int64_t kChunk = 64 * 1024, kRowChunk = 4096;
     const bool f16 = a.key_type == KvType::F16;
     const size_t es = f16 ? 2 : 4;

@@ -142,6 +142,9 @@ pub enum KvType {
     F32,
     /// 16-bit floats: half the memory (docs/kv-storage.md has the effect).
     F16,
+    /// int8 codes and a scale per row: about a quarter of the memory, lossy,
+    /// CPU backend only (docs/kv-storage.md).
+    Q8,
     /// Any other lctx_kv_type value (the library refuses it).
     Other(i32),
 }
@@ -151,6 +154,7 @@ impl KvType {
         match self {
             KvType::F32 => sys::LCTX_KV_F32,
             KvType::F16 => sys::LCTX_KV_F16,
+            KvType::Q8 => sys::LCTX_KV_Q8,
             KvType::Other(v) => v as sys::lctx_kv_type,
         }
     }
@@ -158,6 +162,7 @@ impl KvType {
         match v {
             sys::LCTX_KV_F32 => KvType::F32,
             sys::LCTX_KV_F16 => KvType::F16,
+            sys::LCTX_KV_Q8 => KvType::Q8,
             v => KvType::Other(v as i32),
         }
     }

@@ -170,7 +170,7 @@ fn reform_repeat_window() {
 fn kv_type_and_backend() {
     let m = common::tiny_model();
     assert_eq!(SessionParams::default().kv_type, KvType::F32);
-    for kv_type in [KvType::F32, KvType::F16] {
+    for kv_type in [KvType::F32, KvType::F16, KvType::Q8] {
         let mut s = m.session(&SessionParams { method: Method::Full, n_ctx: 128, n_threads: 1, kv_type, ..Default::default() }).unwrap();
         s.feed_text("Once upon a time").unwrap();
     }

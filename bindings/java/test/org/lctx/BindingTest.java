@@ -94,6 +94,21 @@ class BindingTest {
         assertArrayEquals(new String[] {"", "\n"}, model.promptParts());
     }
 
+    // lctx_session_params.kv_type = LCTX_KV_Q8 through Params.configure: int8
+    // KV rows (docs/kv-storage.md) run a session to a token.
+    @Test
+    void kvQ8ThroughConfigure() {
+        try (Session s = model.newSession(new Session.Params().method(lctx_method.LCTX_METHOD_FULL).nCtx(512).nThreads(1)
+                .configure(p -> p.setKv_type(lctx_kv_type.LCTX_KV_Q8)))) {
+            s.feedText(DOC);
+            s.buildIndex();
+            try (Selection sel = s.select(model.tokenize(" She", false, false))) {
+                s.recompute(sel);
+            }
+            assertTrue(s.decode(null) >= 0);
+        }
+    }
+
     @Test
     void stagesAndGreedyIsArgmax() {
         try (Session s = model.newSession(new Session.Params().method(lctx_method.LCTX_METHOD_FULL).nCtx(512).nThreads(1))) {
