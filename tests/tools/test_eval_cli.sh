@@ -138,4 +138,17 @@ grep -q 'holds rows measured with --attn f32 --matmul f32' "$T/log13" || fail "n
 cmp -s "$T/r.jsonl" "$T/r_before.jsonl" || fail "the refused run changed the results file"
 if "$LCTX" "${ARGS[@]}" --samples 1 --attn fp8 --out "$T/x.jsonl" 2> "$T/log14"; then fail "--attn fp8 was accepted"; fi
 grep -q -- '--attn must be f32 or bf16' "$T/log14" || fail "no message for --attn fp8: $(cat "$T/log14")"
+
+# 11. --kv-type (docs/kv-storage.md): q8 rows say so ("kv": "q8"); a results file holds one type, and a bad
+#     type is refused by name.
+"$LCTX" "${ARGS[@]}" --samples 1 --kv-type q8 --out "$T/q.jsonl" 2> "$T/log15" || fail "q8 eval failed: $(cat "$T/log15")"
+[ "$(grep -c '"kv": "q8"' "$T/q.jsonl")" = 4 ] || fail "q8 rows lack their field: $(cat "$T/q.jsonl")"
+grep -q '"error"' "$T/q.jsonl" && fail "q8 runs failed: $(cat "$T/q.jsonl")"
+if "$LCTX" "${ARGS[@]}" --samples 2 --kv-type q8 --out "$T/r.jsonl" 2> "$T/log16"; then
+  fail "a q8 run was appended to an f32 results file"
+fi
+grep -q 'holds rows measured with --kv-type f32' "$T/log16" || fail "no message for mixed KV types: $(cat "$T/log16")"
+cmp -s "$T/r.jsonl" "$T/r_before.jsonl" || fail "the refused q8 run changed the results file"
+if "$LCTX" "${ARGS[@]}" --samples 1 --kv-type q4 --out "$T/x.jsonl" 2> "$T/log17"; then fail "--kv-type q4 was accepted"; fi
+grep -q -- '--kv-type must be f32, f16 or q8' "$T/log17" || fail "no message for --kv-type q4: $(cat "$T/log17")"
 echo "PASS"
