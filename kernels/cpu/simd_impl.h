@@ -541,7 +541,7 @@ inline float mask_and_max(float *s, int64_t nb, const int32_t *kv_pos, int64_t j
     return mx;
 }
 
-// Whether none of the W keys from jb + j is visible (then none is scored).
+// Whether none of the W keys from slot `at` on is visible (then none is scored).
 inline bool group_hidden(const int32_t *kv_pos, int64_t at, int32_t qp, int32_t window, bool all_visible) {
     bool any = all_visible;
     for (int u = 0; u < W && !any; ++u) any = key_visible(kv_pos[at + u], qp, window);
