@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """What the lossy options do to a model's logits: the bf16 options
 (lctx_session_params.attn_precision and matmul_precision =
-LCTX_PRECISION_BF16) and the smaller KV stores (kv_type LCTX_KV_F16,
-LCTX_KV_Q8). The same tokens go through the forward pass exact and with bf16
+LCTX_PRECISION_BF16), the int8 matmuls (matmul_precision =
+LCTX_PRECISION_INT8, docs/int8.md) and the smaller KV stores (kv_type
+LCTX_KV_F16, LCTX_KV_Q8). The same tokens go through the forward pass exact and with bf16
 attention, bf16 matmuls, both, an f16 or a q8 KV store, compared position by
 position. With --batch 1 every token is a decode step (the kernels decode
 uses: q8 keys scored in integers), otherwise the document is one prefill.
@@ -13,7 +14,7 @@ absolute logit difference, the mean KL divergence KL(f32 || bf16) of the
 next-token distributions, and how often the two agree on the top token.
 
     .venv/bin/python bench/bf16_effect.py [-m MODEL] [--tokens 2048] [--docs 3] [--batch N]
-        [--what attn,matmul,both,kv-f16,kv-q8]
+        [--what attn,matmul,both,kv-f16,kv-q8,matmul-int8]
 
 Needs the test tool lctx_forward_dump (built with the tests, build/release).
 Prints a Markdown table; -o writes it to a file too.
@@ -46,7 +47,7 @@ def tokenize(lctx, model, text):
 
 
 FLAGS = {"attn": ["--attn-bf16"], "matmul": ["--matmul-bf16"], "both": ["--attn-bf16", "--matmul-bf16"],
-         "kv-f16": ["--kv", "f16"], "kv-q8": ["--kv", "q8"]}
+         "kv-f16": ["--kv", "f16"], "kv-q8": ["--kv", "q8"], "matmul-int8": ["--matmul-int8"]}
 
 
 def logits(dump, model, tokens, threads, flags, workdir):

@@ -98,17 +98,19 @@ def backend_section(name, runs, rows, series, reform):
     return md
 
 
-def bf16_section(runs, rows, series, reform):
-    """The opt-in bf16 runs (attention; attention and matmuls) beside the
-    exact ones and llama.cpp."""
-    kinds = [(k, label) for k, label in (("bf16", "bf16 attention"), ("bf16_all", "bf16 attention + matmuls"))
-             if runs[k]]
-    md = ["", "## lctx with bf16 arithmetic (opt-in, lossy: `lctx bench --attn bf16 [--matmul bf16]`, docs/bf16.md)", ""]
-    ran = [k for k, _ in kinds if runs[k][0].get("attn") == "bf16"]
-    if not ran:
-        return md + ["This CPU has no AVX512_BF16: the runs measured f32 (the library's fallback)."]
-    kinds = [(k, label) for k, label in kinds if k in ran]
-    md += ["Same repeats, medians. Ratios: each bf16 run over llama.cpp, and over this build's exact (f32) run.", "",
+# The opt-in lossy arithmetic runs: (runs key, label, JSON field, value when it ran).
+BF16_KINDS = [("bf16", "bf16 attention", "attn", "bf16"), ("bf16_all", "bf16 attention + matmuls", "attn", "bf16")]
+INT8_KINDS = [("int8", "int8 matmuls", "matmul", "int8")]
+
+
+def arith_section(runs, rows, series, reform, kinds, title, none_ran):
+    """Opt-in lossy arithmetic runs (kinds, e.g. BF16_KINDS) beside the exact
+    ones and llama.cpp."""
+    kinds = [(k, label) for k, label, field, value in kinds if runs[k] and runs[k][0].get(field) == value]
+    md = ["", title, ""]
+    if not kinds:
+        return md + [none_ran]
+    md += ["Same repeats, medians. Ratios: each run over llama.cpp, and over this build's exact (f32) run.", "",
            "| measurement | " + " | ".join(f"{l} | {l} / llama.cpp | {l} / f32" for _, l in kinds) + " |",
            "|---|" + "---:|---:|---:|" * len(kinds)]
     for label, key in rows:
@@ -174,6 +176,9 @@ def main():
                          "REFORM lengths included")
     ap.add_argument("--all-bf16", action="store_true",
                     help="also lctx with bf16 attention and matmuls (--attn bf16 --matmul bf16), the same way")
+    ap.add_argument("--matmul-int8", action="store_true",
+                    help="also lctx with int8 matmuls (lctx bench --matmul int8: opt-in, lossy, AVX2 CPUs), "
+                         "REFORM lengths included")
     ap.add_argument("--backend", default=None,
                     help="also lctx on this backend (e.g. cuda), reported beside the CPU figures")
     ap.add_argument("-o", "--out", default=None,
@@ -195,7 +200,7 @@ def main():
 
     load_before = loadavg()
     runs = {"lctx": [], "llama.cpp": [], "before": [], "f16": [], "before_f16": [], "backend": [], "bf16": [], "bf16_all": [],
-            "q8": [], "llama_q8": []}
+            "int8": [], "q8": [], "llama_q8": []}
     other = args.backend if args.backend and args.backend != "cpu" else None
     for r in range(args.repeats):
         print(f"repeat {r + 1}/{args.repeats}: lctx", file=sys.stderr, flush=True)
@@ -232,6 +237,10 @@ def main():
             print(f"repeat {r + 1}/{args.repeats}: lctx (bf16 attention and matmuls)", file=sys.stderr, flush=True)
             runs["bf16_all"].append(json.loads(sh([str(lctx), "bench", "--backend", "cpu", "--attn", "bf16", "--matmul",
                                                    "bf16"] + common + reform)))
+        if args.matmul_int8:
+            print(f"repeat {r + 1}/{args.repeats}: lctx (int8 matmuls)", file=sys.stderr, flush=True)
+            runs["int8"].append(json.loads(sh([str(lctx), "bench", "--backend", "cpu", "--matmul", "int8"] + common +
+                                              reform)))
         if not args.no_llama:
             print(f"repeat {r + 1}/{args.repeats}: llama.cpp", file=sys.stderr, flush=True)
             runs["llama.cpp"].append(json.loads(sh([py, str(ROOT / "bench" / "llama_cpp_bench.py"), "--flash-attn",
@@ -312,7 +321,13 @@ def main():
     if args.kv_q8 and args.decode_ctx > 0:
         md += q8_section(runs, series, args.decode_ctx)
     if args.attn_bf16 or args.all_bf16:
-        md += bf16_section(runs, rows, series, args.reform)
+        md += arith_section(runs, rows, series, args.reform, BF16_KINDS,
+                            "## lctx with bf16 arithmetic (opt-in, lossy: `lctx bench --attn bf16 [--matmul bf16]`, "
+                            "docs/bf16.md)", "This CPU has no AVX512_BF16: the runs measured f32 (the library's fallback).")
+    if args.matmul_int8:
+        md += arith_section(runs, rows, series, args.reform, INT8_KINDS,
+                            "## lctx with int8 matmuls (opt-in, lossy: `lctx bench --matmul int8`, docs/int8.md)",
+                            "This CPU runs no AVX2: the runs measured f32 (the library's fallback).")
     if other:
         md += backend_section(other, runs, rows, series, args.reform)
     md += ["", "## Machine", ""]

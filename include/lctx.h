@@ -479,11 +479,16 @@ typedef enum lctx_kv_type {
  * effect on logits and answers of each. */
 typedef enum lctx_precision {
     LCTX_PRECISION_F32 = 0,   /* exact f32 (default) */
-    LCTX_PRECISION_BF16 = 1   /* opt-in, lossy, CPUs with AVX512_BF16: both factors rounded to bf16, sums in
+    LCTX_PRECISION_BF16 = 1,  /* opt-in, lossy, CPUs with AVX512_BF16: both factors rounded to bf16, sums in
                                  f32, in the work on many tokens at once (prefill, chunk encoding, recompute).
                                  Attention: q, k, v and the probabilities; matmuls: the weights (after
                                  dequantizing) and the activations. Decode steps, other CPUs and other backends
                                  stay f32 */
+    LCTX_PRECISION_INT8 = 2   /* matmul_precision only; opt-in, lossy, CPUs with AVX2: the activations rounded to
+                                 int8 in blocks of 32 (one f32 scale each), summed in integers with the
+                                 weights' own 4-bit codes (Q4_0, Q4_1, Q4_K weights; others stay f32), as
+                                 llama.cpp multiplies them; the same work on many tokens as BF16. Decode
+                                 steps, other CPUs and other backends stay f32 (docs/int8.md) */
 } lctx_precision;
 
 typedef struct lctx_session_params {
@@ -513,7 +518,7 @@ typedef struct lctx_session_params {
     const lctx_refreshkv_params *refreshkv; /* REFRESHKV, and REFORM/ILRe with refreshkv->gathered; NULL:
                                   lctx_refreshkv_default_params */
     lctx_precision attn_precision;   /* LCTX_PRECISION_F32 (default) or LCTX_PRECISION_BF16 (see the enum) */
-    lctx_precision matmul_precision; /* LCTX_PRECISION_F32 (default) or LCTX_PRECISION_BF16 */
+    lctx_precision matmul_precision; /* LCTX_PRECISION_F32 (default), LCTX_PRECISION_BF16 or _INT8 */
 } lctx_session_params;
 
 LCTX_API void lctx_session_default_params(lctx_session_params *out);

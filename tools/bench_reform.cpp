@@ -145,7 +145,7 @@ void unit_rows(Mix &rng, float *v, int64_t rows, int32_t n_heads, int32_t d) {
 
 std::string reform_json(const Args &a, const Hparams &hp, const std::vector<int64_t> &lengths, int64_t repeats,
                         int64_t threads, bool profile, double fma_peak_gflops, bool attn_bf16,
-                        bool matmul_bf16) {
+                        lctx_precision matmul) {
     lctx_model *m = load_model(a);
     std::mt19937 rng(99);
     std::uniform_int_distribution<int32_t> u(0, hp.n_vocab - 1);
@@ -162,7 +162,7 @@ std::string reform_json(const Args &a, const Hparams &hp, const std::vector<int6
             sp.method = LCTX_METHOD_REFORM;
             sp.n_threads = static_cast<int32_t>(threads);
             sp.attn_precision = attn_bf16 ? LCTX_PRECISION_BF16 : LCTX_PRECISION_F32;
-            sp.matmul_precision = matmul_bf16 ? LCTX_PRECISION_BF16 : LCTX_PRECISION_F32;
+            sp.matmul_precision = matmul;
             lctx_session *s = nullptr;
             check(lctx_session_create(m, &sp, &s), "creating a REFORM session");
             backend = session_backend(s);

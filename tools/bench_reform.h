@@ -17,14 +17,15 @@ namespace lctx::cli {
 // session with default parameters, the document (random ids) fed in pieces
 // of 4096 tokens, then build_index; tokens/s per repeat. With profile, the
 // first repeat of every length also reports where the encode time goes
-// (ReformProfile), rates against fma_peak_gflops (0: unknown). attn_bf16,
-// matmul_bf16: the sessions ask for LCTX_PRECISION_BF16. "reform" member.
+// (ReformProfile), rates against fma_peak_gflops (0: unknown). attn_bf16:
+// the sessions ask for LCTX_PRECISION_BF16 attention; matmul: their
+// matmul_precision. "reform" member.
 // A JSON array of numbers with 3 decimals.
 std::string json_list(const std::vector<double> &v);
 
 std::string reform_json(const Args &a, const Hparams &hp, const std::vector<int64_t> &lengths, int64_t repeats,
                         int64_t threads, bool profile, double fma_peak_gflops, bool attn_bf16,
-                        bool matmul_bf16);
+                        lctx_precision matmul);
 
 // Per index size N: REFORM's select on a synthetic index of N tokens (random
 // unit-norm head blocks of the model's head profile in fp16) against n_query

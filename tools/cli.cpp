@@ -183,16 +183,22 @@ const std::vector<std::string> kPrecisionFlags = {"--attn", "--matmul"};
 const char *const kPrecisionUsage =
     "  --attn P             attention's products: f32 (default, exact) or bf16 (opt-in, lossy; CPUs with\n"
     "                       AVX512_BF16, elsewhere f32; docs/bf16.md)\n"
-    "  --matmul P           the weight matrix products of prefill and encoding: f32 (default) or bf16 (the same)\n";
+    "  --matmul P           the weight matrix products of prefill and encoding: f32 (default), bf16 (the same)\n"
+    "                       or int8 (opt-in, lossy; CPUs with AVX2: int8 activations with the 4-bit weight\n"
+    "                       codes, as llama.cpp; docs/int8.md)\n";
 
 lctx_precision precision_arg(const Args &a, const char *flag) {
     const std::string v = a.get(flag, "f32");
+    const bool matmul = std::string(flag) == "--matmul";
     if (v == "f32") return LCTX_PRECISION_F32;
     if (v == "bf16") return LCTX_PRECISION_BF16;
-    die("%s must be f32 or bf16, not '%s'", flag, v.c_str());
+    if (v == "int8" && matmul) return LCTX_PRECISION_INT8;
+    die("%s must be %s, not '%s'", flag, matmul ? "f32, bf16 or int8" : "f32 or bf16", v.c_str());
 }
 
-const char *precision_name(lctx_precision p) { return p == LCTX_PRECISION_BF16 ? "bf16" : "f32"; }
+const char *precision_name(lctx_precision p) {
+    return p == LCTX_PRECISION_BF16 ? "bf16" : p == LCTX_PRECISION_INT8 ? "int8" : "f32";
+}
 
 const std::vector<std::string> kSamplingFlags = {"--temp", "--top-k", "--top-p", "--min-p", "--repeat-penalty",
                                                  "--repeat-last-n", "--seed"};

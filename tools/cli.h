@@ -65,8 +65,9 @@ void add_backend_module_dirs();
 int32_t threads_arg(const Args &a);
 // --attn and --matmul (lctx_session_params.attn_precision, matmul_precision):
 // add kPrecisionFlags to the value flags and kPrecisionUsage to the usage
-// text; precision_arg() reads one ("f32", the default, or "bf16"; anything
-// else exits with a message). precision_name() is the word back.
+// text; precision_arg() reads one ("f32", the default, "bf16", and for
+// --matmul "int8"; anything else exits with a message). precision_name() is
+// the word back.
 extern const std::vector<std::string> kPrecisionFlags;
 extern const char *const kPrecisionUsage;
 lctx_precision precision_arg(const Args &a, const char *flag);

@@ -254,7 +254,8 @@ int cmd_bench(int argc, char **argv) {
         "  --kv f32|f16|q8        element type of the KV store (default f32; q8: CPU only, lossy)\n"
         "  --attn f32|bf16        attention's products (default f32; bf16: opt-in, lossy, CPUs with AVX512_BF16;\n"
         "                         \"attn\" in the JSON names what ran)\n"
-        "  --matmul f32|bf16      the weight matrix products of prefill and encoding, the same (\"matmul\")\n"
+        "  --matmul f32|bf16|int8 the weight matrix products of prefill and encoding, the same (\"matmul\");\n"
+        "                         int8: opt-in, lossy, CPUs with AVX2 (docs/int8.md)\n"
         "  --backend NAME         cpu, or a backend module's name (cuda); default: $LCTX_BACKEND, else the best\n"
         "                         available. One that cannot run here falls back to the CPU with a line on\n"
         "                         stderr; \"backend\" in the JSON names the one that ran\n"
@@ -298,11 +299,13 @@ int cmd_bench(int argc, char **argv) {
                                       : std::getenv("LCTX_BACKEND") ? std::getenv("LCTX_BACKEND")
                                                                     : "auto";
         std::unique_ptr<Backend> backend = make_backend(a.get("--backend"), static_cast<int>(threads));
-        // What runs: bf16 only where the backend has it (then sessions too).
+        // What runs: bf16 and int8 only where the backend has them (then sessions too).
         const bool attn_bf16 = attn_asked == LCTX_PRECISION_BF16 && backend->set_attention_bf16(true);
-        const bool matmul_bf16 = matmul_asked == LCTX_PRECISION_BF16 && backend->set_matmul_bf16(true);
-        if ((attn_asked == LCTX_PRECISION_BF16 && !attn_bf16) || (matmul_asked == LCTX_PRECISION_BF16 && !matmul_bf16))
-            std::fprintf(stderr, "lctx bench: no bf16 arithmetic on this backend and CPU; measuring f32\n");
+        const lctx_precision matmul =
+            backend->set_matmul_precision(matmul_asked) ? matmul_asked : LCTX_PRECISION_F32;
+        if ((attn_asked == LCTX_PRECISION_BF16 && !attn_bf16) || matmul != matmul_asked)
+            std::fprintf(stderr, "lctx bench: no %s arithmetic on this backend and CPU; measuring f32\n",
+                         matmul != matmul_asked ? precision_name(matmul_asked) : "bf16");
         Bench b(*model, *backend);
 
         std::string out = "{\n";
@@ -313,7 +316,7 @@ int cmd_bench(int argc, char **argv) {
                       "  \"attn\": \"%s\",\n  \"matmul\": \"%s\",\n",
                       a.get("--model").c_str(), backend->name(), requested.c_str(), static_cast<long long>(threads),
                       cpu_backend_variant(),
-                      lctx_build_info(), kv_type_name(kv), attn_bf16 ? "bf16" : "f32", matmul_bf16 ? "bf16" : "f32");
+                      lctx_build_info(), kv_type_name(kv), attn_bf16 ? "bf16" : "f32", precision_name(matmul));
         out += buf;
 
         // Warm-up: page the weights in and start the workers.
@@ -400,7 +403,7 @@ int cmd_bench(int argc, char **argv) {
             out += "\n  },\n";
         }
         if (!reform.empty())
-            out += reform_json(a, hp, reform, repeats, threads, profile, fma_peak, attn_bf16, matmul_bf16);
+            out += reform_json(a, hp, reform, repeats, threads, profile, fma_peak, attn_bf16, matmul);
         if (!select_study.empty()) out += select_study_json(a, *model, *backend, select_study, repeats, select_query, threads);
         if (!kv_study.empty()) out += kv_study_json(*backend, hp, kv_study, repeats);
         if (!topk_study.empty()) out += topk_study_json(*backend, hp, topk_study, repeats);

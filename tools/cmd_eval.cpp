@@ -78,7 +78,8 @@ const char *usage_text() {
         "  --retry-errors     run again the combinations whose row is an error\n"
         "  --no-chat          no chat template: document, then the question as plain text\n"
         "  --attn P, --matmul P  arithmetic of every run's attention and weight products: f32 (default) or bf16\n"
-        "                     (opt-in, lossy; docs/bf16.md). Rows get \"attn\" / \"matmul\": \"bf16\"; a results file\n"
+        "                     (opt-in, lossy; docs/bf16.md), and for --matmul int8 (docs/int8.md). Rows get\n"
+        "                     \"attn\" / \"matmul\": \"bf16\" or \"int8\"; a results file\n"
         "                     holds one setting only\n"
         "  --kv-type T        element type of every run's KV caches: f32 (default), f16 or q8 (CPU only, lossy;\n"
         "                     docs/kv-storage.md). Rows get \"kv\": \"f16\" / \"q8\"; a results file holds one type\n"
@@ -443,7 +444,7 @@ std::string run_combo(const Options &o, const Combo &c) {
     j += ", \"prompt\": \"" + prompt + "\"";
     if (!backend.empty()) j += ", \"backend\": " + json::quote(backend);
     if (o.attn == LCTX_PRECISION_BF16) j += ", \"attn\": \"bf16\"";
-    if (o.matmul == LCTX_PRECISION_BF16) j += ", \"matmul\": \"bf16\"";
+    if (o.matmul != LCTX_PRECISION_F32) j += std::string(", \"matmul\": \"") + precision_name(o.matmul) + "\"";
     if (o.kv != "f32") j += ", \"kv\": " + json::quote(o.kv);
     if (have_sample) {
         j += ", \"depth\": " + fmt_num("%.4f", sample.depth) + ", \"scoring\": \"" +
@@ -766,7 +767,7 @@ int cmd_eval(int argc, char **argv) {
     // averaged together by the report.
     for (const auto &r : done.rows)
         if ((r.attn == "bf16") != (o.attn == LCTX_PRECISION_BF16) ||
-            (r.matmul == "bf16") != (o.matmul == LCTX_PRECISION_BF16))
+            (r.matmul.empty() ? "f32" : r.matmul) != precision_name(o.matmul))
             die("%s holds rows measured with --attn %s --matmul %s; write --attn %s --matmul %s runs to another "
                 "--out file", o.out.c_str(), r.attn.empty() ? "f32" : r.attn.c_str(),
                 r.matmul.empty() ? "f32" : r.matmul.c_str(), precision_name(o.attn), precision_name(o.matmul));

@@ -332,6 +332,21 @@ func TestKVTypeAndBackend(t *testing.T) {
 		t.Errorf("bf16 precisions: %v", err)
 	}
 	bs.Close()
+	// int8 (docs/int8.md): matmuls only; attention refuses it by name.
+	is, ierr := NewSession(m, &SessionParams{NCtx: 128, Threads: 1, MatmulPrecision: PrecisionInt8})
+	if ierr != nil {
+		t.Fatalf("int8 matmuls: %v", ierr)
+	}
+	if err := is.FeedText("Once upon a time"); err != nil {
+		t.Errorf("int8 matmuls: %v", err)
+	}
+	is.Close()
+	if s, err := NewSession(m, &SessionParams{Threads: 1, AttnPrecision: PrecisionInt8}); err == nil {
+		s.Close()
+		t.Error("int8 attention accepted")
+	} else if !errors.Is(err, ErrInvalidArg) || !strings.Contains(err.Error(), "attn_precision") {
+		t.Errorf("int8 attention: %v", err)
+	}
 	if s, err := NewSession(m, &SessionParams{Threads: 1, MatmulPrecision: 5}); err == nil {
 		s.Close()
 		t.Error("matmul precision 5 accepted")

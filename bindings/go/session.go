@@ -205,12 +205,14 @@ const (
 )
 
 // Precision is the arithmetic of a session's attention or weight matrix
-// products (lctx_precision; docs/bf16.md has the speed and the effect).
+// products (lctx_precision; docs/bf16.md and docs/int8.md have the speed
+// and the effect).
 type Precision int32
 
 const (
 	PrecisionF32  Precision = C.LCTX_PRECISION_F32  // exact, the default
 	PrecisionBF16 Precision = C.LCTX_PRECISION_BF16 // opt-in, lossy: bf16 products on CPUs with AVX512_BF16
+	PrecisionInt8 Precision = C.LCTX_PRECISION_INT8 // MatmulPrecision only; opt-in, lossy: int8 activations on CPUs with AVX2
 )
 
 // SessionParams: zero fields keep the library defaults (see lctx.h), except

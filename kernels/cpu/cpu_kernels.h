@@ -27,14 +27,23 @@ double read_bandwidth_gb_s(ThreadPool &pool);
 // Name of the SIMD variant chosen for this CPU ("avx512bf16", "avx512", "avx2", "scalar").
 const char *simd_variant();
 
+// The arithmetic of matmul's packed GEMM of many tokens (4 or more; one to
+// three tokens, and every arithmetic's fallback, are exact f32):
+//   F32:  exact (the default).
+//   BF16: opt-in, lossy: the dequantized weights and the activations rounded
+//         to bf16, sums in f32, where the CPU has AVX512_BF16 (matmul_bf16_available).
+//   INT8: opt-in, lossy: the activations rounded to int8 in blocks of 32 with
+//         an f32 scale each, integer dot products with the weights' 4-bit
+//         codes (Q4_0, Q4_1, Q4_K; other types stay f32), where the active
+//         SIMD variant is AVX2 or AVX-512 (matmul_int8_available); docs/int8.md.
+enum class MatmulArith { F32, BF16, INT8 };
+
 // y[t * n_rows + r] = sum_c W[r, c] * x[t * ldx + c]   for t < n_tok, r < W.n_rows.
-// ldx >= W.n_cols. Any type dequantize_row_ref supports. bf16 (opt-in,
-// lossy): the packed GEMM of many tokens rounds the dequantized weights and
-// the activations to bf16 and sums in f32, where the CPU has AVX512_BF16
-// (matmul_bf16_available); one to three tokens, and other CPUs, stay f32.
+// ldx >= W.n_cols. Any type dequantize_row_ref supports.
 void matmul(ThreadPool &pool, const WeightView &W, const float *x, int64_t ldx, int64_t n_tok, float *y,
-            bool bf16 = false);
+            MatmulArith arith = MatmulArith::F32);
 bool matmul_bf16_available();
+bool matmul_int8_available();
 void matmul_ref(const WeightView &W, const float *x, int64_t ldx, int64_t n_tok, float *y);
 
 // Several weights with the same n_cols applied to the same activations
@@ -47,7 +56,7 @@ struct MatmulJob {
     float *y;
 };
 void matmul_multi(ThreadPool &pool, const MatmulJob *jobs, int n_jobs, const float *x, int64_t ldx, int64_t n_tok,
-                  bool bf16 = false);
+                  MatmulArith arith = MatmulArith::F32);
 
 // Row r of W as f32 (embedding lookup).
 void get_row(const WeightView &W, int64_t r, float *out);

@@ -104,7 +104,16 @@ struct V {
 } // namespace
 
 #include "simd_impl.h"
+#include "simd_gemm_i8.h"
 
 namespace lctx::cpu {
-const KernelTable &kernel_table_avx2() { return kTable; }
+const KernelTable &kernel_table_avx2() {
+    static const KernelTable table = [] {
+        KernelTable k = kTable;
+        k.gemm_i8 = gemm_i8_avx2;
+        k.quantize_i8 = quantize_act_row_avx2;
+        return k;
+    }();
+    return table;
+}
 } // namespace lctx::cpu

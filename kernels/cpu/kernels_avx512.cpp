@@ -113,6 +113,7 @@ struct V {
 
 #include "simd_impl.h"
 #include "simd_bf16.h"
+#include "simd_gemm_i8.h"
 #include "gemv_avx512.h"
 
 namespace lctx::cpu {

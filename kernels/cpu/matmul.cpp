@@ -8,6 +8,7 @@
 
 #include "common/error.h"
 #include "cpu_kernels.h"
+#include "matmul_int8.h"
 #include "simd.h"
 
 namespace lctx::cpu {
@@ -204,9 +205,10 @@ void gemm_multi(ThreadPool &pool, const KernelTable &kt, const MatmulJob *jobs, 
 } // namespace
 
 bool matmul_bf16_available() { return active_kernels().gemm_bf16 != nullptr; }
+bool matmul_int8_available() { return active_kernels().gemm_i8 != nullptr; }
 
 void matmul_multi(ThreadPool &pool, const MatmulJob *jobs, int n_jobs, const float *x, int64_t ldx, int64_t n_tok,
-                  bool bf16) {
+                  MatmulArith arith) {
     if (n_jobs < 1 || n_jobs > kMaxMatmulJobs || !jobs)
         fail(LCTX_ERR_INVALID_ARG, "matmul: %d weights in one call (1 to %d)", n_jobs, kMaxMatmulJobs);
     for (int j = 0; j < n_jobs; ++j) {
@@ -232,14 +234,24 @@ void matmul_multi(ThreadPool &pool, const MatmulJob *jobs, int n_jobs, const flo
                 rows_dot(kt, W, x, ldx, n_tok, jobs[j].y, b * 16, std::min(W.n_rows, e * 16));
             });
         }
+    } else if (arith == MatmulArith::INT8 && kt.gemm_i8) {
+        // The jobs whose weights have 4-bit codes take the int8 GEMM, the
+        // others (q8_0, f16, the k-quants of 5 and 6 bits...) the f32 one.
+        MatmulJob i8[kMaxMatmulJobs], f32[kMaxMatmulJobs];
+        int n_i8 = 0, n_f32 = 0;
+        for (int j = 0; j < n_jobs; ++j) (int8_weight_type(jobs[j].W->type) ? i8[n_i8++] : f32[n_f32++]) = jobs[j];
+        if (n_i8) gemm_int8_multi(pool, kt, i8, n_i8, x, ldx, n_tok);
+        if (n_f32) gemm_multi(pool, kt, f32, n_f32, x, ldx, n_tok, false);
     } else {
-        gemm_multi(pool, kt, jobs, n_jobs, x, ldx, n_tok, bf16 && kt.gemm_bf16 && jobs[0].W->n_cols % 2 == 0);
+        const bool bf16 = arith == MatmulArith::BF16 && kt.gemm_bf16 && jobs[0].W->n_cols % 2 == 0;
+        gemm_multi(pool, kt, jobs, n_jobs, x, ldx, n_tok, bf16);
     }
 }
 
-void matmul(ThreadPool &pool, const WeightView &W, const float *x, int64_t ldx, int64_t n_tok, float *y, bool bf16) {
+void matmul(ThreadPool &pool, const WeightView &W, const float *x, int64_t ldx, int64_t n_tok, float *y,
+            MatmulArith arith) {
     const MatmulJob job{&W, y};
-    matmul_multi(pool, &job, 1, x, ldx, n_tok, bf16);
+    matmul_multi(pool, &job, 1, x, ldx, n_tok, arith);
 }
 
 void matmul_ref(const WeightView &W, const float *x, int64_t ldx, int64_t n_tok, float *y) {

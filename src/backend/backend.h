@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "lctx.h"
 #include "model/model.h"
 
 namespace lctx {
@@ -193,10 +194,13 @@ public:
     // Returns whether the backend will; one without bf16 arithmetic, or on
     // a CPU without it, keeps f32 and returns false.
     virtual bool set_attention_bf16(bool on) { return !on; }
-    // The same for the weight matrix products of many tokens (matmul,
-    // matmul_multi with n_tok of a GEMM): weights and activations rounded to
-    // bf16, sums in f32 (lctx_session_params.matmul_precision).
-    virtual bool set_matmul_bf16(bool on) { return !on; }
+    // The arithmetic of the weight matrix products of many tokens (matmul,
+    // matmul_multi with n_tok of a GEMM; lctx_session_params.matmul_precision):
+    // LCTX_PRECISION_BF16 rounds weights and activations to bf16 and sums in
+    // f32; LCTX_PRECISION_INT8 rounds the activations to int8 blocks and
+    // sums in integers with 4-bit weight codes. Returns whether the backend
+    // will; otherwise it keeps (or returns to) exact f32.
+    virtual bool set_matmul_precision(lctx_precision p) { return p == LCTX_PRECISION_F32; }
 
     // --- KV rows (storage elements of `type`; a row holds `row` values, which
     // take kv_row_elems(type, row) elements; strides count storage elements)

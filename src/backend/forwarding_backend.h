@@ -49,7 +49,7 @@ public:
     void add_bias(float *x, const WeightView &b, int64_t n_rows) override { in_->add_bias(x, b, n_rows); }
     void attention(const AttentionArgs &a) override { in_->attention(a); }
     bool set_attention_bf16(bool on) override { return in_->set_attention_bf16(on); }
-    bool set_matmul_bf16(bool on) override { return in_->set_matmul_bf16(on); }
+    bool set_matmul_precision(lctx_precision p) override { return in_->set_matmul_precision(p); }
     bool supports_kv_type(KvType t) const override { return in_->supports_kv_type(t); }
     void gather_rows(KvType t, void *d, const void *s, const int64_t *idx, int64_t n, int64_t row) override {
         in_->gather_rows(t, d, s, idx, n, row);

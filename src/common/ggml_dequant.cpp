@@ -119,17 +119,6 @@ void q3_k(const uint8_t *b, float *y) {
     }
 }
 
-// The 12-byte block of eight 6-bit scales and eight 6-bit mins of Q4_K/Q5_K.
-void scale_min_k4(const uint8_t *s, int j, int &sc, int &m) {
-    if (j < 4) {
-        sc = s[j] & 63;
-        m = s[j + 4] & 63;
-    } else {
-        sc = (s[j + 4] & 0x0f) | ((s[j - 4] >> 6) << 4);
-        m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
-    }
-}
-
 // Q4_K: half d, half dmin, 12 scale bytes, 128 bytes of nibbles. Each 64
 // elements use 32 bytes: low nibbles (group 2c) then high nibbles (2c+1).
 void q4_k(const uint8_t *b, float *y) {
@@ -137,7 +126,7 @@ void q4_k(const uint8_t *b, float *y) {
     const uint8_t *s = b + 4, *qs = b + 16;
     for (int g = 0; g < 8; ++g) {
         int sc, m;
-        scale_min_k4(s, g, sc, m);
+        q4k_scale_min(s, g, sc, m);
         const float d1 = d * static_cast<float>(sc), m1 = dmin * static_cast<float>(m);
         const uint8_t *q = qs + (g / 2) * 32;
         const int shift = (g % 2) * 4;
@@ -151,7 +140,7 @@ void q5_k(const uint8_t *b, float *y) {
     const uint8_t *s = b + 4, *qh = b + 16, *qs = b + 48;
     for (int g = 0; g < 8; ++g) {
         int sc, m;
-        scale_min_k4(s, g, sc, m);
+        q4k_scale_min(s, g, sc, m);
         const float d1 = d * static_cast<float>(sc), m1 = dmin * static_cast<float>(m);
         const uint8_t *q = qs + (g / 2) * 32;
         const int shift = (g % 2) * 4;
@@ -186,6 +175,16 @@ void q8_k(const uint8_t *b, float *y) {
 }
 
 } // namespace
+
+void q4k_scale_min(const uint8_t *s, int j, int &sc, int &m) {
+    if (j < 4) {
+        sc = s[j] & 63;
+        m = s[j + 4] & 63;
+    } else {
+        sc = (s[j + 4] & 0x0f) | ((s[j - 4] >> 6) << 4);
+        m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+    }
+}
 
 void dequantize_row_ref(GgmlType type, const void *src, float *dst, int64_t n) {
     const GgmlTypeInfo *info = ggml_type_info(static_cast<uint32_t>(type));

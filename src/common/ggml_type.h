@@ -49,6 +49,10 @@ size_t ggml_row_size(GgmlType type, int64_t n);
 // type it cannot dequantize.
 void dequantize_row_ref(GgmlType type, const void *src, float *dst, int64_t n);
 
+// Scale and min codes (6 bits each) of sub-block j < 8 of a Q4_K/Q5_K super
+// block, from its 12 scale bytes s.
+void q4k_scale_min(const uint8_t *s, int j, int &sc, int &m);
+
 float fp16_to_fp32(uint16_t h);
 uint16_t fp32_to_fp16(float f);   // round to nearest even
 float bf16_to_fp32(uint16_t h);

@@ -82,8 +82,8 @@ Session::Session(const Model &model, const lctx_session_params &params, const st
     if (!info->implemented())
         fail(LCTX_ERR_UNSUPPORTED, "method '%s' is not implemented yet in this version of lctx", info->name);
     const KvType kv_type = kv_type_of(params_);   // validated before anything is allocated
-    const bool attn_bf16 = precision_bf16_of(params_.attn_precision, "attn_precision");
-    const bool matmul_bf16 = precision_bf16_of(params_.matmul_precision, "matmul_precision");
+    const bool attn_bf16 = precision_of(params_.attn_precision, "attn_precision", false) == LCTX_PRECISION_BF16;
+    const lctx_precision matmul = precision_of(params_.matmul_precision, "matmul_precision", true);
     backend_ = std::make_unique<BudgetBackend>(make_backend(backend, std::max(1, n_threads)), budget_);
     if (!backend_->supports_kv_type(kv_type))
         fail(LCTX_ERR_UNSUPPORTED, "kv_type %s: the %s backend has no kernels for it (use the cpu backend, or f16)",
@@ -91,9 +91,12 @@ Session::Session(const Model &model, const lctx_session_params &params, const st
     if (attn_bf16 && !backend_->set_attention_bf16(true))
         LCTX_LOG_WARN("attn_precision = LCTX_PRECISION_BF16: the %s backend has no bf16 attention on this machine "
                       "(the CPU one needs AVX512_BF16); attention stays exact f32", backend_->name());
-    if (matmul_bf16 && !backend_->set_matmul_bf16(true))
+    if (matmul == LCTX_PRECISION_BF16 && !backend_->set_matmul_precision(matmul))
         LCTX_LOG_WARN("matmul_precision = LCTX_PRECISION_BF16: the %s backend has no bf16 matmuls on this machine "
                       "(the CPU one needs AVX512_BF16); matmuls stay exact f32", backend_->name());
+    if (matmul == LCTX_PRECISION_INT8 && !backend_->set_matmul_precision(matmul))
+        LCTX_LOG_WARN("matmul_precision = LCTX_PRECISION_INT8: the %s backend has no int8 matmuls on this machine "
+                      "(the CPU one needs AVX2); matmuls stay exact f32", backend_->name());
     method_ = info->make(MethodArgs{model, params_, *backend_, n_ctx, n_batch});
 }
 

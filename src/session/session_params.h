@@ -86,14 +86,20 @@ inline KvType kv_type_of(const lctx_session_params &sp) {
          "lctx_session_params.kv_type %d is not an lctx_kv_type (LCTX_KV_F32, LCTX_KV_F16 or LCTX_KV_Q8)", v);
 }
 
-// Whether an lctx_precision field asks for bf16; fails on a value outside
-// the enum, naming the field.
-inline bool precision_bf16_of(const lctx_precision &field, const char *name) {
+// An lctx_precision field's value; fails on a value outside the enum, and
+// on LCTX_PRECISION_INT8 where int8_allowed is false (attention has no
+// int8 arithmetic), naming the field.
+inline lctx_precision precision_of(const lctx_precision &field, const char *name, bool int8_allowed) {
     int32_t v = 0;
     std::memcpy(&v, &field, sizeof v);
-    if (v == LCTX_PRECISION_F32 || v == LCTX_PRECISION_BF16) return v == LCTX_PRECISION_BF16;
+    if (v == LCTX_PRECISION_F32 || v == LCTX_PRECISION_BF16) return static_cast<lctx_precision>(v);
+    if (v == LCTX_PRECISION_INT8) {
+        if (int8_allowed) return LCTX_PRECISION_INT8;
+        fail(LCTX_ERR_INVALID_ARG,
+             "lctx_session_params.%s: LCTX_PRECISION_INT8 is for matmul_precision only (use F32 or BF16)", name);
+    }
     fail(LCTX_ERR_INVALID_ARG,
-         "lctx_session_params.%s %d is not an lctx_precision (LCTX_PRECISION_F32 or LCTX_PRECISION_BF16)", name, v);
+         "lctx_session_params.%s %d is not an lctx_precision (LCTX_PRECISION_F32, _BF16 or _INT8)", name, v);
 }
 
 } // namespace lctx

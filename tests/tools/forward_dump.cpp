@@ -45,14 +45,14 @@ void write_floats(const std::string &path, const std::vector<float> &v) {
 int run(int argc, char **argv) {
     if (argc < 3) {
         std::fprintf(stderr, "usage: %s MODEL OUT_DIR [--tokens FILE] [--last] [--batch N] [--threads N] "
-                             "[--n-layers N] [--attn-bf16] [--matmul-bf16] [--kv f32|f16|q8] [ID...]\n", argv[0]);
+                             "[--n-layers N] [--attn-bf16] [--matmul-bf16] [--matmul-int8] [--kv f32|f16|q8] [ID...]\n", argv[0]);
         return 2;
     }
     const std::string model_path = argv[1], out_dir = argv[2];
     std::vector<int32_t> tokens;
     bool last = false;
     long batch = 0, threads = 2, n_layers = -1;
-    bool attn_bf16 = false, matmul_bf16 = false;
+    bool attn_bf16 = false, matmul_bf16 = false, matmul_int8 = false;
     lctx::KvType kv = lctx::KvType::F32;
     for (int i = 3; i < argc; ++i) {
         const std::string a = argv[i];
@@ -69,6 +69,8 @@ int run(int argc, char **argv) {
             attn_bf16 = true;
         } else if (a == "--matmul-bf16") {
             matmul_bf16 = true;
+        } else if (a == "--matmul-int8") {
+            matmul_int8 = true;
         } else if (a == "--kv") {
             const std::string t = next("--kv");
             if (t == "f16") kv = lctx::KvType::F16;
@@ -96,7 +98,10 @@ int run(int argc, char **argv) {
     const int32_t layers_run = n_layers < 0 ? hp.n_layer : static_cast<int32_t>(n_layers);
     std::unique_ptr<lctx::Backend> backend = lctx::make_cpu_backend(static_cast<int>(threads));
     if (attn_bf16 && !backend->set_attention_bf16(true)) throw std::runtime_error("no bf16 attention on this CPU");
-    if (matmul_bf16 && !backend->set_matmul_bf16(true)) throw std::runtime_error("no bf16 matmuls on this CPU");
+    if (matmul_bf16 && !backend->set_matmul_precision(LCTX_PRECISION_BF16))
+        throw std::runtime_error("no bf16 matmuls on this CPU");
+    if (matmul_int8 && !backend->set_matmul_precision(LCTX_PRECISION_INT8))
+        throw std::runtime_error("no int8 matmuls on this CPU");
     lctx::Forward fwd(*model, *backend);
     lctx::KvStore cache(*backend, hp, n, layers_run, kv);   // validates layers_run
 

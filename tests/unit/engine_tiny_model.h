@@ -7,9 +7,11 @@
 // attn_qkv and gate+up ffn_up. rope_freqs adds llama's frequency factors.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -34,7 +36,37 @@ struct TinyOptions {
     float rope_base = 10000.0f;
     std::vector<float> rope_freqs;   // written as rope_freqs.weight if not empty
     bool phi3_longrope = false;      // phi3: rope_factors_long/short tensors
+    bool q4_1 = false;               // the projection and FFN matrices as Q4_1 (else F32)
 };
+
+// Rows of n floats (n % 32 == 0) as Q4_1 blocks: d = (max - min) / 15, m =
+// min (both f16, by the compiler's _Float16), codes round((x - m) / d)
+// clamped to 0..15.
+inline std::vector<uint8_t> q4_1_bytes(const std::vector<float> &v) {
+    auto half_bits = [](float f, float &rounded) {
+        const _Float16 h = static_cast<_Float16>(f);
+        rounded = static_cast<float>(h);
+        uint16_t bits;
+        std::memcpy(&bits, &h, 2);
+        return bits;
+    };
+    std::vector<uint8_t> out;
+    for (size_t b = 0; b + 32 <= v.size(); b += 32) {
+        float lo = v[b], hi = v[b];
+        for (size_t j = 0; j < 32; ++j) lo = std::min(lo, v[b + j]), hi = std::max(hi, v[b + j]);
+        float d = 0.0f, m = 0.0f;
+        const uint16_t dh = half_bits((hi - lo) / 15.0f, d), mh = half_bits(lo, m);
+        uint8_t q[32];
+        for (size_t j = 0; j < 32; ++j)
+            q[j] = static_cast<uint8_t>(std::clamp(d > 0 ? static_cast<int>(std::lround((v[b + j] - m) / d)) : 0, 0, 15));
+        out.push_back(static_cast<uint8_t>(dh & 0xff));
+        out.push_back(static_cast<uint8_t>(dh >> 8));
+        out.push_back(static_cast<uint8_t>(mh & 0xff));
+        out.push_back(static_cast<uint8_t>(mh >> 8));
+        for (int j = 0; j < 16; ++j) out.push_back(static_cast<uint8_t>(q[j] | (q[j + 16] << 4)));
+    }
+    return out;
+}
 
 constexpr int kEmbd = 64, kHead = 4, kHeadKv = 2, kHeadDim = 16, kFf = 128, kVocab = 300;
 
@@ -96,7 +128,7 @@ inline std::vector<uint8_t> make_tiny_llama(const TinyOptions &o = {}) {
 
     std::mt19937 rng(o.seed);
     std::normal_distribution<float> normal(0.0f, 1.0f);
-    auto add = [&](const std::string &name, int64_t cols, int64_t rows, float scale, float offset) {
+    auto add = [&](const std::string &name, int64_t cols, int64_t rows, float scale, float offset, bool q4 = false) {
         if (name == o.skip_tensor) return;
         if (name == o.bad_tensor) rows += 1;
         std::vector<float> v(static_cast<size_t>(cols * rows));
@@ -104,11 +136,12 @@ inline std::vector<uint8_t> make_tiny_llama(const TinyOptions &o = {}) {
         TensorSpec t;
         t.name = name;
         t.dims = rows == 1 ? std::vector<int64_t>{cols} : std::vector<int64_t>{cols, rows};
-        t.data = f32_bytes(v);
+        t.type = q4 ? 3 : 0;   // Q4_1 : F32
+        t.data = q4 ? q4_1_bytes(v) : f32_bytes(v);
         w.tensor(std::move(t));
     };
     auto mat = [&](const std::string &name, int64_t cols, int64_t rows) {
-        add(name, cols, rows, 1.0f / std::sqrt(static_cast<float>(cols)), 0.0f);
+        add(name, cols, rows, 1.0f / std::sqrt(static_cast<float>(cols)), 0.0f, o.q4_1 && name.rfind("blk.", 0) == 0);
     };
     auto norm = [&](const std::string &name, int64_t n = kEmbd) { add(name, n, 1, 0.1f, 1.0f); };
     add("token_embd.weight", kEmbd, kVocab, 1.0f, 0.0f);

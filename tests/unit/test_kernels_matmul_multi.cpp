@@ -114,7 +114,7 @@ TEST(KernelsMatmulMulti, Bf16GemmMatchesRoundedReference) {
                 auto x = test::random_floats(static_cast<size_t>(ldx * n_tok), rng);
                 std::vector<float> exact(static_cast<size_t>(W.n_rows * n_tok)), y(exact.size(), NAN);
                 cpu::matmul(pool, W, x.data(), ldx, n_tok, exact.data());
-                cpu::matmul(pool, W, x.data(), ldx, n_tok, y.data(), true);
+                cpu::matmul(pool, W, x.data(), ldx, n_tok, y.data(), cpu::MatmulArith::BF16);
                 const std::string what = std::string(name) + " " + ggml_type_name(W.type) + " K " +
                                          std::to_string(W.n_cols) + " tok " + std::to_string(n_tok);
                 if (!lossy || n_tok < 4 || W.n_cols % 2 != 0) {

@@ -811,6 +811,57 @@ TEST(Reliability, KvQ8RunsEveryMethodAndStaysClose) {
     lctx_model_free(m);
 }
 
+// matmul_precision = LCTX_PRECISION_INT8 (docs/int8.md) on a tiny model
+// with Q4_1 matrices: attention refuses it by name; the logits after a
+// 200-token FULL prompt (16-token batches: the GEMM) move by no more than the
+// activations' int8 rounding, and equal the exact ones where the CPU has no
+// AVX2 (the session then warns and stays f32).
+TEST(Reliability, PrecisionInt8IsOptInAndClose) {
+    engine_test::TinyOptions o;
+    o.q4_1 = true;
+    const auto bytes = engine_test::make_tiny_llama(o);
+    lctx_model *m = nullptr;
+    ASSERT_EQ(lctx_model_load_from_memory(bytes.data(), bytes.size(), nullptr, &m), LCTX_OK);
+    session_test::SessionParams p = small_params(LCTX_METHOD_FULL);
+    lctx_session *s = nullptr;
+    p.attn_precision = LCTX_PRECISION_INT8;
+    EXPECT_EQ(lctx_session_create(m, &p, &s), LCTX_ERR_INVALID_ARG);
+    EXPECT_THAT(lctx_last_error(), HasSubstr("attn_precision"));
+    EXPECT_THAT(lctx_last_error(), HasSubstr("matmul_precision only"));
+    EXPECT_EQ(s, nullptr);
+    p.attn_precision = LCTX_PRECISION_F32;
+
+    const auto doc = random_tokens(200, 9);
+    const int n_vocab = lctx_model_n_vocab(m);
+    std::vector<std::vector<float>> logits;
+    for (lctx_precision matmul : {LCTX_PRECISION_F32, LCTX_PRECISION_INT8}) {
+        p.matmul_precision = matmul;
+        ASSERT_EQ(lctx_session_create(m, &p, &s), LCTX_OK) << lctx_last_error();
+        ASSERT_EQ(lctx_feed_chunk(s, doc.data(), doc.size()), LCTX_OK) << lctx_session_last_error(s);
+        ASSERT_EQ(lctx_build_index(s), LCTX_OK);
+        lctx_selection *sel = nullptr;
+        ASSERT_EQ(lctx_select(s, doc.data(), 3, &sel), LCTX_OK) << lctx_session_last_error(s);
+        ASSERT_EQ(lctx_recompute(s, sel), LCTX_OK) << lctx_session_last_error(s);
+        lctx_selection_free(sel);
+        const float *l = lctx_session_logits(s);
+        ASSERT_NE(l, nullptr);
+        logits.emplace_back(l, l + n_vocab);
+        lctx_session_free(s);
+    }
+    double max_abs = 0, max_diff = 0;
+    for (int i = 0; i < n_vocab; ++i) {
+        max_abs = std::max(max_abs, double(std::fabs(logits[0][i])));
+        max_diff = std::max(max_diff, double(std::fabs(logits[0][i] - logits[1][i])));
+    }
+    if (lctx::cpu_backend_int8_available()) {
+        EXPECT_GT(max_diff, 0.0);
+        EXPECT_LT(max_diff, 0.05 * std::max(1.0, max_abs));
+    } else {
+        EXPECT_EQ(max_diff, 0.0);
+    }
+    lctx_model_free(m);
+}
+
 // attn_precision and matmul_precision (docs/bf16.md): a value outside the
 // enum is refused by name; LCTX_PRECISION_BF16 is accepted everywhere, and
 // the logits after a 200-token FULL prompt (16-token batches: the tiled

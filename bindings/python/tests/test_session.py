@@ -145,6 +145,21 @@ def test_bf16_precision_fields_by_name(model):
         assert s.decode() >= 0
 
 
+def test_int8_matmul_precision_by_name(model):
+    # matmul_precision = LCTX_PRECISION_INT8 (docs/int8.md): a FULL session
+    # answers (exact f32 where the CPU lacks AVX2); attention refuses int8.
+    from lctx import capi
+    with pytest.raises(lctx.InvalidArgumentError, match="attn_precision"):
+        model.session(method=lctx.Method.FULL, n_ctx=512, attn_precision=capi.LCTX_PRECISION_INT8)
+    with model.session(method=lctx.Method.FULL, n_ctx=512, n_threads=1,
+                       matmul_precision=capi.LCTX_PRECISION_INT8) as s:
+        s.feed(DOC)
+        s.build_index()
+        with s.select(model.tokenize(" She", add_special=False)) as sel:
+            s.recompute(sel)
+        assert s.decode() >= 0
+
+
 def test_kv_q8_by_name(model):
     # lctx_session_params.kv_type = LCTX_KV_Q8 (docs/kv-storage.md): int8
     # rows, CPU backend; the session runs to an answer like the f32 one.

@@ -103,14 +103,14 @@ public:
     }
 
     void matmul(const WeightView &W, const float *x, int64_t ldx, int64_t n_tok, float *y) override {
-        cpu::matmul(pool_, W, x, ldx, n_tok, y, matmul_bf16_);
+        cpu::matmul(pool_, W, x, ldx, n_tok, y, matmul_arith_);
     }
 
     void matmul_multi(const MatmulJob *jobs, int n_jobs, const float *x, int64_t ldx, int64_t n_tok) override {
         if (n_jobs > cpu::kMaxMatmulJobs) fail(LCTX_ERR_INTERNAL, "matmul_multi: %d jobs", n_jobs);
         cpu::MatmulJob cj[cpu::kMaxMatmulJobs];
         for (int i = 0; i < n_jobs; ++i) cj[i] = {jobs[i].W, jobs[i].y};
-        cpu::matmul_multi(pool_, cj, n_jobs, x, ldx, n_tok, matmul_bf16_);
+        cpu::matmul_multi(pool_, cj, n_jobs, x, ldx, n_tok, matmul_arith_);
     }
 
     void rope(const Hparams &hp, float *x, int64_t ld, int64_t n_tok, int32_t n_heads, const int32_t *pos) override {
@@ -261,14 +261,17 @@ public:
         attn_bf16_ = on && cpu::attention_bf16_available();
         return attn_bf16_ == on;
     }
-    bool set_matmul_bf16(bool on) override {
-        matmul_bf16_ = on && cpu::matmul_bf16_available();
-        return matmul_bf16_ == on;
+    bool set_matmul_precision(lctx_precision p) override {
+        matmul_arith_ = p == LCTX_PRECISION_BF16 && cpu::matmul_bf16_available()   ? cpu::MatmulArith::BF16
+                        : p == LCTX_PRECISION_INT8 && cpu::matmul_int8_available() ? cpu::MatmulArith::INT8
+                                                                                   : cpu::MatmulArith::F32;
+        return matmul_arith_ != cpu::MatmulArith::F32 || p == LCTX_PRECISION_F32;
     }
 
 private:
     cpu::ThreadPool pool_;
-    bool attn_bf16_ = false, matmul_bf16_ = false;
+    bool attn_bf16_ = false;
+    cpu::MatmulArith matmul_arith_ = cpu::MatmulArith::F32;
     cpu::RopeTableCache rope_tables_;   // (cos, sin) per position, shared by every layer's q and k
 
     friend double lctx::cpu_backend_fma_peak_gflops(Backend &);
@@ -281,6 +284,7 @@ std::unique_ptr<Backend> make_cpu_backend(int n_threads) { return std::make_uniq
 
 const char *cpu_backend_variant() { return cpu::simd_variant(); }
 bool cpu_backend_bf16_available() { return cpu::attention_bf16_available() && cpu::matmul_bf16_available(); }
+bool cpu_backend_int8_available() { return cpu::matmul_int8_available(); }
 
 double cpu_backend_fma_peak_gflops(Backend &backend) {
     auto *cpu = dynamic_cast<CpuBackend *>(&backend);

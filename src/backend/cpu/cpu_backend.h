@@ -15,6 +15,9 @@ std::unique_ptr<Backend> make_cpu_backend(int n_threads);
 const char *cpu_backend_variant();
 // Whether the bf16 kernels (lctx_precision) run on this CPU.
 bool cpu_backend_bf16_available();
+// Whether its matmuls have the int8 arithmetic (LCTX_PRECISION_INT8): the
+// active SIMD variant is AVX2 or AVX-512.
+bool cpu_backend_int8_available();
 
 // f32 GFLOP/s peak of this CPU's SIMD FMA units on the backend's threads
 // (lctx bench); 0 when `backend` is not the CPU backend or runs scalar code.

@@ -176,6 +176,9 @@ pub enum Precision {
     F32,
     /// Opt-in, lossy: bf16 products with f32 sums on CPUs with AVX512_BF16.
     Bf16,
+    /// matmul_precision only; opt-in, lossy: activations rounded to int8
+    /// blocks, integer sums with 4-bit weight codes, on CPUs with AVX2.
+    Int8,
     /// Any other lctx_precision value (the library refuses it).
     Other(i32),
 }
@@ -185,6 +188,7 @@ impl Precision {
         match self {
             Precision::F32 => sys::LCTX_PRECISION_F32,
             Precision::Bf16 => sys::LCTX_PRECISION_BF16,
+            Precision::Int8 => sys::LCTX_PRECISION_INT8,
             Precision::Other(v) => v as sys::lctx_precision,
         }
     }
@@ -192,6 +196,7 @@ impl Precision {
         match v {
             sys::LCTX_PRECISION_F32 => Precision::F32,
             sys::LCTX_PRECISION_BF16 => Precision::Bf16,
+            sys::LCTX_PRECISION_INT8 => Precision::Int8,
             v => Precision::Other(v as i32),
         }
     }

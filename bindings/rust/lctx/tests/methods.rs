@@ -183,6 +183,13 @@ fn kv_type_and_backend() {
     let bf16 = SessionParams { method: Method::Full, n_ctx: 128, n_threads: 1, attn_precision: Precision::Bf16,
                                matmul_precision: Precision::Bf16, ..Default::default() };
     m.session(&bf16).unwrap().feed_text("Once upon a time").unwrap();
+    // int8 (docs/int8.md): matmuls only; attention refuses it by name.
+    let int8 = SessionParams { method: Method::Full, n_ctx: 128, n_threads: 1, matmul_precision: Precision::Int8,
+                               ..Default::default() };
+    m.session(&int8).unwrap().feed_text("Once upon a time").unwrap();
+    let e = m.session(&SessionParams { attn_precision: Precision::Int8, ..Default::default() }).err().unwrap();
+    assert_eq!(e.status, Status::InvalidArg);
+    assert!(e.message.contains("attn_precision"), "{}", e.message);
     let e = m.session(&SessionParams { matmul_precision: Precision::Other(5), ..Default::default() }).err().unwrap();
     assert_eq!(e.status, Status::InvalidArg);
     assert!(e.message.contains("matmul_precision"), "{}", e.message);

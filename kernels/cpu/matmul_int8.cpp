@@ -1,0 +1,187 @@
+// matmul's int8 arithmetic (matmul_int8.h, docs/int8.md): the weights'
+// 4-bit codes unpacked into panels, the activations rounded to int8 blocks,
+// and the (job, panel, token chunk) items split over the pool as the f32
+// GEMM splits them. The integer dot products are the table's gemm_i8.
+#include "matmul_int8.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "common/error.h"
+#include "simd.h"
+
+namespace lctx::cpu {
+namespace {
+
+constexpr int kGroups = kI8Block / 4;   // groups of four codes in a block
+
+float half_at(const uint8_t *p) { return fp16_to_fp32(static_cast<uint16_t>(p[0] | (p[1] << 8))); }
+
+// 64-byte aligned storage of n T's (the kernel loads whole vectors).
+template <class T>
+T *aligned(std::vector<T> &v, size_t n) {
+    const size_t pad = 64 / sizeof(T);
+    if (v.size() < n + pad) v.resize(n + pad);
+    const uintptr_t p = reinterpret_cast<uintptr_t>(v.data());
+    return reinterpret_cast<T *>((p + 63) & ~static_cast<uintptr_t>(63));
+}
+
+} // namespace
+
+bool int8_weight_type(GgmlType t) { return t == GgmlType::Q4_0 || t == GgmlType::Q4_1 || t == GgmlType::Q4_K; }
+
+void unpack_4bit_row(GgmlType t, const uint8_t *row, int64_t K, uint8_t *codes, float *d, float *m) {
+    switch (t) {
+    case GgmlType::Q4_0:   // 2 bytes d, 16 bytes: element j low nibble, j + 16 high; w = d * (code - 8)
+    case GgmlType::Q4_1: { // 2 bytes d, 2 bytes m, 16 bytes as Q4_0; w = d * code + m
+        const bool q41 = t == GgmlType::Q4_1;
+        const size_t block_bytes = q41 ? 20 : 18;
+        for (int64_t b = 0; b < K / 32; ++b) {
+            const uint8_t *blk = row + b * block_bytes, *qs = blk + (q41 ? 4 : 2);
+            d[b] = half_at(blk);
+            m[b] = q41 ? half_at(blk + 2) : -8.0f * d[b];
+            for (int j = 0; j < 16; ++j) {
+                codes[b * 32 + j] = qs[j] & 0x0f;
+                codes[b * 32 + j + 16] = qs[j] >> 4;
+            }
+        }
+        return;
+    }
+    case GgmlType::Q4_K: {   // 256-element super blocks: 2 d, 2 dmin, 12 scale bytes, 128 nibble bytes
+        for (int64_t sb = 0; sb < K / 256; ++sb) {
+            const uint8_t *blk = row + sb * 144, *scales = blk + 4, *qs = blk + 16;
+            const float dd = half_at(blk), dmin = half_at(blk + 2);
+            for (int g = 0; g < 8; ++g) {   // sub-block g: low nibbles of bytes 32 (g / 2).. for even g, high for odd
+                int sc = 0, mn = 0;
+                q4k_scale_min(scales, g, sc, mn);
+                d[sb * 8 + g] = dd * static_cast<float>(sc);
+                m[sb * 8 + g] = -(dmin * static_cast<float>(mn));
+                const uint8_t *q = qs + (g / 2) * 32;
+                const int shift = (g % 2) * 4;
+                for (int l = 0; l < 32; ++l) codes[sb * 256 + g * 32 + l] = (q[l] >> shift) & 0x0f;
+            }
+        }
+        return;
+    }
+    default:
+        fail(LCTX_ERR_INTERNAL, "unpack_4bit_row: %s has no int8 path", ggml_type_name(t));
+    }
+}
+
+void quantize_act_row(const float *x, int64_t K, int8_t *q, float *d, float *s) {
+    for (int64_t b = 0; b < K / kI8Block; ++b) {
+        const float *xb = x + b * kI8Block;
+        float amax = 0.0f;
+        bool finite = true;
+        for (int j = 0; j < kI8Block; ++j) {
+            finite = finite && std::isfinite(xb[j]);
+            amax = std::max(amax, std::fabs(xb[j]));
+        }
+        if (!finite) {   // inf or NaN: a NaN scale makes the block's products NaN, as f32 would make them non-finite
+            std::fill(q + b * kI8Block, q + (b + 1) * kI8Block, int8_t{0});
+            d[b] = s[b] = std::numeric_limits<float>::quiet_NaN();
+            continue;
+        }
+        const float scale = amax / 127.0f, inv = amax >= kI8TinyBlock ? 127.0f / amax : 0.0f;
+        int sum = 0;
+        for (int j = 0; j < kI8Block; ++j) {
+            // nearbyint: round to nearest even (the default mode); |x| * inv <= 127 up to rounding.
+            const int v = std::clamp(static_cast<int>(std::nearbyint(xb[j] * inv)), -127, 127);
+            q[b * kI8Block + j] = static_cast<int8_t>(v);
+            sum += v;
+        }
+        d[b] = scale;
+        s[b] = scale * static_cast<float>(sum);
+    }
+}
+
+void gemm_int8_multi(ThreadPool &pool, const KernelTable &kt, const MatmulJob *jobs, int n_jobs, const float *x,
+                     int64_t ldx, int64_t n_tok) {
+    const int64_t K = jobs[0].W->n_cols, nb = K / kI8Block;
+    constexpr int64_t NT = kI8TileTokens, MR = kI8PanelRows;
+    const int64_t n_tiles = (n_tok + NT - 1) / NT;
+
+    // Tokens quantized and packed tile by tile (tokens past n_tok: zeros).
+    thread_local std::vector<int8_t> xq_buf;
+    thread_local std::vector<float> xds_buf;
+    int8_t *xq = aligned(xq_buf, static_cast<size_t>(n_tiles * nb * kI8Block * NT));
+    float *xd = aligned(xds_buf, static_cast<size_t>(2 * n_tiles * nb * NT)), *xs = xd + n_tiles * nb * NT;
+    pool.parallel_for(n_tiles, [&](int64_t b, int64_t e, int) {
+        thread_local std::vector<int8_t> q;
+        thread_local std::vector<float> dq;
+        q.resize(static_cast<size_t>(K));
+        dq.resize(static_cast<size_t>(2 * nb));
+        for (int64_t tile = b; tile < e; ++tile) {
+            int8_t *tq = xq + tile * nb * kI8Block * NT;
+            float *td = xd + tile * nb * NT, *ts = xs + tile * nb * NT;
+            for (int64_t t = 0; t < NT; ++t) {
+                const int64_t tok = tile * NT + t;
+                if (tok < n_tok) kt.quantize_i8(x + tok * ldx, K, q.data(), dq.data(), dq.data() + nb);
+                else {
+                    std::fill(q.begin(), q.end(), int8_t{0});
+                    std::fill(dq.begin(), dq.end(), 0.0f);
+                }
+                for (int64_t blk = 0; blk < nb; ++blk) {
+                    for (int g = 0; g < kGroups; ++g)
+                        std::memcpy(tq + ((blk * kGroups + g) * NT + t) * 4, q.data() + blk * kI8Block + g * 4, 4);
+                    td[blk * NT + t] = dq[blk];
+                    ts[blk * NT + t] = dq[nb + blk];
+                }
+            }
+        }
+    });
+
+    // Items as the f32 GEMM makes them: (job, panel) pairs, each split in
+    // token chunks when the panels alone would leave threads idle.
+    int64_t first[kMaxMatmulJobs + 1];   // first panel of each job
+    first[0] = 0;
+    for (int j = 0; j < n_jobs; ++j) first[j + 1] = first[j] + (jobs[j].W->n_rows + MR - 1) / MR;
+    const int64_t n_panels = first[n_jobs], n_thr = pool.size();
+    int64_t n_chunks = 1;
+    while (n_chunks < n_tiles && (n_panels * n_chunks) % n_thr != 0 && n_panels * n_chunks < 16 * n_thr) ++n_chunks;
+
+    pool.parallel_for(n_panels * n_chunks, [&](int64_t b, int64_t e, int) {
+        thread_local std::vector<uint8_t> codes_buf, wq_buf;
+        thread_local std::vector<float> wdm_buf, rows_dm_buf;
+        uint8_t *codes = aligned(codes_buf, static_cast<size_t>(K));
+        uint8_t *wq = aligned(wq_buf, static_cast<size_t>(MR * K));
+        float *wd = aligned(wdm_buf, static_cast<size_t>(2 * MR * nb)), *wm = wd + MR * nb;
+        rows_dm_buf.resize(static_cast<size_t>(2 * nb));
+        float *rd = rows_dm_buf.data(), *rm = rd + nb;
+        int64_t packed = -1;
+        int j = 0;
+        for (int64_t item = b; item < e; ++item) {
+            const int64_t gp = item / n_chunks, c = item % n_chunks;
+            while (gp >= first[j + 1]) ++j;
+            const WeightView &W = *jobs[j].W;
+            const int64_t r0 = (gp - first[j]) * MR, n_r = std::min(MR, W.n_rows - r0);
+            if (packed != gp) {   // unpack MR rows into wq[b][g][r][i], wd[b][r], wm[b][r]
+                for (int64_t r = 0; r < MR; ++r) {
+                    if (r < n_r) unpack_4bit_row(W.type, W.row(r0 + r), K, codes, rd, rm);
+                    else {
+                        std::memset(codes, 0, static_cast<size_t>(K));
+                        std::fill(rd, rd + 2 * nb, 0.0f);
+                    }
+                    for (int64_t blk = 0; blk < nb; ++blk) {
+                        for (int g = 0; g < kGroups; ++g)
+                            std::memcpy(wq + ((blk * kGroups + g) * MR + r) * 4, codes + blk * kI8Block + g * 4, 4);
+                        wd[blk * MR + r] = rd[blk];
+                        wm[blk * MR + r] = rm[blk];
+                    }
+                }
+                packed = gp;
+            }
+            const int64_t t0 = n_tiles * c / n_chunks, t1 = n_tiles * (c + 1) / n_chunks;
+            for (int64_t tile = t0; tile < t1; ++tile) {
+                const int nt = static_cast<int>(std::min(NT, n_tok - tile * NT));
+                kt.gemm_i8(wq, wd, wm, xq + tile * nb * kI8Block * NT, xd + tile * nb * NT, xs + tile * nb * NT, nb,
+                           nt, jobs[j].y + tile * NT * W.n_rows + r0, W.n_rows, static_cast<int>(n_r));
+            }
+        }
+    });
+}
+
+} // namespace lctx::cpu

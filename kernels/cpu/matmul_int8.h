@@ -1,0 +1,52 @@
+// Internal: the int8 arithmetic of matmul (MatmulArith::INT8, opt-in and
+// lossy; docs/int8.md). The activations are rounded to int8 in blocks of 32
+// with one f32 scale each, the weights keep their own 4-bit codes, and the
+// products are summed in integers (AVX2 `vpmaddubsw`), the way llama.cpp
+// multiplies 4-bit weights. Only the packed GEMM of many tokens takes this
+// path; the weight types it covers are those whose codes fit 4 bits.
+//
+// Operand layouts (k = 32 b + 4 g + i inside a row, b the block, g < 8 the
+// group of four, i < 4):
+//   weight panel of kI8PanelRows rows:  wq[b][g][r][i] (codes 0..15),
+//                                       wd[b][r], wm[b][r] (row r, block b: w = wd * code + wm)
+//   token tile of kI8TileTokens tokens: xq[b][g][t][i] (int8 in -127..127),
+//                                       xd[b][t] (scale), xs[b][t] = xd * sum of the block's codes
+// so that one byte vector of a group holds the 8 rows' four codes and one
+// broadcast 32-bit word holds a token's four codes.
+#pragma once
+
+#include <cstdint>
+
+#include "common/ggml_type.h"
+#include "cpu_kernels.h"
+
+namespace lctx::cpu {
+
+struct KernelTable;
+
+constexpr int64_t kI8Block = 32;
+// A block of activations whose max |x| is below this quantizes to zero
+// codes (127 / max |x| would overflow f32 from about 4e-37).
+constexpr float kI8TinyBlock = 1e-30f;
+constexpr int kI8PanelRows = 16;
+constexpr int kI8TileTokens = 4;
+
+// Whether weights of type t have an int8 path (Q4_0, Q4_1, Q4_K).
+bool int8_weight_type(GgmlType t);
+
+// Row `row` (K elements of type t, int8_weight_type) as codes 0..15 and
+// per-block (d, m) with element k = d[k / 32] * codes[k] + m[k / 32].
+void unpack_4bit_row(GgmlType t, const uint8_t *row, int64_t K, uint8_t *codes, float *d, float *m);
+
+// x[0..K) in blocks of 32 (K % 32 == 0): d = max |x| / 127, q = x * (127 /
+// max |x|) rounded to nearest even, s = d * sum q (q = 0 and s = 0 for a
+// block whose max |x| is below kI8TinyBlock; d = s = NaN and q = 0 for a
+// block holding an inf or a NaN).
+void quantize_act_row(const float *x, int64_t K, int8_t *q, float *d, float *s);
+
+// The GEMM of matmul_multi with every job of an int8_weight_type and the
+// active table's gemm_i8 non-null.
+void gemm_int8_multi(ThreadPool &pool, const KernelTable &kt, const MatmulJob *jobs, int n_jobs, const float *x,
+                     int64_t ldx, int64_t n_tok);
+
+} // namespace lctx::cpu

@@ -1,0 +1,123 @@
+// The int8 GEMM micro-kernel (matmul's MatmulArith::INT8; operand layouts in
+// matmul_int8.h) in AVX2 integer instructions. Included by kernels_avx2.cpp
+// and kernels_avx512.cpp, both compiled with AVX2.
+//
+// Per group of four codes: two vectors of the 16 rows' codes (unsigned,
+// 0..15) and, per token, a broadcast word of its four int8 codes;
+// `vpmaddubsw` gives 16 int16 sums of two products. A block's 8 groups add up in int16:
+// each sum is at most 2 * 15 * 127 = 3,810 in magnitude, 8 of them 30,480,
+// below 32,767, so nothing saturates. Then `vpmaddwd` with ones gives the
+// rows' int32 block sums, which are scaled in f32:
+//   acc[t][r] += wd[b][r] * xd[b][t] * isum + wm[b][r] * xs[b][t].
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "matmul_int8.h"
+
+namespace {
+
+static_assert(lctx::cpu::kI8PanelRows == 16 && lctx::cpu::kI8TileTokens == 4 && lctx::cpu::kI8Block == 32,
+              "gemm_i8_avx2 is written for 16 rows x 4 tokens and blocks of 32");
+
+void gemm_i8_avx2(const uint8_t *wq, const float *wd, const float *wm, const int8_t *xq, const float *xd,
+                  const float *xs, int64_t nb, int n_tok, float *y, int64_t ldy, int rows) {
+    // f32 sums of the two row vectors x 4 tokens: kept in memory (L1), as the
+    // 8 int16 block sums, the two code vectors and a broadcast fill the registers.
+    alignas(32) float acc[4][16] = {};
+    const __m256i ones = _mm256_set1_epi16(1);
+    auto bcast = [](const int8_t *p) {
+        return _mm256_castps_si256(_mm256_broadcast_ss(reinterpret_cast<const float *>(p)));
+    };
+    for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t *wb = wq + b * 512;   // 8 groups x 16 rows x 4 codes
+        const int8_t *xb = xq + b * 128;    // 8 groups x 4 tokens x 4 codes
+        __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+        // The 8 groups unrolled (no loop exit to mispredict per block); the
+        // empty asm keeps each sum a chain, or the compiler reassociates the
+        // adds into trees and spills.
+#pragma GCC unroll 8
+        for (int g = 0; g < 8; ++g) {
+            const __m256i w0 = _mm256_load_si256(reinterpret_cast<const __m256i *>(wb + g * 64));
+            const __m256i w1 = _mm256_load_si256(reinterpret_cast<const __m256i *>(wb + g * 64 + 32));
+            const int8_t *xg = xb + g * 16;
+            __m256i x = bcast(xg);
+            a0 = _mm256_add_epi16(a0, _mm256_maddubs_epi16(w0, x));
+            b0 = _mm256_add_epi16(b0, _mm256_maddubs_epi16(w1, x));
+            x = bcast(xg + 4);
+            a1 = _mm256_add_epi16(a1, _mm256_maddubs_epi16(w0, x));
+            b1 = _mm256_add_epi16(b1, _mm256_maddubs_epi16(w1, x));
+            x = bcast(xg + 8);
+            a2 = _mm256_add_epi16(a2, _mm256_maddubs_epi16(w0, x));
+            b2 = _mm256_add_epi16(b2, _mm256_maddubs_epi16(w1, x));
+            x = bcast(xg + 12);
+            a3 = _mm256_add_epi16(a3, _mm256_maddubs_epi16(w0, x));
+            b3 = _mm256_add_epi16(b3, _mm256_maddubs_epi16(w1, x));
+            __asm__("" : "+x"(a0), "+x"(a1), "+x"(a2), "+x"(a3), "+x"(b0), "+x"(b1), "+x"(b2), "+x"(b3));
+        }
+        const float *db = xd + b * 4, *sb = xs + b * 4;
+        auto scale_add = [&](float *out, __m256i s, int v, int t) {
+            const __m256 dw = _mm256_load_ps(wd + b * 16 + 8 * v), mw = _mm256_load_ps(wm + b * 16 + 8 * v);
+            const __m256 isum = _mm256_cvtepi32_ps(_mm256_madd_epi16(s, ones));
+            __m256 o = _mm256_fmadd_ps(isum, _mm256_mul_ps(dw, _mm256_broadcast_ss(db + t)), _mm256_load_ps(out));
+            _mm256_store_ps(out, _mm256_fmadd_ps(mw, _mm256_broadcast_ss(sb + t), o));
+        };
+        scale_add(acc[0], a0, 0, 0);
+        scale_add(acc[0] + 8, b0, 1, 0);
+        scale_add(acc[1], a1, 0, 1);
+        scale_add(acc[1] + 8, b1, 1, 1);
+        scale_add(acc[2], a2, 0, 2);
+        scale_add(acc[2] + 8, b2, 1, 2);
+        scale_add(acc[3], a3, 0, 3);
+        scale_add(acc[3] + 8, b3, 1, 3);
+    }
+    for (int t = 0; t < n_tok; ++t)
+        for (int r = 0; r < rows; ++r) y[t * ldy + r] = acc[t][r];
+}
+
+// quantize_act_row (matmul_int8.cpp, the scalar rule) in AVX2: the same
+// codes, scales and sums bit for bit (cvtps_epi32 rounds to nearest even in
+// the default MXCSR mode, as nearbyint does).
+void quantize_act_row_avx2(const float *x, int64_t K, int8_t *q, float *d, float *s) {
+    const __m256 sign = _mm256_set1_ps(-0.0f), inf = _mm256_set1_ps(__builtin_inff());
+    for (int64_t b = 0; b < K / 32; ++b) {
+        const float *xb = x + b * 32;
+        __m256 v[4], amax = _mm256_setzero_ps(), bad = _mm256_setzero_ps();
+        for (int i = 0; i < 4; ++i) {
+            v[i] = _mm256_loadu_ps(xb + 8 * i);
+            const __m256 a = _mm256_andnot_ps(sign, v[i]);
+            bad = _mm256_or_ps(bad, _mm256_cmp_ps(a, inf, _CMP_NLT_UQ));   // inf or NaN
+            amax = _mm256_max_ps(amax, a);
+        }
+        if (_mm256_movemask_ps(bad)) {
+            __builtin_memset(q + b * 32, 0, 32);
+            d[b] = s[b] = __builtin_nanf("");
+            continue;
+        }
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        const float am = _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
+        const __m256 inv = _mm256_set1_ps(am >= lctx::cpu::kI8TinyBlock ? 127.0f / am : 0.0f);
+        __m256i c[4], sum = _mm256_setzero_si256();
+        for (int i = 0; i < 4; ++i) {
+            c[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], inv));
+            c[i] = _mm256_max_epi32(_mm256_min_epi32(c[i], _mm256_set1_epi32(127)), _mm256_set1_epi32(-127));
+            sum = _mm256_add_epi32(sum, c[i]);
+        }
+        // int32 -> int8 in order: packs work within 128-bit lanes, the permute restores the order.
+        const __m256i w01 = _mm256_packs_epi32(c[0], c[1]), w23 = _mm256_packs_epi32(c[2], c[3]);
+        const __m256i bytes = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(w01, w23),
+                                                          _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        _mm256_storeu_si256(reinterpret_cast<__m256i *>(q + b * 32), bytes);
+        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(1, 0, 3, 2)));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(2, 3, 0, 1)));
+        const float scale = am / 127.0f;
+        d[b] = scale;
+        s[b] = scale * static_cast<float>(_mm_cvtsi128_si32(s4));
+    }
+}
+
+} // namespace
