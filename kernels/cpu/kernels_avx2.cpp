@@ -8,6 +8,7 @@ struct V {
     static constexpr int W = 8;
     static constexpr int MV = 2;   // GEMM: panel vectors x NR tokens (12 accumulators + 2 panel vectors + broadcast)
     static constexpr int NR = 6;
+    static constexpr int kAttnTileVectors = 2;   // tiled attention: 6 rows x 2 vectors (12 of the 16 registers)
     static constexpr const char *name = "avx2";
     using F = __m256;
     using I = __m256i;

@@ -11,6 +11,7 @@ struct V {
     static constexpr int W = 16;
     static constexpr int MV = 4;   // GEMM: panel vectors x NR tokens (24 accumulators + 4 panel vectors + broadcast)
     static constexpr int NR = 6;
+    static constexpr int kAttnTileVectors = 4;   // tiled attention: 6 rows x 4 vectors (24 of the 32 registers)
     static constexpr const char *name = "avx512";
     using F = __m512;
     using I = __m512i;

@@ -10,6 +10,7 @@ struct V {
     static constexpr int W = 1;
     static constexpr int MV = 2;   // GEMM: panel vectors x NR tokens
     static constexpr int NR = 4;
+    static constexpr int kAttnTileVectors = 4;   // tiled attention: 6 rows x 4 keys (plain floats)
     static constexpr const char *name = "scalar";
     using F = float;
     using I = int32_t;

@@ -2,18 +2,22 @@
 // (same vector type V, internal linkage). Per key block of kAttnKeyBlock
 // keys, K is transposed once into kt[d][key] and shared by all rows of the
 // call; rows then go in tiles of RT:
-//   scores  RT rows x (4 vectors of keys): q[d] broadcast times kt[d][..],
+//   scores  RT rows x (CV vectors of keys): q[d] broadcast times kt[d][..],
 //   softmax the online update of (m, l) per row, probabilities in place,
-//   P.V     RT rows x (4 vectors of head dims) accumulators over the keys.
+//   P.V     RT rows x (CV vectors of head dims) accumulators over the keys.
 // Each FMA's operands come from L1 (kt and the V block: 2 x 16 KiB at
-// head_dim 64), and every vector load feeds RT FMAs.
+// head_dim 64), and every vector load feeds RT FMAs. CV is the variant's
+// V::kAttnTileVectors: RT x CV accumulators, CV loads and a broadcast must
+// fit its registers (AVX-512: 6 x 4 of 32; AVX2: 6 x 2 of 16). Each output
+// lane sums its products in the same order whatever CV is.
 #pragma once
 
 namespace {
 
-constexpr int RT = 6;                  // query rows per register tile (24 accumulators)
+constexpr int RT = 6;                  // query rows per register tile
+constexpr int CV = V::kAttnTileVectors;
 constexpr int KB = static_cast<int>(kAttnKeyBlock);
-constexpr int CJ = 4 * W;              // keys per score tile, head dims per P.V tile
+constexpr int CJ = CV * W;             // keys per score tile, head dims per P.V tile
 static_assert(KB % CJ == 0, "a key block is whole score tiles");
 
 inline F load_part(const float *p, int n) { return n >= W ? V::load(p) : V::load_n(p, n); }
@@ -27,24 +31,27 @@ template <int R>
 inline void tile_scores(const float *const *q, const float *kt, int hd, float scale, float *st) {
     const F vs = V::set1(scale);
     for (int c0 = 0; c0 < KB; c0 += CJ) {
-        F acc[R][4];
+        F acc[R][CV];
 #pragma GCC unroll 8
-        for (int rr = 0; rr < R; ++rr) acc[rr][0] = acc[rr][1] = acc[rr][2] = acc[rr][3] = V::zero();
+        for (int rr = 0; rr < R; ++rr)
+#pragma GCC unroll 4
+            for (int c = 0; c < CV; ++c) acc[rr][c] = V::zero();
         for (int d = 0; d < hd; ++d) {
             const float *kd = kt + static_cast<int64_t>(d) * KB + c0;
-            const F k0 = V::load(kd), k1 = V::load(kd + W), k2 = V::load(kd + 2 * W), k3 = V::load(kd + 3 * W);
+            F k[CV];
+#pragma GCC unroll 4
+            for (int c = 0; c < CV; ++c) k[c] = V::load(kd + c * W);
 #pragma GCC unroll 8
             for (int rr = 0; rr < R; ++rr) {
                 const F qb = V::set1(q[rr][d]);
-                acc[rr][0] = V::fmadd(qb, k0, acc[rr][0]);
-                acc[rr][1] = V::fmadd(qb, k1, acc[rr][1]);
-                acc[rr][2] = V::fmadd(qb, k2, acc[rr][2]);
-                acc[rr][3] = V::fmadd(qb, k3, acc[rr][3]);
+#pragma GCC unroll 4
+                for (int c = 0; c < CV; ++c) acc[rr][c] = V::fmadd(qb, k[c], acc[rr][c]);
             }
         }
 #pragma GCC unroll 8
         for (int rr = 0; rr < R; ++rr)
-            for (int c = 0; c < 4; ++c) V::store(st + rr * KB + c0 + c * W, V::mul(acc[rr][c], vs));
+#pragma GCC unroll 4
+            for (int c = 0; c < CV; ++c) V::store(st + rr * KB + c0 + c * W, V::mul(acc[rr][c], vs));
     }
 }
 
@@ -54,42 +61,44 @@ template <int R>
 inline void tile_pv(float *const *o, const float *fac, const float *st, const float *v, int64_t ld, int64_t nb,
                     int d0, int n) {
     const int nv = (n + W - 1) / W;
-    int cnt[4];
-    for (int c = 0; c < 4; ++c) cnt[c] = c < nv ? (n - c * W < W ? n - c * W : W) : 0;
-    F acc[R][4];
+    int cnt[CV];
+    for (int c = 0; c < CV; ++c) cnt[c] = c < nv ? (n - c * W < W ? n - c * W : W) : 0;
+    F acc[R][CV];
 #pragma GCC unroll 8
     for (int rr = 0; rr < R; ++rr) {
         const F f = V::set1(fac[rr]);
-        for (int c = 0; c < 4; ++c) acc[rr][c] = cnt[c] > 0 ? V::mul(load_part(o[rr] + d0 + c * W, cnt[c]), f) : V::zero();
+#pragma GCC unroll 4
+        for (int c = 0; c < CV; ++c)
+            acc[rr][c] = cnt[c] > 0 ? V::mul(load_part(o[rr] + d0 + c * W, cnt[c]), f) : V::zero();
     }
     if (n == CJ) {
         for (int64_t j = 0; j < nb; ++j) {
             const float *vj = v + j * ld + d0;
-            const F v0 = V::load(vj), v1 = V::load(vj + W), v2 = V::load(vj + 2 * W), v3 = V::load(vj + 3 * W);
+            F vv[CV];
+#pragma GCC unroll 4
+            for (int c = 0; c < CV; ++c) vv[c] = V::load(vj + c * W);
 #pragma GCC unroll 8
             for (int rr = 0; rr < R; ++rr) {
                 const F p = V::set1(st[rr * KB + j]);
-                acc[rr][0] = V::fmadd(p, v0, acc[rr][0]);
-                acc[rr][1] = V::fmadd(p, v1, acc[rr][1]);
-                acc[rr][2] = V::fmadd(p, v2, acc[rr][2]);
-                acc[rr][3] = V::fmadd(p, v3, acc[rr][3]);
+#pragma GCC unroll 4
+                for (int c = 0; c < CV; ++c) acc[rr][c] = V::fmadd(p, vv[c], acc[rr][c]);
             }
         }
     } else {   // head-dim tail: partial vectors
         for (int64_t j = 0; j < nb; ++j) {
             const float *vj = v + j * ld + d0;
-            F vv[4];
-            for (int c = 0; c < 4; ++c) vv[c] = cnt[c] > 0 ? load_part(vj + c * W, cnt[c]) : V::zero();
+            F vv[CV];
+            for (int c = 0; c < CV; ++c) vv[c] = cnt[c] > 0 ? load_part(vj + c * W, cnt[c]) : V::zero();
 #pragma GCC unroll 8
             for (int rr = 0; rr < R; ++rr) {
                 const F p = V::set1(st[rr * KB + j]);
-                for (int c = 0; c < 4; ++c) acc[rr][c] = V::fmadd(p, vv[c], acc[rr][c]);
+                for (int c = 0; c < CV; ++c) acc[rr][c] = V::fmadd(p, vv[c], acc[rr][c]);
             }
         }
     }
 #pragma GCC unroll 8
     for (int rr = 0; rr < R; ++rr)
-        for (int c = 0; c < 4; ++c)
+        for (int c = 0; c < CV; ++c)
             if (cnt[c] > 0) store_part(o[rr] + d0 + c * W, acc[rr][c], cnt[c]);
 }
 
