@@ -486,7 +486,7 @@ typedef enum lctx_precision {
                                  stay f32 */
     LCTX_PRECISION_INT8 = 2   /* matmul_precision only; opt-in, lossy, CPUs with AVX2: the activations rounded to
                                  int8 in blocks of 32 (one f32 scale each), summed in integers with the
-                                 weights' own 4-bit codes (Q4_0, Q4_1, Q4_K weights; others stay f32), as
+                                 weights' own codes (Q4_0, Q4_1, Q4_K, Q5_0, Q5_1; others stay f32), as
                                  llama.cpp multiplies them; the same work on many tokens as BF16. Decode
                                  steps, other CPUs and other backends stay f32 (docs/int8.md) */
 } lctx_precision;

@@ -33,8 +33,8 @@ const char *simd_variant();
 //   BF16: opt-in, lossy: the dequantized weights and the activations rounded
 //         to bf16, sums in f32, where the CPU has AVX512_BF16 (matmul_bf16_available).
 //   INT8: opt-in, lossy: the activations rounded to int8 in blocks of 32 with
-//         an f32 scale each, integer dot products with the weights' 4-bit
-//         codes (Q4_0, Q4_1, Q4_K; other types stay f32), where the active
+//         an f32 scale each, integer dot products with the weights' 4- or
+//         5-bit codes (Q4_0, Q4_1, Q4_K, Q5_0, Q5_1; other types stay f32), where the active
 //         SIMD variant is AVX2 or AVX-512 (matmul_int8_available); docs/int8.md.
 enum class MatmulArith { F32, BF16, INT8 };
 

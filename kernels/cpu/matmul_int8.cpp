@@ -31,9 +31,17 @@ T *aligned(std::vector<T> &v, size_t n) {
 
 } // namespace
 
-bool int8_weight_type(GgmlType t) { return t == GgmlType::Q4_0 || t == GgmlType::Q4_1 || t == GgmlType::Q4_K; }
+int int8_code_bits(GgmlType t) {
+    switch (t) {
+    case GgmlType::Q4_0: case GgmlType::Q4_1: case GgmlType::Q4_K: return 4;
+    case GgmlType::Q5_0: case GgmlType::Q5_1: return 5;
+    default: return 0;
+    }
+}
 
-void unpack_4bit_row(GgmlType t, const uint8_t *row, int64_t K, uint8_t *codes, float *d, float *m) {
+bool int8_weight_type(GgmlType t) { return int8_code_bits(t) != 0; }
+
+void unpack_codes_row(GgmlType t, const uint8_t *row, int64_t K, uint8_t *codes, float *d, float *m) {
     switch (t) {
     case GgmlType::Q4_0:   // 2 bytes d, 16 bytes: element j low nibble, j + 16 high; w = d * (code - 8)
     case GgmlType::Q4_1: { // 2 bytes d, 2 bytes m, 16 bytes as Q4_0; w = d * code + m
@@ -46,6 +54,23 @@ void unpack_4bit_row(GgmlType t, const uint8_t *row, int64_t K, uint8_t *codes, 
             for (int j = 0; j < 16; ++j) {
                 codes[b * 32 + j] = qs[j] & 0x0f;
                 codes[b * 32 + j + 16] = qs[j] >> 4;
+            }
+        }
+        return;
+    }
+    case GgmlType::Q5_0:   // 2 bytes d, 4 bytes of 5th bits (bit j: element j), 16 nibble bytes as Q4_0; w = d * (code - 16)
+    case GgmlType::Q5_1: { // 2 bytes d, 2 bytes m, then as Q5_0; w = d * code + m
+        const bool q51 = t == GgmlType::Q5_1;
+        const size_t block_bytes = q51 ? 24 : 22;
+        for (int64_t b = 0; b < K / 32; ++b) {
+            const uint8_t *blk = row + b * block_bytes, *hb = blk + (q51 ? 4 : 2), *qs = hb + 4;
+            const uint32_t qh = static_cast<uint32_t>(hb[0]) | (static_cast<uint32_t>(hb[1]) << 8) |
+                                (static_cast<uint32_t>(hb[2]) << 16) | (static_cast<uint32_t>(hb[3]) << 24);
+            d[b] = half_at(blk);
+            m[b] = q51 ? half_at(blk + 2) : -16.0f * d[b];
+            for (int j = 0; j < 16; ++j) {
+                codes[b * 32 + j] = static_cast<uint8_t>((qs[j] & 0x0f) | (((qh >> j) & 1u) << 4));
+                codes[b * 32 + j + 16] = static_cast<uint8_t>((qs[j] >> 4) | (((qh >> (j + 16)) & 1u) << 4));
             }
         }
         return;
@@ -67,7 +92,7 @@ void unpack_4bit_row(GgmlType t, const uint8_t *row, int64_t K, uint8_t *codes, 
         return;
     }
     default:
-        fail(LCTX_ERR_INTERNAL, "unpack_4bit_row: %s has no int8 path", ggml_type_name(t));
+        fail(LCTX_ERR_INTERNAL, "unpack_codes_row: %s has no int8 path", ggml_type_name(t));
     }
 }
 
@@ -160,7 +185,7 @@ void gemm_int8_multi(ThreadPool &pool, const KernelTable &kt, const MatmulJob *j
             const int64_t r0 = (gp - first[j]) * MR, n_r = std::min(MR, W.n_rows - r0);
             if (packed != gp) {   // unpack MR rows into wq[b][g][r][i], wd[b][r], wm[b][r]
                 for (int64_t r = 0; r < MR; ++r) {
-                    if (r < n_r) unpack_4bit_row(W.type, W.row(r0 + r), K, codes, rd, rm);
+                    if (r < n_r) unpack_codes_row(W.type, W.row(r0 + r), K, codes, rd, rm);
                     else {
                         std::memset(codes, 0, static_cast<size_t>(K));
                         std::fill(rd, rd + 2 * nb, 0.0f);
@@ -178,7 +203,8 @@ void gemm_int8_multi(ThreadPool &pool, const KernelTable &kt, const MatmulJob *j
             for (int64_t tile = t0; tile < t1; ++tile) {
                 const int nt = static_cast<int>(std::min(NT, n_tok - tile * NT));
                 kt.gemm_i8(wq, wd, wm, xq + tile * nb * kI8Block * NT, xd + tile * nb * NT, xs + tile * nb * NT, nb,
-                           nt, jobs[j].y + tile * NT * W.n_rows + r0, W.n_rows, static_cast<int>(n_r));
+                           nt, jobs[j].y + tile * NT * W.n_rows + r0, W.n_rows, static_cast<int>(n_r),
+                           int8_code_bits(W.type));
             }
         }
     });

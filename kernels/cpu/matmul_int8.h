@@ -3,11 +3,11 @@
 // with one f32 scale each, the weights keep their own 4-bit codes, and the
 // products are summed in integers (AVX2 `vpmaddubsw`), the way llama.cpp
 // multiplies 4-bit weights. Only the packed GEMM of many tokens takes this
-// path; the weight types it covers are those whose codes fit 4 bits.
+// path; the weight types it covers are those whose codes fit 5 bits.
 //
 // Operand layouts (k = 32 b + 4 g + i inside a row, b the block, g < 8 the
 // group of four, i < 4):
-//   weight panel of kI8PanelRows rows:  wq[b][g][r][i] (codes 0..15),
+//   weight panel of kI8PanelRows rows:  wq[b][g][r][i] (codes 0..15, or 0..31),
 //                                       wd[b][r], wm[b][r] (row r, block b: w = wd * code + wm)
 //   token tile of kI8TileTokens tokens: xq[b][g][t][i] (int8 in -127..127),
 //                                       xd[b][t] (scale), xs[b][t] = xd * sum of the block's codes
@@ -31,12 +31,15 @@ constexpr float kI8TinyBlock = 1e-30f;
 constexpr int kI8PanelRows = 16;
 constexpr int kI8TileTokens = 4;
 
-// Whether weights of type t have an int8 path (Q4_0, Q4_1, Q4_K).
-bool int8_weight_type(GgmlType t);
+// Bits of the codes of weight type t on the int8 path: 4 (Q4_0, Q4_1, Q4_K),
+// 5 (Q5_0, Q5_1), 0 for a type without it.
+int int8_code_bits(GgmlType t);
+bool int8_weight_type(GgmlType t);   // int8_code_bits(t) != 0
 
-// Row `row` (K elements of type t, int8_weight_type) as codes 0..15 and
-// per-block (d, m) with element k = d[k / 32] * codes[k] + m[k / 32].
-void unpack_4bit_row(GgmlType t, const uint8_t *row, int64_t K, uint8_t *codes, float *d, float *m);
+// Row `row` (K elements of type t, int8_weight_type) as codes 0..15 (0..31
+// for 5 bits) and per-block (d, m) with element k = d[k / 32] * codes[k] +
+// m[k / 32].
+void unpack_codes_row(GgmlType t, const uint8_t *row, int64_t K, uint8_t *codes, float *d, float *m);
 
 // x[0..K) in blocks of 32 (K % 32 == 0): d = max |x| / 127, q = x * (127 /
 // max |x|) rounded to nearest even, s = d * sum q (q = 0 and s = 0 for a

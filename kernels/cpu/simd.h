@@ -72,10 +72,10 @@ struct KernelTable {
     // The int8 GEMM of matmul's INT8 arithmetic (layouts in matmul_int8.h):
     // y[t * ldy + r] = sum over nb blocks b of wd[b][r] * xd[b][t] * (the
     // block's codes of row r . those of token t) + wm[b][r] * xs[b][t], for
-    // t < n_tok <= kI8TileTokens, r < rows <= kI8PanelRows. Null in the
-    // scalar table.
+    // t < n_tok <= kI8TileTokens, r < rows <= kI8PanelRows; the weight
+    // codes have code_bits (4 or 5) bits. Null in the scalar table.
     void (*gemm_i8)(const uint8_t *wq, const float *wd, const float *wm, const int8_t *xq, const float *xd,
-                    const float *xs, int64_t nb, int n_tok, float *y, int64_t ldy, int rows);
+                    const float *xs, int64_t nb, int n_tok, float *y, int64_t ldy, int rows, int code_bits);
     // quantize_act_row (matmul_int8.h) with the same results bit for bit.
     // Null with gemm_i8.
     void (*quantize_i8)(const float *x, int64_t K, int8_t *q, float *d, float *s);

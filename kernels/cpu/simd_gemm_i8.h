@@ -3,11 +3,10 @@
 // and kernels_avx512.cpp, both compiled with AVX2.
 //
 // Per group of four codes: two vectors of the 16 rows' codes (unsigned,
-// 0..15) and, per token, a broadcast word of its four int8 codes;
-// `vpmaddubsw` gives 16 int16 sums of two products. A block's 8 groups add up in int16:
-// each sum is at most 2 * 15 * 127 = 3,810 in magnitude, 8 of them 30,480,
-// below 32,767, so nothing saturates. Then `vpmaddwd` with ones gives the
-// rows' int32 block sums, which are scaled in f32:
+// 0..31) and, per token, a broadcast word of its four int8 codes;
+// `vpmaddubsw` gives 16 int16 sums of two products, added up in int16 over
+// as many groups as cannot overflow (gemm_i8_groups). Then `vpmaddwd` with
+// ones gives the rows' int32 sums, which are scaled in f32:
 //   acc[t][r] += wd[b][r] * xd[b][t] * isum + wm[b][r] * xs[b][t].
 #pragma once
 
@@ -22,8 +21,12 @@ namespace {
 static_assert(lctx::cpu::kI8PanelRows == 16 && lctx::cpu::kI8TileTokens == 4 && lctx::cpu::kI8Block == 32,
               "gemm_i8_avx2 is written for 16 rows x 4 tokens and blocks of 32");
 
-void gemm_i8_avx2(const uint8_t *wq, const float *wd, const float *wm, const int8_t *xq, const float *xd,
-                  const float *xs, int64_t nb, int n_tok, float *y, int64_t ldy, int rows) {
+// Codes of up to 4 bits (G = 8: a block's 8 groups add up in int16) or 5
+// bits (G = 4: each int16 sum of two products reaches 2 x 31 x 127 = 7,874,
+// so the block is summed in two halves of 4 groups, 31,496 at most each).
+template <int G>
+void gemm_i8_groups(const uint8_t *wq, const float *wd, const float *wm, const int8_t *xq, const float *xd,
+                    const float *xs, int64_t nb, int n_tok, float *y, int64_t ldy, int rows) {
     // f32 sums of the two row vectors x 4 tokens: kept in memory (L1), as the
     // 8 int16 block sums, the two code vectors and a broadcast fill the registers.
     alignas(32) float acc[4][16] = {};
@@ -32,49 +35,60 @@ void gemm_i8_avx2(const uint8_t *wq, const float *wd, const float *wm, const int
         return _mm256_castps_si256(_mm256_broadcast_ss(reinterpret_cast<const float *>(p)));
     };
     for (int64_t b = 0; b < nb; ++b) {
-        const uint8_t *wb = wq + b * 512;   // 8 groups x 16 rows x 4 codes
-        const int8_t *xb = xq + b * 128;    // 8 groups x 4 tokens x 4 codes
-        __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
-        // The 8 groups unrolled (no loop exit to mispredict per block); the
-        // empty asm keeps each sum a chain, or the compiler reassociates the
-        // adds into trees and spills.
-#pragma GCC unroll 8
-        for (int g = 0; g < 8; ++g) {
-            const __m256i w0 = _mm256_load_si256(reinterpret_cast<const __m256i *>(wb + g * 64));
-            const __m256i w1 = _mm256_load_si256(reinterpret_cast<const __m256i *>(wb + g * 64 + 32));
-            const int8_t *xg = xb + g * 16;
-            __m256i x = bcast(xg);
-            a0 = _mm256_add_epi16(a0, _mm256_maddubs_epi16(w0, x));
-            b0 = _mm256_add_epi16(b0, _mm256_maddubs_epi16(w1, x));
-            x = bcast(xg + 4);
-            a1 = _mm256_add_epi16(a1, _mm256_maddubs_epi16(w0, x));
-            b1 = _mm256_add_epi16(b1, _mm256_maddubs_epi16(w1, x));
-            x = bcast(xg + 8);
-            a2 = _mm256_add_epi16(a2, _mm256_maddubs_epi16(w0, x));
-            b2 = _mm256_add_epi16(b2, _mm256_maddubs_epi16(w1, x));
-            x = bcast(xg + 12);
-            a3 = _mm256_add_epi16(a3, _mm256_maddubs_epi16(w0, x));
-            b3 = _mm256_add_epi16(b3, _mm256_maddubs_epi16(w1, x));
-            __asm__("" : "+x"(a0), "+x"(a1), "+x"(a2), "+x"(a3), "+x"(b0), "+x"(b1), "+x"(b2), "+x"(b3));
-        }
         const float *db = xd + b * 4, *sb = xs + b * 4;
-        auto scale_add = [&](float *out, __m256i s, int v, int t) {
-            const __m256 dw = _mm256_load_ps(wd + b * 16 + 8 * v), mw = _mm256_load_ps(wm + b * 16 + 8 * v);
-            const __m256 isum = _mm256_cvtepi32_ps(_mm256_madd_epi16(s, ones));
-            __m256 o = _mm256_fmadd_ps(isum, _mm256_mul_ps(dw, _mm256_broadcast_ss(db + t)), _mm256_load_ps(out));
-            _mm256_store_ps(out, _mm256_fmadd_ps(mw, _mm256_broadcast_ss(sb + t), o));
-        };
-        scale_add(acc[0], a0, 0, 0);
-        scale_add(acc[0] + 8, b0, 1, 0);
-        scale_add(acc[1], a1, 0, 1);
-        scale_add(acc[1] + 8, b1, 1, 1);
-        scale_add(acc[2], a2, 0, 2);
-        scale_add(acc[2] + 8, b2, 1, 2);
-        scale_add(acc[3], a3, 0, 3);
-        scale_add(acc[3] + 8, b3, 1, 3);
+        for (int g0 = 0; g0 < 8; g0 += G) {
+            const uint8_t *wb = wq + b * 512 + g0 * 64;   // [8 groups][16 rows][4 codes]
+            const int8_t *xb = xq + b * 128 + g0 * 16;    // [8 groups][4 tokens][4 codes]
+            __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+            // The groups unrolled (no loop exit to mispredict per block); the
+            // empty asm keeps each sum a chain, or the compiler reassociates
+            // the adds into trees and spills.
+#pragma GCC unroll 8
+            for (int g = 0; g < G; ++g) {
+                const __m256i w0 = _mm256_load_si256(reinterpret_cast<const __m256i *>(wb + g * 64));
+                const __m256i w1 = _mm256_load_si256(reinterpret_cast<const __m256i *>(wb + g * 64 + 32));
+                const int8_t *xg = xb + g * 16;
+                __m256i x = bcast(xg);
+                a0 = _mm256_add_epi16(a0, _mm256_maddubs_epi16(w0, x));
+                b0 = _mm256_add_epi16(b0, _mm256_maddubs_epi16(w1, x));
+                x = bcast(xg + 4);
+                a1 = _mm256_add_epi16(a1, _mm256_maddubs_epi16(w0, x));
+                b1 = _mm256_add_epi16(b1, _mm256_maddubs_epi16(w1, x));
+                x = bcast(xg + 8);
+                a2 = _mm256_add_epi16(a2, _mm256_maddubs_epi16(w0, x));
+                b2 = _mm256_add_epi16(b2, _mm256_maddubs_epi16(w1, x));
+                x = bcast(xg + 12);
+                a3 = _mm256_add_epi16(a3, _mm256_maddubs_epi16(w0, x));
+                b3 = _mm256_add_epi16(b3, _mm256_maddubs_epi16(w1, x));
+                __asm__("" : "+x"(a0), "+x"(a1), "+x"(a2), "+x"(a3), "+x"(b0), "+x"(b1), "+x"(b2), "+x"(b3));
+            }
+            // acc += wd * xd * isum, and once per block + wm * xs.
+            const bool with_min = g0 == 0;
+            auto scale_add = [&](float *out, __m256i s, int v, int t) {
+                const __m256 dw = _mm256_load_ps(wd + b * 16 + 8 * v);
+                const __m256 isum = _mm256_cvtepi32_ps(_mm256_madd_epi16(s, ones));
+                __m256 o = _mm256_fmadd_ps(isum, _mm256_mul_ps(dw, _mm256_broadcast_ss(db + t)), _mm256_load_ps(out));
+                if (with_min) o = _mm256_fmadd_ps(_mm256_load_ps(wm + b * 16 + 8 * v), _mm256_broadcast_ss(sb + t), o);
+                _mm256_store_ps(out, o);
+            };
+            scale_add(acc[0], a0, 0, 0);
+            scale_add(acc[0] + 8, b0, 1, 0);
+            scale_add(acc[1], a1, 0, 1);
+            scale_add(acc[1] + 8, b1, 1, 1);
+            scale_add(acc[2], a2, 0, 2);
+            scale_add(acc[2] + 8, b2, 1, 2);
+            scale_add(acc[3], a3, 0, 3);
+            scale_add(acc[3] + 8, b3, 1, 3);
+        }
     }
     for (int t = 0; t < n_tok; ++t)
         for (int r = 0; r < rows; ++r) y[t * ldy + r] = acc[t][r];
+}
+
+void gemm_i8_avx2(const uint8_t *wq, const float *wd, const float *wm, const int8_t *xq, const float *xd,
+                  const float *xs, int64_t nb, int n_tok, float *y, int64_t ldy, int rows, int code_bits) {
+    if (code_bits <= 4) gemm_i8_groups<8>(wq, wd, wm, xq, xd, xs, nb, n_tok, y, ldy, rows);
+    else gemm_i8_groups<4>(wq, wd, wm, xq, xd, xs, nb, n_tok, y, ldy, rows);
 }
 
 // quantize_act_row (matmul_int8.cpp, the scalar rule) in AVX2: the same

@@ -71,6 +71,8 @@ TEST(KernelsMatmulInt8, MatchesInt8RoundedReference) {
     ws.emplace_back(GgmlType::Q4_1, 75, 608, rng);   // 75 rows: a last panel of 3
     ws.emplace_back(GgmlType::Q4_0, 64, 576, rng);
     ws.emplace_back(GgmlType::Q4_K, 13, 512, rng);   // two super blocks, a last panel of 5
+    ws.emplace_back(GgmlType::Q5_0, 21, 576, rng);   // 5-bit codes: block sums in two halves
+    ws.emplace_back(GgmlType::Q5_1, 16, 608, rng);
     ws.emplace_back(GgmlType::Q8_0, 16, 576, rng);   // no int8 path: exact f32
     ws.emplace_back(GgmlType::F16, 9, 608, rng);
     test::for_each_variant([&](cpu::SimdVariant, const char *name) {
@@ -112,15 +114,16 @@ TEST(KernelsMatmulInt8, MixedJobsSplitByType) {
 
 TEST(KernelsMatmulInt8, UnpackedCodesRebuildTheDequantizedRow) {
     std::mt19937 rng(5);
-    for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q4_K}) {
+    for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q4_K, GgmlType::Q5_0, GgmlType::Q5_1}) {
         RandomWeight w(t, 3, 512, rng);
         std::vector<uint8_t> codes(512);
         std::vector<float> d(16), m(16), ref(512);
+        const int max_code = (1 << cpu::int8_code_bits(t)) - 1;
         for (int64_t r = 0; r < 3; ++r) {
-            cpu::unpack_4bit_row(t, w.view.row(r), 512, codes.data(), d.data(), m.data());
+            cpu::unpack_codes_row(t, w.view.row(r), 512, codes.data(), d.data(), m.data());
             dequantize_row_ref(t, w.view.row(r), ref.data(), 512);
             for (int k = 0; k < 512; ++k) {
-                ASSERT_LE(codes[k], 15) << ggml_type_name(t);
+                ASSERT_LE(codes[k], max_code) << ggml_type_name(t);
                 const float v = d[k / 32] * static_cast<float>(codes[k]) + m[k / 32];
                 ASSERT_NEAR(v, ref[k], 1e-6f * (std::fabs(ref[k]) + std::fabs(m[k / 32])) + 1e-12f)
                     << ggml_type_name(t) << " row " << r << " element " << k;
@@ -211,3 +214,25 @@ TEST(KernelsMatmulInt8, SimdQuantizerEqualsTheScalarRule) {
     });
 }
 
+
+TEST(KernelsMatmulInt8, LargestCodesAndActivationsDoNotOverflow) {
+    // Every code at its maximum (15, or 31 for 5 bits) against activations
+    // all at +-127 after rounding: the largest sums the int16 stage can
+    // meet (8 x 2 x 15 x 127 = 30,480; 4 x 2 x 31 x 127 = 31,496 per half).
+    std::mt19937 rng(17);
+    cpu::ThreadPool pool(1);
+    for (GgmlType t : {GgmlType::Q4_1, GgmlType::Q4_0, GgmlType::Q5_1, GgmlType::Q5_0}) {
+        RandomWeight w(t, 16, 64, rng);
+        const GgmlTypeInfo *info = ggml_type_info(static_cast<uint32_t>(t));
+        // after the f16 scale (and min): the 5th-bit masks and the nibbles
+        const size_t first_code_byte = t == GgmlType::Q4_1 || t == GgmlType::Q5_1 ? 4 : 2;
+        for (int64_t b = 0; b < 16 * 64 / 32; ++b)
+            for (size_t i = first_code_byte; i < info->type_size; ++i) w.bytes[b * info->type_size + i] = 0xff;
+        for (float sign : {1.0f, -1.0f}) {
+            std::vector<float> x(64 * 4, sign);
+            std::vector<float> y(16 * 4);
+            cpu::matmul(pool, w.view, x.data(), 64, 4, y.data(), cpu::MatmulArith::INT8);
+            expect_int8_result(w.view, x.data(), 64, 4, y.data(), std::string(ggml_type_name(t)) + " all max");
+        }
+    }
+}
