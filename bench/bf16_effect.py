@@ -14,7 +14,7 @@ absolute logit difference, the mean KL divergence KL(f32 || bf16) of the
 next-token distributions, and how often the two agree on the top token.
 
     .venv/bin/python bench/bf16_effect.py [-m MODEL] [--tokens 2048] [--docs 3] [--batch N]
-        [--what attn,matmul,both,kv-f16,kv-q8,matmul-int8]
+        [--what attn,matmul,both,kv-f16,kv-q8,matmul-int8,llama.cpp]
 
 Needs the test tool lctx_forward_dump (built with the tests, build/release).
 Prints a Markdown table; -o writes it to a file too.
@@ -47,7 +47,20 @@ def tokenize(lctx, model, text):
 
 
 FLAGS = {"attn": ["--attn-bf16"], "matmul": ["--matmul-bf16"], "both": ["--attn-bf16", "--matmul-bf16"],
-         "kv-f16": ["--kv", "f16"], "kv-q8": ["--kv", "q8"], "matmul-int8": ["--matmul-int8"]}
+         "kv-f16": ["--kv", "f16"], "kv-q8": ["--kv", "q8"], "matmul-int8": ["--matmul-int8"],
+         "llama.cpp": None}   # llama.cpp's own logits for the same tokens (llama-cpp-python), as a yardstick
+
+
+def llama_cpp_logits(model, tokens, threads):
+    """Every position's logits from llama.cpp (its default arithmetic: 4-bit
+    weights times activations rounded to 8 bits)."""
+    import llama_cpp
+    llm = llama_cpp.Llama(model_path=model, n_ctx=len(tokens) + 16, n_batch=len(tokens), n_ubatch=512,
+                          n_threads=threads, logits_all=True, verbose=False)
+    llm.eval(tokens)
+    out = np.array(llm.scores[:len(tokens)], dtype=np.float32)
+    llm.close()
+    return out
 
 
 def logits(dump, model, tokens, threads, flags, workdir):
@@ -98,7 +111,8 @@ def main():
             # next-token loss of the text itself
             nll = lambda l: -l[np.arange(len(doc) - 1), doc[1:]].mean()
             for w in whats:
-                lossy = logits(dump, args.model, doc, args.threads, FLAGS[w] + batch, wd)
+                lossy = (llama_cpp_logits(args.model, doc, args.threads) if FLAGS[w] is None else
+                         logits(dump, args.model, doc, args.threads, FLAGS[w] + batch, wd))
                 lq = log_softmax(lossy)
                 kl = (np.exp(lp) * (lp - lq)).sum(axis=1)
                 agree = (exact.argmax(axis=1) == lossy.argmax(axis=1)).mean()
