@@ -109,7 +109,7 @@ class LctxLM(LM):
     (default 256), ``rolling_window`` (default 256), ``seed`` (sampling seed,
     default 0), and any session parameter of the Python binding: ``n_ctx``,
     ``n_batch``, ``kv_type``, ``max_memory``, ``attn_precision`` and
-    ``matmul_precision`` (1: bf16, docs/bf16.md) and the method knobs by their
+    ``matmul_precision`` (1: bf16, docs/bf16.md; matmul 2: int8, docs/int8.md) and the method knobs by their
     prefixed names (``reform_budget``, ``reform_chunk``, ``kv_budget``,
     ``snapkv_kernel``, ``ilre_budget``, ``reattention_span``,
     ``refreshkv_partial``, ...: ``lctx.Session``'s keyword arguments).
