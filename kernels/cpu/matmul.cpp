@@ -8,6 +8,7 @@
 
 #include "common/error.h"
 #include "cpu_kernels.h"
+#include "gemm_items.h"
 #include "matmul_int8.h"
 #include "simd.h"
 
@@ -146,32 +147,17 @@ void gemm_multi(ThreadPool &pool, const KernelTable &kt, const MatmulJob *jobs, 
         }
     });
 
-    // Token chunks when the panels alone would leave threads idle: the items
-    // (split evenly, in order) should be many or a multiple of the threads
-    // (9 panels on 2 threads would leave one thread a tenth idle).
-    int64_t n_panels = 0;
-    for (int j = 0; j < n_jobs; ++j) n_panels += (jobs[j].W->n_rows + MR - 1) / MR;
-    const int64_t n_thr = pool.size();
-    int64_t n_chunks = 1;
-    while (n_chunks < n_tiles && (n_panels * n_chunks) % n_thr != 0 && n_panels * n_chunks < 16 * n_thr) ++n_chunks;
-    int64_t first[kMaxMatmulJobs + 1];   // first panel of each job
-    first[0] = 0;
-    for (int j = 0; j < n_jobs; ++j) first[j + 1] = first[j] + (jobs[j].W->n_rows + MR - 1) / MR;
-
-    pool.parallel_for(n_panels * n_chunks, [&](int64_t b, int64_t e, int) {
+    const GemmItems items(jobs, n_jobs, MR, n_tiles, pool.size());
+    pool.parallel_for(items.count(), [&](int64_t b, int64_t e, int) {
         thread_local std::vector<float> panel_buf, rows_buf;
         thread_local std::vector<uint32_t> panel2_buf;
         float *panel = bf16 ? nullptr : scratch_aligned(panel_buf, static_cast<size_t>(MR * K));
         uint32_t *panel2 = bf16 ? scratch_aligned(panel2_buf, static_cast<size_t>(MR * pk.words)) : nullptr;
         float *rows = scratch(rows_buf, static_cast<size_t>(MR * K));
         int64_t packed = -1;
-        int j = 0;
-        for (int64_t item = b; item < e; ++item) {
-            const int64_t gp = item / n_chunks, c = item % n_chunks;
-            while (gp >= first[j + 1]) ++j;
+        items.for_each(jobs, b, e, [&](int j, int64_t gp, int64_t r0, int64_t n_r, int64_t t0, int64_t t1) {
             const WeightView &W = *jobs[j].W;
             float *y = jobs[j].y;
-            const int64_t r0 = (gp - first[j]) * MR, n_r = std::min(MR, W.n_rows - r0);
             if (packed != gp) {   // dequantize MR rows, then transpose into panel[k][r]
                 for (int64_t r = 0; r < n_r; ++r) dequant(kt, W, r0 + r, rows + r * K);
                 // Contiguous writes; the MR rows' current lines stay in L1.
@@ -184,7 +170,6 @@ void gemm_multi(ThreadPool &pool, const KernelTable &kt, const MatmulJob *jobs, 
                 }
                 packed = gp;
             }
-            const int64_t t0 = n_tiles * c / n_chunks, t1 = n_tiles * (c + 1) / n_chunks;
             for (int64_t k0 = 0; k0 < K; k0 += kKc) {
                 const int64_t kc = std::min(kKc, K - k0);
                 for (int64_t tile = t0; tile < t1; ++tile) {
@@ -198,7 +183,7 @@ void gemm_multi(ThreadPool &pool, const KernelTable &kt, const MatmulJob *jobs, 
                                 static_cast<int>(n_r), k0 > 0);
                 }
             }
-        }
+        });
     });
 }
 

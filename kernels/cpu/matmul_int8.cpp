@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "gemm_items.h"
 #include "simd.h"
 
 namespace lctx::cpu {
@@ -159,16 +160,8 @@ void gemm_int8_multi(ThreadPool &pool, const KernelTable &kt, const MatmulJob *j
         }
     });
 
-    // Items as the f32 GEMM makes them: (job, panel) pairs, each split in
-    // token chunks when the panels alone would leave threads idle.
-    int64_t first[kMaxMatmulJobs + 1];   // first panel of each job
-    first[0] = 0;
-    for (int j = 0; j < n_jobs; ++j) first[j + 1] = first[j] + (jobs[j].W->n_rows + MR - 1) / MR;
-    const int64_t n_panels = first[n_jobs], n_thr = pool.size();
-    int64_t n_chunks = 1;
-    while (n_chunks < n_tiles && (n_panels * n_chunks) % n_thr != 0 && n_panels * n_chunks < 16 * n_thr) ++n_chunks;
-
-    pool.parallel_for(n_panels * n_chunks, [&](int64_t b, int64_t e, int) {
+    const GemmItems items(jobs, n_jobs, MR, n_tiles, pool.size());
+    pool.parallel_for(items.count(), [&](int64_t b, int64_t e, int) {
         thread_local std::vector<uint8_t> codes_buf, wq_buf;
         thread_local std::vector<float> wdm_buf, rows_dm_buf;
         uint8_t *codes = aligned(codes_buf, static_cast<size_t>(K));
@@ -177,12 +170,8 @@ void gemm_int8_multi(ThreadPool &pool, const KernelTable &kt, const MatmulJob *j
         rows_dm_buf.resize(static_cast<size_t>(2 * nb));
         float *rd = rows_dm_buf.data(), *rm = rd + nb;
         int64_t packed = -1;
-        int j = 0;
-        for (int64_t item = b; item < e; ++item) {
-            const int64_t gp = item / n_chunks, c = item % n_chunks;
-            while (gp >= first[j + 1]) ++j;
+        items.for_each(jobs, b, e, [&](int j, int64_t gp, int64_t r0, int64_t n_r, int64_t t0, int64_t t1) {
             const WeightView &W = *jobs[j].W;
-            const int64_t r0 = (gp - first[j]) * MR, n_r = std::min(MR, W.n_rows - r0);
             if (packed != gp) {   // unpack MR rows into wq[b][g][r][i], wd[b][r], wm[b][r]
                 for (int64_t r = 0; r < MR; ++r) {
                     if (r < n_r) unpack_codes_row(W.type, W.row(r0 + r), K, codes, rd, rm);
@@ -199,14 +188,13 @@ void gemm_int8_multi(ThreadPool &pool, const KernelTable &kt, const MatmulJob *j
                 }
                 packed = gp;
             }
-            const int64_t t0 = n_tiles * c / n_chunks, t1 = n_tiles * (c + 1) / n_chunks;
             for (int64_t tile = t0; tile < t1; ++tile) {
                 const int nt = static_cast<int>(std::min(NT, n_tok - tile * NT));
                 kt.gemm_i8(wq, wd, wm, xq + tile * nb * kI8Block * NT, xd + tile * nb * NT, xs + tile * nb * NT, nb,
                            nt, jobs[j].y + tile * NT * W.n_rows + r0, W.n_rows, static_cast<int>(n_r),
                            int8_code_bits(W.type));
             }
-        }
+        });
     });
 }
 

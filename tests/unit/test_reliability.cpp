@@ -811,6 +811,27 @@ TEST(Reliability, KvQ8RunsEveryMethodAndStaysClose) {
     lctx_model_free(m);
 }
 
+// The logits after a FULL prompt of `doc` with params p (fails the test and
+// returns an empty vector on any error).
+static std::vector<float> full_prompt_logits(lctx_model *m, const session_test::SessionParams &p,
+                                      const std::vector<lctx_token> &doc) {
+    lctx_session *s = nullptr;
+    if (lctx_session_create(m, &p, &s) != LCTX_OK) {
+        ADD_FAILURE() << lctx_last_error();
+        return {};
+    }
+    std::vector<float> out;
+    lctx_selection *sel = nullptr;
+    if (lctx_feed_chunk(s, doc.data(), doc.size()) == LCTX_OK && lctx_build_index(s) == LCTX_OK &&
+        lctx_select(s, doc.data(), 3, &sel) == LCTX_OK && lctx_recompute(s, sel) == LCTX_OK) {
+        if (const float *l = lctx_session_logits(s)) out.assign(l, l + lctx_model_n_vocab(m));
+    }
+    if (out.empty()) ADD_FAILURE() << lctx_session_last_error(s);
+    lctx_selection_free(sel);
+    lctx_session_free(s);
+    return out;
+}
+
 // matmul_precision = LCTX_PRECISION_INT8 (docs/int8.md) on a tiny model
 // with Q4_1 matrices: attention refuses it by name; the logits after a
 // 200-token FULL prompt (16-token batches: the GEMM) move by no more than the
@@ -836,17 +857,8 @@ TEST(Reliability, PrecisionInt8IsOptInAndClose) {
     std::vector<std::vector<float>> logits;
     for (lctx_precision matmul : {LCTX_PRECISION_F32, LCTX_PRECISION_INT8}) {
         p.matmul_precision = matmul;
-        ASSERT_EQ(lctx_session_create(m, &p, &s), LCTX_OK) << lctx_last_error();
-        ASSERT_EQ(lctx_feed_chunk(s, doc.data(), doc.size()), LCTX_OK) << lctx_session_last_error(s);
-        ASSERT_EQ(lctx_build_index(s), LCTX_OK);
-        lctx_selection *sel = nullptr;
-        ASSERT_EQ(lctx_select(s, doc.data(), 3, &sel), LCTX_OK) << lctx_session_last_error(s);
-        ASSERT_EQ(lctx_recompute(s, sel), LCTX_OK) << lctx_session_last_error(s);
-        lctx_selection_free(sel);
-        const float *l = lctx_session_logits(s);
-        ASSERT_NE(l, nullptr);
-        logits.emplace_back(l, l + n_vocab);
-        lctx_session_free(s);
+        logits.push_back(full_prompt_logits(m, p, doc));
+        ASSERT_EQ(logits.back().size(), static_cast<size_t>(n_vocab));
     }
     double max_abs = 0, max_diff = 0;
     for (int i = 0; i < n_vocab; ++i) {
@@ -894,17 +906,8 @@ TEST(Reliability, PrecisionBf16IsOptInAndClose) {
     for (auto [attn, matmul] : settings) {
         p.attn_precision = attn;
         p.matmul_precision = matmul;
-        ASSERT_EQ(lctx_session_create(m, &p, &s), LCTX_OK) << lctx_last_error();
-        ASSERT_EQ(lctx_feed_chunk(s, doc.data(), doc.size()), LCTX_OK) << lctx_session_last_error(s);
-        ASSERT_EQ(lctx_build_index(s), LCTX_OK);
-        lctx_selection *sel = nullptr;
-        ASSERT_EQ(lctx_select(s, doc.data(), 3, &sel), LCTX_OK) << lctx_session_last_error(s);
-        ASSERT_EQ(lctx_recompute(s, sel), LCTX_OK) << lctx_session_last_error(s);
-        lctx_selection_free(sel);
-        const float *l = lctx_session_logits(s);
-        ASSERT_NE(l, nullptr);
-        logits.emplace_back(l, l + n_vocab);
-        lctx_session_free(s);
+        logits.push_back(full_prompt_logits(m, p, doc));
+        ASSERT_EQ(logits.back().size(), static_cast<size_t>(n_vocab));
     }
     double max_abs = 0;
     for (int i = 0; i < n_vocab; ++i) max_abs = std::max(max_abs, double(std::fabs(logits[0][i])));

@@ -129,6 +129,15 @@ def test_unknown_param_and_method(model):
         model.session(method=len(lctx.Method))
 
 
+def _full_session_answers(model, **params):
+    with model.session(method=lctx.Method.FULL, n_ctx=512, n_threads=1, **params) as s:
+        s.feed(DOC)
+        s.build_index()
+        with s.select(model.tokenize(" She", add_special=False)) as sel:
+            s.recompute(sel)
+        assert s.decode() >= 0
+
+
 def test_bf16_precision_fields_by_name(model):
     # lctx_session_params.attn_precision / matmul_precision (docs/bf16.md):
     # set by name like every common field; a value outside the enum is
@@ -136,13 +145,7 @@ def test_bf16_precision_fields_by_name(model):
     from lctx import capi
     with pytest.raises(lctx.InvalidArgumentError, match="matmul_precision 9"):
         model.session(method=lctx.Method.FULL, n_ctx=512, matmul_precision=9)
-    with model.session(method=lctx.Method.FULL, n_ctx=512, n_threads=1, attn_precision=capi.LCTX_PRECISION_BF16,
-                       matmul_precision=capi.LCTX_PRECISION_BF16) as s:
-        s.feed(DOC)
-        s.build_index()
-        with s.select(model.tokenize(" She", add_special=False)) as sel:
-            s.recompute(sel)
-        assert s.decode() >= 0
+    _full_session_answers(model, attn_precision=capi.LCTX_PRECISION_BF16, matmul_precision=capi.LCTX_PRECISION_BF16)
 
 
 def test_int8_matmul_precision_by_name(model):
@@ -151,13 +154,7 @@ def test_int8_matmul_precision_by_name(model):
     from lctx import capi
     with pytest.raises(lctx.InvalidArgumentError, match="attn_precision"):
         model.session(method=lctx.Method.FULL, n_ctx=512, attn_precision=capi.LCTX_PRECISION_INT8)
-    with model.session(method=lctx.Method.FULL, n_ctx=512, n_threads=1,
-                       matmul_precision=capi.LCTX_PRECISION_INT8) as s:
-        s.feed(DOC)
-        s.build_index()
-        with s.select(model.tokenize(" She", add_special=False)) as sel:
-            s.recompute(sel)
-        assert s.decode() >= 0
+    _full_session_answers(model, matmul_precision=capi.LCTX_PRECISION_INT8)
 
 
 def test_kv_q8_by_name(model):

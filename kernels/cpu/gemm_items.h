@@ -1,0 +1,47 @@
+// Internal: how the packed GEMMs (f32/bf16 in matmul.cpp, int8 in
+// matmul_int8.cpp) split their work over the pool. An item is one panel of
+// MR rows of one job's weight and one chunk of its token tiles; items are
+// numbered panel-major, so consecutive items of a thread share a panel and
+// pack it once.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "cpu_kernels.h"
+
+namespace lctx::cpu {
+
+struct GemmItems {
+    int64_t first[kMaxMatmulJobs + 1];   // first panel of each job
+    int64_t n_panels = 0, n_chunks = 1, n_tiles = 0, mr = 0;
+
+    // Token chunks are added while the panels alone would leave threads idle:
+    // the items (split evenly, in order) should be many or a multiple of the
+    // threads (9 panels on 2 threads would leave one thread a tenth idle).
+    GemmItems(const MatmulJob *jobs, int n_jobs, int64_t MR, int64_t tiles, int64_t n_threads)
+        : n_tiles(tiles), mr(MR) {
+        first[0] = 0;
+        for (int j = 0; j < n_jobs; ++j) first[j + 1] = first[j] + (jobs[j].W->n_rows + MR - 1) / MR;
+        n_panels = first[n_jobs];
+        while (n_chunks < n_tiles && (n_panels * n_chunks) % n_threads != 0 && n_panels * n_chunks < 16 * n_threads)
+            ++n_chunks;
+    }
+    int64_t count() const { return n_panels * n_chunks; }
+
+    // fn(job, panel, r0, n_r, t0, t1) for the items [b, e): rows [r0, r0 +
+    // n_r) of jobs[job]'s weight (panel: its global number) against the
+    // token tiles [t0, t1).
+    template <class Fn>
+    void for_each(const MatmulJob *jobs, int64_t b, int64_t e, Fn &&fn) const {
+        int j = 0;
+        for (int64_t item = b; item < e; ++item) {
+            const int64_t gp = item / n_chunks, c = item % n_chunks;
+            while (gp >= first[j + 1]) ++j;
+            const int64_t r0 = (gp - first[j]) * mr, n_r = std::min(mr, jobs[j].W->n_rows - r0);
+            fn(j, gp, r0, n_r, n_tiles * c / n_chunks, n_tiles * (c + 1) / n_chunks);
+        }
+    }
+};
+
+} // namespace lctx::cpu
