@@ -39,17 +39,28 @@ struct TinyOptions {
     bool q4_1 = false;               // the projection and FFN matrices as Q4_1 (else F32)
 };
 
+// f to f16 bits, round to nearest even, for normal values (smaller ones
+// flush to zero: the tiny model's scales never are); back: the value kept.
+inline uint16_t half_bits(float f, float &back) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    const uint32_t sign = (u >> 16) & 0x8000u;
+    const int32_t e = static_cast<int32_t>((u >> 23) & 0xffu) - 112;   // rebias 127 -> 15
+    uint32_t h = sign;
+    if (e > 0) {
+        const uint32_t m = u & 0x7fffffu, rest = m & 0x1fffu;
+        uint32_t v = (static_cast<uint32_t>(e) << 10) | (m >> 13);
+        if (rest > 0x1000u || (rest == 0x1000u && (v & 1u))) ++v;   // a carry moves into the exponent
+        h |= std::min<uint32_t>(v, 0x7bffu);                         // no infinities: the largest finite
+    }
+    const uint32_t he = (h >> 10) & 0x1fu, bits = ((h & 0x8000u) << 16) | (he ? ((he + 112) << 23) | ((h & 0x3ffu) << 13) : 0);
+    std::memcpy(&back, &bits, 4);
+    return static_cast<uint16_t>(h);
+}
+
 // Rows of n floats (n % 32 == 0) as Q4_1 blocks: d = (max - min) / 15, m =
-// min (both f16, by the compiler's _Float16), codes round((x - m) / d)
-// clamped to 0..15.
+// min (both f16), codes round((x - m) / d) clamped to 0..15.
 inline std::vector<uint8_t> q4_1_bytes(const std::vector<float> &v) {
-    auto half_bits = [](float f, float &rounded) {
-        const _Float16 h = static_cast<_Float16>(f);
-        rounded = static_cast<float>(h);
-        uint16_t bits;
-        std::memcpy(&bits, &h, 2);
-        return bits;
-    };
     std::vector<uint8_t> out;
     for (size_t b = 0; b + 32 <= v.size(); b += 32) {
         float lo = v[b], hi = v[b];
