@@ -42,14 +42,6 @@ float *scratch(std::vector<float> &v, size_t n) {
     return v.data();
 }
 
-// 64-byte aligned: the GEMM micro-kernel's panel loads must not split cache
-// lines (measured: 15% of its speed). T: float, or the bf16 path's words.
-template <class T>
-T *scratch_aligned(std::vector<T> &v, size_t n) {
-    if (v.size() < n + 16) v.resize(n + 16);
-    const uintptr_t p = reinterpret_cast<uintptr_t>(v.data());
-    return reinterpret_cast<T *>((p + 63) & ~static_cast<uintptr_t>(63));
-}
 
 // Rows [r0, r1) of W, one row dequantized at a time, dotted with every token.
 void rows_dot(const KernelTable &kt, const WeightView &W, const float *x, int64_t ldx, int64_t n_tok, float *y,
@@ -220,8 +212,8 @@ void matmul_multi(ThreadPool &pool, const MatmulJob *jobs, int n_jobs, const flo
             });
         }
     } else if (arith == MatmulArith::INT8 && kt.gemm_i8) {
-        // The jobs whose weights have 4-bit codes take the int8 GEMM, the
-        // others (q8_0, f16, the k-quants of 5 and 6 bits...) the f32 one.
+        // The jobs whose weights have 4- or 5-bit codes take the int8 GEMM,
+        // the others (q8_0, f16, q5_k, q6_k...) the f32 one.
         MatmulJob i8[kMaxMatmulJobs], f32[kMaxMatmulJobs];
         int n_i8 = 0, n_f32 = 0;
         for (int j = 0; j < n_jobs; ++j) (int8_weight_type(jobs[j].W->type) ? i8[n_i8++] : f32[n_f32++]) = jobs[j];

@@ -21,15 +21,6 @@ constexpr int kGroups = kI8Block / 4;   // groups of four codes in a block
 
 float half_at(const uint8_t *p) { return fp16_to_fp32(static_cast<uint16_t>(p[0] | (p[1] << 8))); }
 
-// 64-byte aligned storage of n T's (the kernel loads whole vectors).
-template <class T>
-T *aligned(std::vector<T> &v, size_t n) {
-    const size_t pad = 64 / sizeof(T);
-    if (v.size() < n + pad) v.resize(n + pad);
-    const uintptr_t p = reinterpret_cast<uintptr_t>(v.data());
-    return reinterpret_cast<T *>((p + 63) & ~static_cast<uintptr_t>(63));
-}
-
 } // namespace
 
 int int8_code_bits(GgmlType t) {
@@ -133,8 +124,8 @@ void gemm_int8_multi(ThreadPool &pool, const KernelTable &kt, const MatmulJob *j
     // Tokens quantized and packed tile by tile (tokens past n_tok: zeros).
     thread_local std::vector<int8_t> xq_buf;
     thread_local std::vector<float> xds_buf;
-    int8_t *xq = aligned(xq_buf, static_cast<size_t>(n_tiles * nb * kI8Block * NT));
-    float *xd = aligned(xds_buf, static_cast<size_t>(2 * n_tiles * nb * NT)), *xs = xd + n_tiles * nb * NT;
+    int8_t *xq = scratch_aligned(xq_buf, static_cast<size_t>(n_tiles * nb * kI8Block * NT));
+    float *xd = scratch_aligned(xds_buf, static_cast<size_t>(2 * n_tiles * nb * NT)), *xs = xd + n_tiles * nb * NT;
     pool.parallel_for(n_tiles, [&](int64_t b, int64_t e, int) {
         thread_local std::vector<int8_t> q;
         thread_local std::vector<float> dq;
@@ -164,9 +155,9 @@ void gemm_int8_multi(ThreadPool &pool, const KernelTable &kt, const MatmulJob *j
     pool.parallel_for(items.count(), [&](int64_t b, int64_t e, int) {
         thread_local std::vector<uint8_t> codes_buf, wq_buf;
         thread_local std::vector<float> wdm_buf, rows_dm_buf;
-        uint8_t *codes = aligned(codes_buf, static_cast<size_t>(K));
-        uint8_t *wq = aligned(wq_buf, static_cast<size_t>(MR * K));
-        float *wd = aligned(wdm_buf, static_cast<size_t>(2 * MR * nb)), *wm = wd + MR * nb;
+        uint8_t *codes = scratch_aligned(codes_buf, static_cast<size_t>(K));
+        uint8_t *wq = scratch_aligned(wq_buf, static_cast<size_t>(MR * K));
+        float *wd = scratch_aligned(wdm_buf, static_cast<size_t>(2 * MR * nb)), *wm = wd + MR * nb;
         rows_dm_buf.resize(static_cast<size_t>(2 * nb));
         float *rd = rows_dm_buf.data(), *rm = rd + nb;
         int64_t packed = -1;
