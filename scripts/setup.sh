@@ -43,11 +43,13 @@ fi
 # that report it, and AMX kernels crash in VMs that do not grant the tile
 # state, so it is built for AVX-512 (+VNNI, BF16) without AMX. The wheel is
 # kept in a cache of our own: pip's cache cannot tell builds with different
-# flags apart.
+# flags apart. LLAVA_BUILD=OFF: the multimodal library (mtmd) is loaded only
+# for image chats, which the reference tests never use, and it is a large part
+# of the compile.
 LLAMA_CPP_VERSION=0.3.36
-LLAMA_CPP_FLAGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AVX512=ON -DGGML_AVX512_VBMI=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
+LLAMA_CPP_FLAGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AVX512=ON -DGGML_AVX512_VBMI=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DLLAVA_BUILD=OFF"
 if ! grep -qw avx512f /proc/cpuinfo; then
-    LLAMA_CPP_FLAGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
+    LLAMA_CPP_FLAGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DLLAVA_BUILD=OFF"
 fi
 flags_id="$(echo "$LLAMA_CPP_VERSION $LLAMA_CPP_FLAGS" | sha256sum | cut -c1-12)"
 wheels="${XDG_CACHE_HOME:-$HOME/.cache}/lctx/llama-cpp-python-$flags_id"
@@ -55,7 +57,7 @@ if [[ "$(cat .venv/.llama-cpp-flags 2>/dev/null)" != "$flags_id" ]] || ! .venv/b
     if ! ls "$wheels"/llama_cpp_python-*.whl >/dev/null 2>&1; then
         echo "setup: building llama-cpp-python $LLAMA_CPP_VERSION (compiles llama.cpp: about 5 minutes on 2 cores)"
         mkdir -p "$wheels"
-        CMAKE_ARGS="$LLAMA_CPP_FLAGS" .venv/bin/pip wheel --quiet --no-deps --no-cache-dir -w "$wheels" \
+        CMAKE_ARGS="$LLAMA_CPP_FLAGS" CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" .venv/bin/pip wheel --quiet --no-deps --no-cache-dir -w "$wheels" \
             "llama-cpp-python==$LLAMA_CPP_VERSION"
     fi
     .venv/bin/pip install --quiet --force-reinstall --no-deps "$wheels"/llama_cpp_python-*.whl
