@@ -157,8 +157,7 @@ void gemm_multi(ThreadPool &pool, const KernelTable &kt, const MatmulJob *jobs, 
                 if (bf16) {   // panel2[k / 2][r]
                     for (int64_t r = 0; r < MR; ++r) pk.scatter(rows + r * K, K, panel2 + r, MR);
                 } else {
-                    for (int64_t k = 0; k < K; ++k)
-                        for (int64_t r = 0; r < MR; ++r) panel[k * MR + r] = rows[r * K + k];
+                    kt.transpose(rows, K, MR, K, panel, MR);
                 }
                 packed = gp;
             }

@@ -31,6 +31,9 @@ struct KernelTable {
     // y[t * ldy + r] (+)= sum_k panel[k * mr + r] * xp[k * nr + t] for t < n_tok <= nr, r < rows <= mr.
     void (*gemm)(const float *panel, const float *xp, int64_t kc, int n_tok, float *y, int64_t ldy,
                  int rows, bool accumulate);
+    // dst[c * ldd + r] = src[r * lds + c] for r < rows, c < cols (the GEMM's
+    // panel packing: W x W register transposes, scalar copies at the edges).
+    void (*transpose)(const float *src, int64_t lds, int64_t rows, int64_t cols, float *dst, int64_t ldd);
     void (*rms_norm)(const float *x, const float *w, float *y, int64_t n, float eps);
     void (*swiglu)(const float *gate, const float *up, float *out, int64_t n);
     void (*geglu)(const float *gate, const float *up, float *out, int64_t n);

@@ -405,6 +405,18 @@ void gemm(const float *panel, const float *xp, int64_t kc, int n_tok, float *y, 
     store_gemm_tile(c, n_tok, y, ldy, rows, accumulate);
 }
 
+void transpose(const float *src, int64_t lds, int64_t rows, int64_t cols, float *dst, int64_t ldd) {
+    int64_t r = 0;
+    for (; r + W <= rows; r += W) {
+        int64_t c = 0;
+        for (; c + W <= cols; c += W) V::transpose(src + r * lds + c, lds, dst + c * ldd + r, ldd);
+        for (; c < cols; ++c)
+            for (int64_t rr = r; rr < r + W; ++rr) dst[c * ldd + rr] = src[rr * lds + c];
+    }
+    for (; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c) dst[c * ldd + r] = src[r * lds + c];
+}
+
 // ---- norms and activations ---------------------------------------------------
 
 void rms_norm(const float *x, const float *w, float *y, int64_t n, float eps) {
@@ -1049,7 +1061,7 @@ void max_dot_tile(const float *q, int64_t ldq, int rows, const float *kt, int64_
 }
 
 const lctx::cpu::KernelTable kTable = {
-    V::name, MR, NR, dequant_row, gemv, dot, gemm, rms_norm, swiglu, geglu, attn_partial, attn_colsum,
+    V::name, MR, NR, dequant_row, gemv, dot, gemm, transpose, rms_norm, swiglu, geglu, attn_partial, attn_colsum,
     keys_transposed, topk_tile, max_dot_tile, nullptr, nullptr, nullptr, nullptr, nullptr,
 };
 

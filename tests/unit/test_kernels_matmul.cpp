@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/simd.h"
 #include "common/error.h"
 #include "test_kernels_util.h"
 
@@ -111,6 +112,28 @@ TEST(KernelsMatmul, GetRowMatchesReference) {
                 EXPECT_LE(test::max_abs_diff(got.data(), ref.data(), n_cols), 1e-6) << name << " " << info->name;
             }
         }
+    });
+}
+
+// The GEMM's panel packing: every variant's transpose against the
+// definition, for shapes with and without whole W x W tiles and strides
+// wider than the block.
+TEST(KernelsMatmul, TransposeMatchesDefinition) {
+    std::mt19937 rng(7);
+    test::for_each_variant([&](cpu::SimdVariant, const char *name) {
+        const cpu::KernelTable &kt = cpu::active_kernels();
+        for (int64_t rows : {1, 7, 8, 16, 19})
+            for (int64_t cols : {1, 5, 8, 32, 37}) {
+                const int64_t lds = cols + 3, ldd = rows + 2;
+                auto src = test::random_floats(static_cast<size_t>(rows * lds), rng);
+                std::vector<float> dst(static_cast<size_t>(cols * ldd), -7.0f);
+                kt.transpose(src.data(), lds, rows, cols, dst.data(), ldd);
+                for (int64_t c = 0; c < cols; ++c)
+                    for (int64_t r = 0; r < ldd; ++r) {
+                        const float want = r < rows ? src[r * lds + c] : -7.0f;   // padding untouched
+                        ASSERT_EQ(dst[c * ldd + r], want) << name << " " << rows << "x" << cols << " at " << r << "," << c;
+                    }
+            }
     });
 }
 
