@@ -161,21 +161,12 @@ void attn_tile(const AttentionArgs &a, float scale, int g, int64_t i0, int64_t r
 }
 
 // kt[d * KB + j] = k[j * ld + d] for j < nb, d < hd, and 0 for nb <= j < KB
-// (keys missing from a last, short block): W x W register transposes where
-// whole tiles fit, scalar copies at the edges.
+// (keys missing from a last, short block): the GEMM's panel transpose, then
+// the zero columns.
 inline void transpose_keys(const float *k, int64_t ld, int64_t nb, int hd, float *kt) {
-    int64_t j = 0;
-    for (; j + W <= nb; j += W) {
-        int d = 0;
-        for (; d + W <= hd; d += W) V::transpose(k + j * ld + d, ld, kt + static_cast<int64_t>(d) * KB + j, KB);
-        for (; d < hd; ++d)
-            for (int64_t jj = j; jj < j + W; ++jj) kt[static_cast<int64_t>(d) * KB + jj] = k[jj * ld + d];
-    }
-    for (; j < nb; ++j)
-        for (int d = 0; d < hd; ++d) kt[static_cast<int64_t>(d) * KB + j] = k[j * ld + d];
+    transpose(k, ld, nb, hd, kt, KB);
     if (nb < KB)
-        for (int d = 0; d < hd; ++d)
-            for (int64_t jj = nb; jj < KB; ++jj) kt[static_cast<int64_t>(d) * KB + jj] = 0.0f;
+        for (int d = 0; d < hd; ++d) std::fill(kt + static_cast<int64_t>(d) * KB + nb, kt + static_cast<int64_t>(d + 1) * KB, 0.0f);
 }
 
 // The first 64-byte boundary in a scratch buffer (attn_scratch_floats counts
