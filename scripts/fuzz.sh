@@ -26,11 +26,8 @@ if ((${#need_apt[@]})); then
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
 
-# -O1 with line tables (-g1): about half the compile time of -O2 -g, and
-# what libFuzzer's documentation builds with.
-CC=clang CXX=clang++ cmake -S . -B build/fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" \
-    -DLCTX_FUZZ=ON -DLCTX_CUDA=OFF \
+source "$(dirname "${BASH_SOURCE[0]}")/sanitizer-build-flags.sh"
+CC=clang CXX=clang++ cmake -S . -B build/fuzz "${san_build_flags[@]}" -DLCTX_FUZZ=ON -DLCTX_CUDA=OFF \
     -DLCTX_BUILD_TESTS=OFF -DLCTX_BUILD_TOOLS=OFF >/dev/null
 cmake --build build/fuzz --target fuzz_all -j"$(nproc)"
 

@@ -10,22 +10,18 @@ cd "$root"
 bash scripts/setup.sh
 
 jobs="$(nproc)"
-# The sanitizer builds compile at -O1 with line tables only (-g1): half the
-# compile time of -O2 -g (measured: 101 s -> 52 s for one test file under
-# ASan), and line tables are all a sanitizer report needs for its stacks.
-san_flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG"
-           "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG")
+source "$root/scripts/sanitizer-build-flags.sh"   # san_build_flags
 echo "== unit tests (release)"
 ctest --test-dir build/release --output-on-failure -j"$jobs"
 
 echo "== unit tests (ASan + UBSan)"
-cmake -S . -B build/asan "${san_flags[@]}" -DLCTX_SANITIZE=ON -DLCTX_BUILD_TESTS=ON -DLCTX_CUDA=OFF >/dev/null
+cmake -S . -B build/asan "${san_build_flags[@]}" -DLCTX_SANITIZE=ON -DLCTX_BUILD_TESTS=ON -DLCTX_CUDA=OFF >/dev/null
 cmake --build build/asan -j"$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --test-dir build/asan --output-on-failure -j"$jobs" -E "CudaMethodsEmulated"
 
 echo "== thread stress test (ThreadSanitizer)"
-cmake -S . -B build/tsan "${san_flags[@]}" -DLCTX_TSAN=ON -DLCTX_BUILD_TESTS=ON -DLCTX_CUDA=OFF \
+cmake -S . -B build/tsan "${san_build_flags[@]}" -DLCTX_TSAN=ON -DLCTX_BUILD_TESTS=ON -DLCTX_CUDA=OFF \
     -DLCTX_BUILD_TOOLS=OFF >/dev/null
 cmake --build build/tsan --target test_stress_threads -j"$jobs"
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" build/tsan/tests/test_stress_threads
