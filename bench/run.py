@@ -296,26 +296,32 @@ def main():
     md.append(f"| peak RSS (MiB) | {rss[0]:.0f} | {rss[1]:.0f} (Python process) | |")
     both = bool(args.before and args.kv_f16)   # then the previous build runs with an f16 store too
     if args.before or args.kv_f16:
-        md += ["", "## lctx against its previous build, and with an f16 KV store", "",
-               "Same repeats (interleaved with the runs above), medians; ratios are this build's f32 run over "
-               "the other column's median (above 1: this build is faster).", "",
-               "| measurement | this build (f32 KV) | previous build | this / previous | f16 KV | f32 / f16 |"
-               + (" previous build, f16 KV | f16: this / previous |" if both else ""),
-               "|---|---:|---:|---:|---:|---:|" + ("---:|---:|" if both else "")]
+        # Columns for what ran: (header, value of a row's medians, peak RSS cell).
+        llama = not args.no_llama
+        med = lambda engine, key: stats(series(engine, key))[1]
+        pr = lambda k: f"{max((r['peak_rss_mib'] for r in runs[k]), default=float('nan')):.0f}"
+        cols = [("this build (f32 KV)", lambda k: f"{med('lctx', k):.1f}", pr("lctx"))]
+        if args.before:
+            cols += [("previous build", lambda k: f"{med('before', k):.1f}", pr("before")),
+                     ("this / previous", lambda k: f"**{med('lctx', k) / med('before', k):.3f}x**", "")]
+        if args.kv_f16:
+            cols += [("f16 KV", lambda k: f"{med('f16', k):.1f}", pr("f16")),
+                     ("f32 / f16", lambda k: f"{med('lctx', k) / med('f16', k):.3f}x", "")]
+            if llama:   # llama.cpp's cache is f16 by default: the like-for-like ratio
+                cols.append(("f16 KV / llama.cpp", lambda k: f"**{med('f16', k) / med('llama.cpp', k):.2f}x**", ""))
+        if both:
+            cols += [("previous build, f16 KV", lambda k: f"{med('before_f16', k):.1f}", pr("before_f16")),
+                     ("f16: this / previous", lambda k: f"**{med('f16', k) / med('before_f16', k):.3f}x**", "")]
+        title = " and ".join(t for t, on in (("against its previous build", args.before),
+                                              ("with an f16 KV store", args.kv_f16)) if on)
+        md += ["", f"## lctx {title}", "",
+               "Same repeats (interleaved with the runs above), medians; each ratio column divides the two "
+               "medians it names (above 1: the first named is faster).", "",
+               "| measurement | " + " | ".join(c[0] for c in cols) + " |",
+               "|---|" + "---:|" * len(cols)]
         for label, key in rows:
-            a = stats(series("lctx", key))[1]
-            b = stats(series("before", key))[1] if args.before else float("nan")
-            c = stats(series("f16", key))[1] if args.kv_f16 else float("nan")
-            line = f"| {label} | {a:.1f} | {b:.1f} | **{a / b:.3f}x** | " + (
-                f"{c:.1f} | {a / c:.3f}x |" if args.kv_f16 else "not run | |")
-            if both:
-                d = stats(series("before_f16", key))[1]
-                line += f" {d:.1f} | **{c / d:.3f}x** |"
-            md.append(line)
-        pr = lambda k: max((r["peak_rss_mib"] for r in runs[k]), default=float("nan"))
-        md.append(f"| peak RSS (MiB) | {pr('lctx'):.0f} | {pr('before'):.0f} | | "
-                  + (f"{pr('f16'):.0f} | |" if args.kv_f16 else "not run | |")
-                  + (f" {pr('before_f16'):.0f} | |" if both else ""))
+            md.append(f"| {label} | " + " | ".join(c[1](key) for c in cols) + " |")
+        md.append("| peak RSS (MiB) | " + " | ".join(c[2] for c in cols) + " |")
         if args.before:
             md.append(f"\nprevious build: `{args.before}` ({runs['before'][0]['build']})")
     if args.kv_q8 and args.decode_ctx > 0:
