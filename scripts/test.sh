@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets up (scripts/setup.sh) and runs every test: the GoogleTest unit tests
 # of the release build, the same unit tests under ASan+UBSan, the thread
-# stress test under ThreadSanitizer, the libFuzzer targets (40 s each, two at a time; set
+# stress test under ThreadSanitizer, the libFuzzer targets (40 s each, one per core at once; set
 # LCTX_FUZZ_SECONDS to change), the Python reference tests (numpy
 # forward, gguf dequantizer, llama.cpp), and lctx serve with the openai client.
 set -euo pipefail

@@ -166,7 +166,7 @@ void attn_tile(const AttentionArgs &a, float scale, int g, int64_t i0, int64_t r
 inline void transpose_keys(const float *k, int64_t ld, int64_t nb, int hd, float *kt) {
     transpose(k, ld, nb, hd, kt, KB);
     if (nb < KB)
-        for (int d = 0; d < hd; ++d) std::fill(kt + static_cast<int64_t>(d) * KB + nb, kt + static_cast<int64_t>(d + 1) * KB, 0.0f);
+        for (int64_t d = 0; d < hd; ++d) std::fill(kt + d * KB + nb, kt + (d + 1) * KB, 0.0f);
 }
 
 // The first 64-byte boundary in a scratch buffer (attn_scratch_floats counts

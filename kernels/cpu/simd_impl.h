@@ -900,8 +900,7 @@ void keys_transposed(const void *keys, bool f16, int64_t ld, int64_t n, int d, f
                 std::memcpy(row, static_cast<const float *>(keys) + t * ld, static_cast<size_t>(d) * sizeof(float));
             }
         }
-        for (int64_t t = 0; t < T; t += W)
-            for (int c = 0; c < d; c += W) V::transpose(tmp + t * d + c, d, kt + c * T + t, T);
+        transpose(tmp, d, T, d, kt, T);   // whole W x W tiles: d and T are multiples of W
         return;
     }
     for (int64_t t = 0; t < T; ++t)
