@@ -11,12 +11,14 @@
 #include <string>
 #include <vector>
 
+#include "api/handles.h"
 #include "engine_tiny_model.h"
 #include "lctx.h"
 
 namespace cuda_test {
 
 struct SessionRun {
+    std::string backend;   // the backend the session ran on (a fallback would say "cpu")
     std::vector<float> logits;
     std::vector<lctx_token> tokens;
 };
@@ -67,6 +69,7 @@ inline SessionRun run_session(lctx_method method, const char *be) {
         lctx_model_free(m);
         return r;
     }
+    r.backend = s->session->backend_name();
     std::vector<lctx_token> doc;
     for (int i = 0; i < 200; ++i) doc.push_back(150 + (i * 37) % 149);
     lctx_selection *sel = nullptr;

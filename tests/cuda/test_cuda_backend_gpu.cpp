@@ -73,6 +73,7 @@ TEST_P(CudaMethodsGpu, RunsAndAgreesWithTheCpu) {
     if (!lctx_method_is_implemented(method)) GTEST_SKIP() << lctx_method_name(method) << " is not implemented";
     const cuda_test::SessionRun cpu = cuda_test::run_session(method, "cpu");
     const cuda_test::SessionRun cuda = cuda_test::run_session(method, "cuda");
+    EXPECT_EQ(cuda.backend, "cuda") << lctx_method_name(method) << " ran on another backend";
     ASSERT_FALSE(cpu.logits.empty());
     ASSERT_EQ(cuda.logits.size(), cpu.logits.size()) << lctx_method_name(method) << " failed on the cuda backend";
     EXPECT_LT(cuda_test::rel(cuda.logits, cpu.logits), 2e-2) << lctx_method_name(method);

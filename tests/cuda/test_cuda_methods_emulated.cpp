@@ -43,6 +43,7 @@ TEST_P(CudaMethodsEmulated, RunsAndAgreesWithTheCpu) {
     ASSERT_STREQ(lctx::make_backend("cuda", 1)->name(), "cuda") << "the emulated module did not load";
     const SessionRun cpu = run_session(method, "cpu");
     const SessionRun cuda = run_session(method, "cuda");
+    EXPECT_EQ(cuda.backend, "cuda") << lctx_method_name(method) << " ran on another backend";
     ASSERT_FALSE(cpu.logits.empty());
     ASSERT_EQ(cuda.logits.size(), cpu.logits.size()) << lctx_method_name(method) << " failed on the emulated cuda backend";
     EXPECT_LT(rel(cuda.logits, cpu.logits), 2e-2) << lctx_method_name(method);
