@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets up (scripts/setup.sh) and runs every test: the GoogleTest unit tests
 # of the release build, the same unit tests under ASan+UBSan, the thread
-# stress test under ThreadSanitizer, the libFuzzer targets (40 s each, one per core at once; set
+# stress test under ThreadSanitizer, the libFuzzer targets (30 s each, one per core at once; set
 # LCTX_FUZZ_SECONDS to change), the Python reference tests (numpy
 # forward, gguf dequantizer, llama.cpp), and lctx serve with the openai client.
 set -euo pipefail
@@ -27,7 +27,7 @@ cmake --build build/tsan --target test_stress_threads -j"$jobs"
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" build/tsan/tests/test_stress_threads
 
 echo "== fuzzers (libFuzzer, ASan + UBSan)"
-bash scripts/fuzz.sh "${LCTX_FUZZ_SECONDS:-40}"
+bash scripts/fuzz.sh "${LCTX_FUZZ_SECONDS:-30}"
 
 echo "== reference tests (pytest)"
 LCTX_BUILD_DIR="$root/build/release" LCTX_MODELS_DIR="$root/models" \
