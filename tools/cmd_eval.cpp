@@ -537,18 +537,27 @@ std::string run_in_child(const Options &o, const Combo &c) {
     bool timed_out = false;
     pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
     int open_fds = 2;
+    // The run's time, charged step by step (poll waits at most 1 s): a step
+    // that took far longer than it waited means this process was not running
+    // (the runs stopped with SIGSTOP to free the machine, a suspended VM), and
+    // only its wait is charged. Without this, pausing a long eval turned every
+    // run in flight into a timeout.
+    double charged = 0.0, last = t0, wait_s = 0.0;
     while (open_fds > 0) {
-        int wait_ms = -1;
+        const double t = now_s();
+        charged += std::min(t - last, wait_s + 0.25);
+        last = t;
+        wait_s = 1.0;
         if (o.timeout > 0) {
-            const double left = o.timeout - (now_s() - t0);
+            const double left = o.timeout - charged;
             if (left <= 0) {
                 timed_out = true;
                 kill(pid, SIGKILL);
                 break;
             }
-            wait_ms = int(left * 1000) + 1;
+            wait_s = std::min(wait_s, left);
         }
-        const int r = poll(fds, 2, wait_ms);
+        const int r = poll(fds, 2, int(wait_s * 1000) + 1);
         if (r < 0 && errno == EINTR) continue;
         if (r < 0) break;
         for (auto &f : fds) {
@@ -569,7 +578,8 @@ std::string run_in_child(const Options &o, const Combo &c) {
     int status = 0;
     struct rusage ru {};
     while (wait4(pid, &status, 0, &ru) < 0 && errno == EINTR) {}
-    const double wall = now_s() - t0, rss = ru.ru_maxrss / 1024.0;   // KiB on Linux
+    charged += std::min(now_s() - last, wait_s + 0.25);
+    const double wall = charged, rss = ru.ru_maxrss / 1024.0;   // KiB on Linux; wall: the charged time
 
     json::Value parsed;
     const bool good = WIFEXITED(status) && WEXITSTATUS(status) == 0 && json::try_parse(row, parsed) &&

@@ -152,4 +152,26 @@ grep -q 'holds rows measured with --kv-type f32' "$T/log16" || fail "no message 
 cmp -s "$T/r.jsonl" "$T/r_before.jsonl" || fail "the refused q8 run changed the results file"
 if "$LCTX" "${ARGS[@]}" --samples 1 --kv-type q4 --out "$T/x.jsonl" 2> "$T/log17"; then fail "--kv-type q4 was accepted"; fi
 grep -q -- '--kv-type must be f32, f16 or q8' "$T/log17" || fail "no message for --kv-type q4: $(cat "$T/log17")"
+# 12. Pausing the runs (SIGSTOP to the runner and its child, as one does to free the machine for a benchmark) is
+#     not charged to --timeout nor to wall_s: the run paused 6 s under a 4 s timeout finishes without an error.
+"$LCTX" eval -m "$MODEL" --methods full --tasks niah_single --lengths 512 --samples 1 --threads 1 --timeout 4 \
+  --out "$T/p.jsonl" 2> "$T/log18" &
+RUNNER=$!
+CHILD=""
+for _ in $(seq 1 1000); do
+  CHILD="$(cat /proc/"$RUNNER"/task/*/children 2>/dev/null | tr -s ' ' '\n' | head -1)"
+  [ -n "$CHILD" ] && break
+  kill -0 "$RUNNER" 2>/dev/null || break
+  sleep 0.005
+done
+if [ -n "$CHILD" ] && kill -STOP "$RUNNER" "$CHILD" 2>/dev/null; then
+  sleep 6
+  kill -CONT "$CHILD" "$RUNNER" 2>/dev/null || true
+else
+  echo "note: the run ended before it could be paused; the pause check did not run"
+fi
+wait "$RUNNER" || fail "the paused eval failed: $(cat "$T/log18")"
+grep -q '"error"' "$T/p.jsonl" && fail "the pause was charged to the run: $(grep '"error"' "$T/p.jsonl")"
+W="$(field "$(grep '"method"' "$T/p.jsonl")" wall_s)"
+awk -v w="$W" 'BEGIN { exit !(w < 4) }' || fail "wall_s $W counts the 6 s pause"
 echo "PASS"
