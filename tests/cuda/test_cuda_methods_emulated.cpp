@@ -6,7 +6,6 @@
 // No GPU needed.
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -14,7 +13,6 @@
 #include "backend/registry.h"
 #include "engine_tiny_model.h"
 #include "lctx.h"
-
 #include "method_session.h"
 
 namespace {
