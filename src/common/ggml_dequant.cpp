@@ -13,9 +13,6 @@ namespace lctx {
 
 namespace {
 
-constexpr int QK = 32;
-constexpr int QK_K = 256;
-
 float half_at(const uint8_t *p) {
     return fp16_to_fp32(static_cast<uint16_t>(p[0] | (p[1] << 8)));
 }

@@ -9,9 +9,6 @@ namespace lctx {
 
 namespace {
 
-constexpr int64_t QK = 32;    // block size of the legacy quants
-constexpr int64_t QK_K = 256; // super-block size of the k-quants
-
 struct Entry {
     uint32_t id;
     GgmlTypeInfo info;

@@ -30,6 +30,11 @@ enum class GgmlType : uint32_t {
     BF16 = 30,
 };
 
+// Elements per block of the legacy quants (Q4_0 .. Q8_1) and per super-block
+// of the k-quants (Q2_K .. Q8_K), as in ggml.
+inline constexpr int64_t QK = 32;
+inline constexpr int64_t QK_K = 256;
+
 struct GgmlTypeInfo {
     const char *name;     // "Q4_1"
     int64_t block_size;   // elements per block (1 for plain types)

@@ -9,6 +9,7 @@
 #include <system_error>
 
 #include "common/error.h"
+#include "eval/score.h"
 
 namespace lctx::eval {
 
@@ -21,12 +22,6 @@ std::unique_ptr<EssayCorpus> g_corpus;    // the last folder loaded
 
 bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
 bool ends_sentence(char c) { return c == '.' || c == '!' || c == '?'; }
-
-std::string lower(std::string s) {
-    for (char &c : s)
-        if (c >= 'A' && c <= 'Z') c = char(c - 'A' + 'a');
-    return s;
-}
 
 [[noreturn]] void fail_corpus(const std::string &problem) {
     fail(LCTX_ERR_INVALID_ARG,
@@ -71,7 +66,7 @@ std::unique_ptr<EssayCorpus> load(const std::string &dir) {
     c->lower_text.reserve(chars);
     for (const auto &s : c->sentences) {
         if (!c->lower_text.empty()) c->lower_text += ' ';
-        c->lower_text += lower(s);
+        c->lower_text += ascii_lower(s);
     }
     return c;
 }
@@ -87,7 +82,7 @@ std::string essay_dir() {
 }
 
 bool EssayCorpus::contains(const std::string &phrase) const {
-    return lower_text.find(lower(phrase)) != std::string::npos;
+    return lower_text.find(ascii_lower(phrase)) != std::string::npos;
 }
 
 const EssayCorpus &essay_corpus() {

@@ -6,37 +6,37 @@
 
 namespace lctx::eval {
 
-namespace {
-
-std::string lower(std::string s) {
+std::string ascii_lower(std::string s) {
     for (char &c : s)
         if (c >= 'A' && c <= 'Z') c = char(c - 'A' + 'a');
     return s;
 }
 
+namespace {
+
 bool found(const std::string &answer_lower, const std::string &expected) {
-    return !expected.empty() && answer_lower.find(lower(expected)) != std::string::npos;
+    return !expected.empty() && answer_lower.find(ascii_lower(expected)) != std::string::npos;
 }
 
 } // namespace
 
 double string_match_all(const std::string &answer, const std::vector<std::string> &expected) {
     if (expected.empty()) return 0.0;
-    const std::string a = lower(answer);
+    const std::string a = ascii_lower(answer);
     size_t hits = 0;
     for (const auto &e : expected) hits += found(a, e);
     return double(hits) / double(expected.size());
 }
 
 double string_match_part(const std::string &answer, const std::vector<std::string> &expected) {
-    const std::string a = lower(answer);
+    const std::string a = ascii_lower(answer);
     for (const auto &e : expected)
         if (found(a, e)) return 1.0;
     return 0.0;
 }
 
 std::vector<std::string> extract_pairs(const std::string &text) {
-    const std::string t = lower(text);
+    const std::string t = ascii_lower(text);
     auto letter = [&](size_t i) { return i < t.size() && t[i] >= 'a' && t[i] <= 'z'; };
     auto digit = [&](size_t i) { return i < t.size() && t[i] >= '0' && t[i] <= '9'; };
     auto space = [&](size_t i) { return i < t.size() && (t[i] == ' ' || t[i] == '\t'); };

@@ -9,6 +9,9 @@
 
 namespace lctx::eval {
 
+// s with A-Z mapped to a-z, the case folding of every match below.
+std::string ascii_lower(std::string s);
+
 // Fraction of the expected strings found in the answer (0 for no expected).
 double string_match_all(const std::string &answer, const std::vector<std::string> &expected);
 // 1 if any expected string is found in the answer, else 0.
