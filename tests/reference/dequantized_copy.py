@@ -9,9 +9,11 @@ import sys
 import numpy as np
 import gguf
 
+import gguf_readers
+
 
 def write_f32_copy(src: str, dst: str) -> str:
-    r = gguf.GGUFReader(src)
+    r = gguf_readers.reader(src)
     arch = r.fields["general.architecture"].contents()
     w = gguf.GGUFWriter(dst, arch)
     for name, field in r.fields.items():

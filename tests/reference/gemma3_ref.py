@@ -29,6 +29,8 @@ import math
 import numpy as np
 import gguf
 
+import gguf_readers
+
 # The GGUF readers are shared with the Llama reference; the model math below is its own.
 from llama_ref import _dequant, _field
 
@@ -39,7 +41,7 @@ class Gemma3Ref:
 
     def __init__(self, path: str, dtype=np.float64):
         self.dtype = dtype
-        r = gguf.GGUFReader(path)
+        r = gguf_readers.reader(path)
         arch = _field(r, "general.architecture")
         if arch != "gemma3":
             raise ValueError(f"reference supports gemma3 only, got {arch!r}")

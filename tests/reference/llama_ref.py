@@ -17,6 +17,8 @@ import math
 import numpy as np
 import gguf
 
+import gguf_readers
+
 
 def _field(reader: gguf.GGUFReader, key: str, default=None):
     f = reader.fields.get(key)
@@ -38,7 +40,7 @@ def _dequant(t) -> np.ndarray:
 class LlamaRef:
     def __init__(self, path: str, dtype=np.float64):
         self.dtype = dtype
-        r = gguf.GGUFReader(path)
+        r = gguf_readers.reader(path)
         arch = _field(r, "general.architecture")
         if arch != "llama":
             raise ValueError(f"reference supports llama only, got {arch!r}")

@@ -32,6 +32,7 @@ from gguf import GGMLQuantizationType as T  # noqa: E402
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import gemma3_ref  # noqa: E402
+import gguf_readers  # noqa: E402
 import make_tiny_gemma3  # noqa: E402
 from conftest import build_tool  # noqa: E402
 
@@ -95,7 +96,7 @@ def _tokens(n, n_vocab, seed, bos):
 
 def test_gemma3_real_tensors_dequantize_like_gguf(gemma3, tmp_path):
     tool = build_tool("lctx_dequant_dump")
-    reader = gguf.GGUFReader(str(gemma3))
+    reader = gguf_readers.reader(gemma3)
     seen = {}
     for t in reader.tensors:
         if t.tensor_type in seen:

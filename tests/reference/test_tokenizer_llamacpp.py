@@ -126,8 +126,9 @@ def _make_pre_variant(src: pathlib.Path, pre: str) -> pathlib.Path:
     to test that pre-tokenizer on a real vocabulary (llama.cpp loads it with
     vocab_only=True)."""
     gguf = pytest.importorskip("gguf")
+    import gguf_readers
     dst = pathlib.Path(tempfile.mkdtemp(prefix="lctx_tok_")) / f"vocab_{pre}.gguf"
-    r = gguf.GGUFReader(str(src))
+    r = gguf_readers.reader(src)
     w = gguf.GGUFWriter(str(dst), r.fields["general.architecture"].contents())
     for k, f in r.fields.items():
         if k.startswith("GGUF.") or k == "general.architecture":
