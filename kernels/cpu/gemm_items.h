@@ -2,14 +2,16 @@
 // matmul_int8.cpp): their aligned scratch, and how they split their work
 // over the pool. An item is one panel of MR rows of one job's weight and one
 // chunk of its token tiles; items are numbered panel-major, so consecutive
-// items of a thread share a panel and pack it once.
+// items of a thread mostly share a panel and pack it once.
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <vector>
 
 #include "cpu_kernels.h"
+#include "thread_pool.h"
 
 namespace lctx::cpu {
 
@@ -29,8 +31,8 @@ struct GemmItems {
     int64_t n_panels = 0, n_chunks = 1, n_tiles = 0, mr = 0;
 
     // Token chunks are added while the panels alone would leave threads idle:
-    // the items (split evenly, in order) should be many or a multiple of the
-    // threads (9 panels on 2 threads would leave one thread a tenth idle).
+    // the items should be many or a multiple of the threads (9 panels on 2
+    // threads would leave one thread a tenth idle).
     GemmItems(const MatmulJob *jobs, int n_jobs, int64_t MR, int64_t tiles, int64_t n_threads)
         : n_tiles(tiles), mr(MR) {
         first[0] = 0;
@@ -40,6 +42,24 @@ struct GemmItems {
             ++n_chunks;
     }
     int64_t count() const { return n_panels * n_chunks; }
+
+    // Calls work(next) once on each of min(threads, count()) threads of the
+    // pool; next() returns the next unclaimed item, or -1 when none is left.
+    // Claimed one at a time rather than split in equal ranges: on a shared
+    // machine the threads run at uneven speeds, and equal ranges wait for the
+    // slowest. Each item writes its own outputs, so the results do not depend
+    // on which thread ran it.
+    template <class Work>
+    void claim(ThreadPool &pool, Work &&work) const {
+        const int64_t n = count();
+        std::atomic<int64_t> counter{0};
+        pool.parallel_for(std::min<int64_t>(pool.size(), n), [&](int64_t, int64_t, int) {
+            work([&]() -> int64_t {
+                const int64_t i = counter.fetch_add(1, std::memory_order_relaxed);
+                return i < n ? i : -1;
+            });
+        });
+    }
 
     // fn(job, panel, r0, n_r, t0, t1) for the items [b, e): rows [r0, r0 +
     // n_r) of jobs[job]'s weight (panel: its global number) against the
