@@ -578,15 +578,20 @@ std::string run_in_child(const Options &o, const Combo &c) {
     int status = 0;
     struct rusage ru {};
     while (wait4(pid, &status, 0, &ru) < 0 && errno == EINTR) {}
-    charged += std::min(now_s() - last, wait_s + 0.25);
+    const double end = now_s();
+    charged += std::min(end - last, wait_s + 0.25);
     const double wall = charged, rss = ru.ru_maxrss / 1024.0;   // KiB on Linux; wall: the charged time
+    // The run's own clocks (timings_s and the rates in its row) cannot tell a
+    // pause from work: the row says how long it was paused.
+    const double paused = end - t0 - charged;
 
     json::Value parsed;
     const bool good = WIFEXITED(status) && WEXITSTATUS(status) == 0 && json::try_parse(row, parsed) &&
                       parsed.type == json::Value::Type::OBJECT;
     static const std::string cpu = cpu_model();
     std::string extra = ", \"wall_s\": " + fmt_num("%.3f", wall) + ", \"peak_rss_mib\": " + fmt_num("%.1f", rss) +
-                        ", \"cpu\": " + json::quote(cpu) + "}";
+                        ", \"cpu\": " + json::quote(cpu) +
+                        (paused >= 1.0 ? ", \"paused_s\": " + fmt_num("%.1f", paused) : std::string()) + "}";
     if (good) return row.substr(0, row.rfind('}')) + extra;
 
     std::string why;

@@ -153,7 +153,8 @@ cmp -s "$T/r.jsonl" "$T/r_before.jsonl" || fail "the refused q8 run changed the 
 if "$LCTX" "${ARGS[@]}" --samples 1 --kv-type q4 --out "$T/x.jsonl" 2> "$T/log17"; then fail "--kv-type q4 was accepted"; fi
 grep -q -- '--kv-type must be f32, f16 or q8' "$T/log17" || fail "no message for --kv-type q4: $(cat "$T/log17")"
 # 12. Pausing the runs (SIGSTOP to the runner and its child, as one does to free the machine for a benchmark) is
-#     not charged to --timeout nor to wall_s: the run paused 6 s under a 4 s timeout finishes without an error.
+#     not charged to --timeout nor to wall_s: the run paused 6 s under a 4 s timeout finishes without an error,
+#     and its row says how long it was paused (paused_s: the row's own timings_s include the pause).
 "$LCTX" eval -m "$MODEL" --methods full --tasks niah_single --lengths 512 --samples 1 --threads 1 --timeout 4 \
   --out "$T/p.jsonl" 2> "$T/log18" &
 RUNNER=$!
@@ -174,4 +175,9 @@ wait "$RUNNER" || fail "the paused eval failed: $(cat "$T/log18")"
 grep -q '"error"' "$T/p.jsonl" && fail "the pause was charged to the run: $(grep '"error"' "$T/p.jsonl")"
 W="$(field "$(grep '"method"' "$T/p.jsonl")" wall_s)"
 awk -v w="$W" 'BEGIN { exit !(w < 4) }' || fail "wall_s $W counts the 6 s pause"
+if [ -n "$CHILD" ]; then
+  P="$(field "$(grep '"method"' "$T/p.jsonl")" paused_s)"
+  # the 6 s, less the one poll step (at most 1.25 s) charged across the pause
+  awk -v p="$P" 'BEGIN { exit !(p >= 4.5 && p < 60) }' || fail "paused_s '$P' is not the 6 s pause"
+fi
 echo "PASS"
