@@ -43,20 +43,19 @@ struct GemmItems {
     }
     int64_t count() const { return n_panels * n_chunks; }
 
-    // Calls work(next) once on each of min(threads, count()) threads of the
-    // pool; next() returns the next unclaimed item, or -1 when none is left.
-    // Claimed one at a time rather than split in equal ranges: on a shared
-    // machine the threads run at uneven speeds, and equal ranges wait for the
-    // slowest. Each item writes its own outputs, so the results do not depend
-    // on which thread ran it.
+    // Calls work(each) once on each of min(threads, count()) threads of the
+    // pool; each(fn) calls fn like for_each for every item the thread claims.
+    // Items are claimed one at a time rather than split in equal ranges: on a
+    // shared machine the threads run at uneven speeds, and equal ranges wait
+    // for the slowest. Each item writes its own outputs, so the results do
+    // not depend on which thread ran it.
     template <class Work>
-    void claim(ThreadPool &pool, Work &&work) const {
+    void claim(ThreadPool &pool, const MatmulJob *jobs, Work &&work) const {
         const int64_t n = count();
         std::atomic<int64_t> counter{0};
         pool.parallel_for(std::min<int64_t>(pool.size(), n), [&](int64_t, int64_t, int) {
-            work([&]() -> int64_t {
-                const int64_t i = counter.fetch_add(1, std::memory_order_relaxed);
-                return i < n ? i : -1;
+            work([&](auto &&fn) {
+                for (int64_t i; (i = counter.fetch_add(1, std::memory_order_relaxed)) < n;) for_each(jobs, i, i + 1, fn);
             });
         });
     }

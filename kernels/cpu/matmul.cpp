@@ -140,15 +140,14 @@ void gemm_multi(ThreadPool &pool, const KernelTable &kt, const MatmulJob *jobs, 
     });
 
     const GemmItems items(jobs, n_jobs, MR, n_tiles, pool.size());
-    items.claim(pool, [&](const auto &next_item) {
+    items.claim(pool, jobs, [&](const auto &each_item) {
         thread_local std::vector<float> panel_buf, rows_buf;
         thread_local std::vector<uint32_t> panel2_buf;
         float *panel = bf16 ? nullptr : scratch_aligned(panel_buf, static_cast<size_t>(MR * K));
         uint32_t *panel2 = bf16 ? scratch_aligned(panel2_buf, static_cast<size_t>(MR * pk.words)) : nullptr;
         float *rows = scratch(rows_buf, static_cast<size_t>(MR * K));
         int64_t packed = -1;
-        for (int64_t item; (item = next_item()) >= 0;)
-        items.for_each(jobs, item, item + 1, [&](int j, int64_t gp, int64_t r0, int64_t n_r, int64_t t0, int64_t t1) {
+        each_item([&](int j, int64_t gp, int64_t r0, int64_t n_r, int64_t t0, int64_t t1) {
             const WeightView &W = *jobs[j].W;
             float *y = jobs[j].y;
             if (packed != gp) {   // dequantize MR rows, then transpose into panel[k][r]

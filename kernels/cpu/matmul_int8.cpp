@@ -152,7 +152,7 @@ void gemm_int8_multi(ThreadPool &pool, const KernelTable &kt, const MatmulJob *j
     });
 
     const GemmItems items(jobs, n_jobs, MR, n_tiles, pool.size());
-    items.claim(pool, [&](const auto &next_item) {
+    items.claim(pool, jobs, [&](const auto &each_item) {
         thread_local std::vector<uint8_t> codes_buf, wq_buf;
         thread_local std::vector<float> wdm_buf, rows_dm_buf;
         uint8_t *codes = scratch_aligned(codes_buf, static_cast<size_t>(K));
@@ -161,8 +161,7 @@ void gemm_int8_multi(ThreadPool &pool, const KernelTable &kt, const MatmulJob *j
         rows_dm_buf.resize(static_cast<size_t>(2 * nb));
         float *rd = rows_dm_buf.data(), *rm = rd + nb;
         int64_t packed = -1;
-        for (int64_t item; (item = next_item()) >= 0;)
-        items.for_each(jobs, item, item + 1, [&](int j, int64_t gp, int64_t r0, int64_t n_r, int64_t t0, int64_t t1) {
+        each_item([&](int j, int64_t gp, int64_t r0, int64_t n_r, int64_t t0, int64_t t1) {
             const WeightView &W = *jobs[j].W;
             if (packed != gp) {   // unpack MR rows into wq[b][g][r][i], wd[b][r], wm[b][r]
                 for (int64_t r = 0; r < MR; ++r) {
