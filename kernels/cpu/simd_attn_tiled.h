@@ -26,11 +26,12 @@ inline void store_part(float *p, F v, int n) {
     else V::store_n(p, v, n);
 }
 
-// st[rr][0..KB) = scale * q_rr . k_j (keys beyond the block are zero columns of kt).
+// st[rr][0..ncols) = scale * q_rr . k_j (keys beyond the block are zero
+// columns of kt); ncols is a multiple of CJ, at most KB.
 template <int R>
-inline void tile_scores(const float *const *q, const float *kt, int hd, float scale, float *st) {
+inline void tile_scores(const float *const *q, const float *kt, int hd, float scale, float *st, int ncols = KB) {
     const F vs = V::set1(scale);
-    for (int c0 = 0; c0 < KB; c0 += CJ) {
+    for (int c0 = 0; c0 < ncols; c0 += CJ) {
         F acc[R][CV];
 #pragma GCC unroll 8
         for (int rr = 0; rr < R; ++rr)
@@ -102,13 +103,14 @@ inline void tile_pv(float *const *o, const float *fac, const float *st, const fl
             if (cnt[c] > 0) store_part(o[rr] + d0 + c * W, acc[rr][c], cnt[c]);
 }
 
-// The online-softmax step of rows [r0, r0 + R) over one key block whose
-// scaled scores are in st[rr][0..KB): masks what a row may not see, updates
-// (m, l), leaves the block's probabilities exp(s - m_new) in st (0 past nb)
-// and the factor fac[rr] the row's earlier output must be rescaled by.
-// Returns false when no row sees any key of the block (nothing to add).
+// The online-softmax step of rows [r0, r0 + R) over the first nb keys of a
+// key block, whose scaled scores are in st[rr][0..ncols) (ncols: nb rounded
+// up to whole score tiles): masks what a row may not see, updates (m, l),
+// leaves the probabilities exp(s - m_new) in st (0 from nb to ncols) and the
+// factor fac[rr] the row's earlier output must be rescaled by. Returns false
+// when no row sees any key of the block (nothing to add).
 template <int R>
-inline bool tile_softmax(const AttentionArgs &a, int g, int64_t i0, int64_t r0, int64_t jb, int64_t nb,
+inline bool tile_softmax(const AttentionArgs &a, int g, int64_t i0, int64_t r0, int64_t jb, int64_t nb, int ncols,
                          int32_t block_min_pos, int32_t block_max_pos, float *m, float *l, float *st, float *fac) {
     const int ng = a.n_head / a.n_head_kv;
     const int32_t *kvp = a.kv_pos + g * a.kv_pos_head_stride;
@@ -123,18 +125,18 @@ inline bool tile_softmax(const AttentionArgs &a, int g, int64_t i0, int64_t r0, 
         if (block_max_pos > qp || (a.window > 0 && int64_t(qp) - block_min_pos >= a.window))
             for (int64_t j = 0; j < nb; ++j)
                 if (!key_visible(kvp[jb + j], qp, a.window)) s[j] = -INFINITY;
-        for (int64_t j = nb; j < KB; ++j) s[j] = -INFINITY;
+        for (int64_t j = nb; j < ncols; ++j) s[j] = -INFINITY;
         F vm = V::load(s);
-        for (int j = W; j < KB; j += W) vm = V::max(vm, V::load(s + j));
+        for (int j = W; j < ncols; j += W) vm = V::max(vm, V::load(s + j));
         const float bmax = V::hmax(vm);
         if (bmax == -INFINITY) {   // the row sees no key here: unchanged
-            for (int j = 0; j < KB; ++j) s[j] = 0.0f;
+            for (int j = 0; j < ncols; ++j) s[j] = 0.0f;
             fac[rr] = 1.0f;
             continue;
         }
         const float mnew = fmaxf_(m[r], bmax);
         fac[rr] = m[r] == -INFINITY ? 0.0f : __builtin_expf(m[r] - mnew);
-        l[r] = l[r] * fac[rr] + exp_sum(s, KB, mnew);
+        l[r] = l[r] * fac[rr] + exp_sum(s, ncols, mnew);
         m[r] = mnew;
         any = true;
     }
@@ -150,13 +152,24 @@ void attn_tile(const AttentionArgs &a, float scale, int g, int64_t i0, int64_t r
     const float *q[R];
     float *orow[R];
     float fac[R];
+    int32_t qmax = a.q_pos[i0 + r0 / ng];
     for (int rr = 0; rr < R; ++rr) {
         const int64_t r = r0 + rr, i = i0 + r / ng;
         q[rr] = a.q + i * a.ldq + static_cast<int64_t>(g * ng + r % ng) * hd;
         orow[rr] = o + r * hd;
+        qmax = a.q_pos[i] > qmax ? a.q_pos[i] : qmax;
     }
-    tile_scores<R>(q, kt, hd, scale, st);
-    if (!tile_softmax<R>(a, g, i0, r0, jb, nb, block_min_pos, block_max_pos, m, l, st, fac)) return;
+    // A block on the causal diagonal: the tile needs its keys only up to the
+    // last one some row of it sees. Those past it would score -inf and add
+    // exact zeros, so trimming them leaves every result bit for bit as it was.
+    if (block_max_pos > qmax) {
+        const int32_t *kvp = a.kv_pos + g * a.kv_pos_head_stride + jb;
+        while (nb > 0 && kvp[nb - 1] > qmax) --nb;
+        if (nb == 0) return;
+    }
+    const int ncols = static_cast<int>((nb + CJ - 1) / CJ * CJ);
+    tile_scores<R>(q, kt, hd, scale, st, ncols);
+    if (!tile_softmax<R>(a, g, i0, r0, jb, nb, ncols, block_min_pos, block_max_pos, m, l, st, fac)) return;
     for (int d0 = 0; d0 < hd; d0 += CJ) tile_pv<R>(orow, fac, st, vb, ldv, nb, d0, hd - d0 < CJ ? hd - d0 : CJ);
 }
 

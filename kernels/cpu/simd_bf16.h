@@ -139,7 +139,7 @@ LCTX_TARGET_BF16 void attn_tile_bf16(const AttentionArgs &a, float scale, int g,
         orow[rr] = o + (r0 + rr) * hd;
     }
     tile_scores_bf16<R>(q, b.kt2, b.n_pairs, scale, b.st);
-    if (!tile_softmax<R>(a, g, i0, r0, jb, nb, pmin, pmax, m, l, b.st, fac)) return;
+    if (!tile_softmax<R>(a, g, i0, r0, jb, nb, KB, pmin, pmax, m, l, b.st, fac)) return;
     for (int rr = 0; rr < R; ++rr) to_bf16_row(b.st + rr * KB, KB, reinterpret_cast<uint16_t *>(b.pb + rr * (KB / 2)), KB);
     const int64_t n_kp = (nb + 1) / 2;
     for (int d0 = 0; d0 < hd; d0 += CJ) tile_pv_bf16<R>(orow, fac, b.pb, b.v2, b.ldv2, n_kp, d0, hd - d0 < CJ ? hd - d0 : CJ);
