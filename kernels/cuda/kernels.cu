@@ -42,6 +42,14 @@ void launch_gemv(const GemvArgs &a, void *s) {
     launch<GemvArgs, gemv_body<DeviceCtx>>(gemv_dims(a.n_rows, a.threads_per_row), a, s);
 }
 void launch_attention(const AttnArgs &a, void *s) {
+    if (attention_use_tiled(a)) {
+        dispatch_attention_tiled(a, [&](auto variant) {
+            using T = decltype(variant);
+            launch<AttnArgs, attention_tiled_body<T::rq, T::nc, DeviceCtx>>(attention_tiled_dims<T::rq, T::nc>(a.n_q, a.n_head), a, s);
+        });
+        if (a.col_sums) launch<AttnArgs, attn_cols_body<DeviceCtx>>(attn_cols_dims(a.n_q, a.n_head, a.head_dim, 1), a, s);
+        return;
+    }
     launch<AttnArgs, attention_body<DeviceCtx>>(attention_dims(a.n_q, a.n_head, a.head_dim, a.n_split), a, s);
     if (a.n_split <= 1) return;
     launch<AttnArgs, attn_combine_body<DeviceCtx>>(attn_combine_dims(a.n_q, a.n_head), a, s);

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/attention_tiled.h"
 #include "kernels/cuda/dequant.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/kv_rows.h"
@@ -25,8 +26,10 @@ void launch_add_bias(const AddBiasArgs &a, void *stream);
 void launch_rope(const RopeArgs &a, int64_t n_tok, int32_t n_heads, void *stream);
 void launch_dequant_rows(const DequantRowsArgs &a, int64_t n_rows, void *stream);
 void launch_gemv(const GemvArgs &a, void *stream);
-// attention_body, and with a.n_split > 1 attn_combine_body and (col_sums)
-// attn_cols_body after it.
+// Many queries and no key split (attention_use_tiled): attention_tiled_body,
+// then (col_sums) attn_cols_body; otherwise attention_body, and with
+// a.n_split > 1 attn_combine_body and (col_sums) attn_cols_body after it.
+// AttnArgs::row_ml must be set where attention_needs_row_ml says so.
 void launch_attention(const AttnArgs &a, void *stream);
 void launch_gather_rows(const GatherArgs &a, int64_t n, void *stream);
 void launch_convert_rows(const RowConvertArgs &a, int64_t n, void *stream);

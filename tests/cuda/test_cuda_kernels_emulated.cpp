@@ -18,6 +18,7 @@
 #include "common/ggml_type.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/attention_tiled.h"
 #include "kernels/cuda/dequant.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/emulate.h"
@@ -218,6 +219,8 @@ struct AttnCase {
     bool f16, per_head_pos, col_max, with_cols;
     int64_t obs_begin;
     int32_t window = 0;   // > 0: sliding-window mask (Gemma 3's local layers)
+    bool in_order = false;   // slots at positions 0..n_kv-1 in order (a prefill's causal mask), not shuffled
+    float softcap = 0.0f;
 };
 
 void check_attention(const AttnCase &t, uint32_t seed, int32_t n_split = 1) {
@@ -237,7 +240,7 @@ void check_attention(const AttnCase &t, uint32_t seed, int32_t n_split = 1) {
     for (int32_t g = 0; g < (t.per_head_pos ? t.n_head_kv : 1); ++g) {
         std::vector<int32_t> p(t.n_kv);
         std::iota(p.begin(), p.end(), 0);
-        std::shuffle(p.begin(), p.end(), rng);
+        if (!t.in_order) std::shuffle(p.begin(), p.end(), rng);
         std::copy(p.begin(), p.end(), kv_pos.begin() + g * pos_stride);
     }
     std::vector<int32_t> q_pos(t.n_q);
@@ -256,6 +259,7 @@ void check_attention(const AttnCase &t, uint32_t seed, int32_t n_split = 1) {
     r.q_pos = q_pos.data(); r.kv_pos = kv_pos.data(); r.kv_pos_head_stride = pos_stride;
     r.col_sums = t.with_cols ? cols_ref.data() : nullptr; r.obs_begin = t.obs_begin; r.col_max = t.col_max;
     r.window = t.window;
+    r.softcap = t.softcap;
     cpu::attention_ref(r);
 
     AttnArgs a{};
@@ -269,14 +273,23 @@ void check_attention(const AttnCase &t, uint32_t seed, int32_t n_split = 1) {
     a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
     a.col_sums = t.with_cols ? cols.data() : nullptr; a.obs_begin = t.obs_begin; a.col_max = t.col_max;
     a.window = t.window;
+    a.softcap = t.softcap;
     // the launch sequence of launch_attention (kernels.cu)
     std::vector<float> part(t.n_q * t.n_head * n_split * (hd + 2), NAN), row_ml(t.n_q * t.n_head * 2, NAN);
     a.n_split = n_split;
-    if (n_split > 1) {
-        a.part = part.data();
-        a.row_ml = row_ml.data();
+    if (n_split > 1) a.part = part.data();
+    if (attention_needs_row_ml(a)) a.row_ml = row_ml.data();
+    if (attention_use_tiled(a)) {
+        dispatch_attention_tiled(a, [&](auto variant) {
+            using T = decltype(variant);
+            emulate_launch(attention_tiled_dims<T::rq, T::nc>(t.n_q, t.n_head),
+                           [&](HostCtx &c) { attention_tiled_body<T::rq, T::nc>(c, a); });
+        });
+        if (a.col_sums)
+            emulate_launch(attn_cols_dims(t.n_q, t.n_head, t.head_dim, 1), [&](HostCtx &c) { attn_cols_body(c, a); });
+    } else {
+        emulate_launch(attention_dims(t.n_q, t.n_head, t.head_dim, n_split), [&](HostCtx &c) { attention_body(c, a); });
     }
-    emulate_launch(attention_dims(t.n_q, t.n_head, t.head_dim, n_split), [&](HostCtx &c) { attention_body(c, a); });
     if (n_split > 1) {
         emulate_launch(attn_combine_dims(t.n_q, t.n_head), [&](HostCtx &c) { attn_combine_body(c, a); });
         if (a.col_sums)
@@ -323,6 +336,49 @@ TEST(CudaEmulated, FlashAttentionKeySplitMatchesTheReference) {
     EXPECT_EQ(attention_splits(9, 300, 528), 1);
     EXPECT_EQ(attention_splits(9, 100000, 528), 59);
     EXPECT_EQ(attention_splits(1, 4096, 528), 8);
+}
+
+TEST(CudaEmulated, TiledAttentionMatchesTheReference) {
+    // Many queries: attention_tiled_body (attention_tiled.h), one variant per
+    // head-dim range, with partial query blocks and key tiles (70 queries
+    // over blocks of 64 or 32, 300 keys over tiles of 32).
+    EXPECT_TRUE(attention_use_tiled(AttnArgs{.n_q = 16, .head_dim = 64}));
+    EXPECT_FALSE(attention_use_tiled(AttnArgs{.n_q = 15, .head_dim = 64}));
+    EXPECT_FALSE(attention_use_tiled(AttnArgs{.n_q = 600, .head_dim = 257}));
+    check_attention({70, 300, 6, 2, 64, false, false, false, false, 0}, 41);
+    check_attention({70, 300, 6, 2, 40, true, true, false, false, 0}, 42);    // f16, per-head positions, 40 dims
+    check_attention({37, 300, 4, 1, 100, false, false, false, false, 0}, 43); // two chunks, the second partial
+    check_attention({33, 130, 2, 1, 256, true, false, false, false, 0}, 44);  // Gemma 3's head dim
+    check_attention({20, 90, 3, 3, 160, false, false, false, false, 0}, 45);
+}
+
+TEST(CudaEmulated, TiledAttentionCausalPrefillWindowsAndSoftcap) {
+    // A prefill (queries at every slot's position, in order): key tiles after
+    // a query block's last position are skipped; sliding windows drop tiles
+    // before it too.
+    AttnCase prefill{200, 200, 6, 2, 64, false, false, false, false, 0};
+    prefill.in_order = true;
+    check_attention(prefill, 51);
+    // one cached slot before the batch: a query block's last position (64)
+    // is the first key of a tile, the one key of it that the block sees
+    AttnCase shifted{200, 201, 6, 2, 64, false, false, false, false, 0};
+    shifted.in_order = true;
+    check_attention(shifted, 54);
+    AttnCase windowed = prefill;
+    windowed.window = 45;
+    check_attention(windowed, 52);
+    AttnCase capped{40, 300, 4, 2, 64, false, false, false, false, 0};
+    capped.softcap = 30.0f;   // gemma2's soft cap, scores large enough to bend
+    check_attention(capped, 53);
+}
+
+TEST(CudaEmulated, TiledAttentionColumnSumsAndMaxima) {
+    // The tiled kernel writes each row's final (m, l) for attn_cols_body.
+    check_attention({40, 300, 6, 2, 40, false, false, false, true, 25}, 61);
+    check_attention({40, 300, 6, 2, 64, true, true, true, true, 0}, 62);   // col_max, f16, per-head positions
+    AttnCase prefill{100, 100, 4, 2, 64, false, false, false, true, 80};
+    prefill.in_order = true;
+    check_attention(prefill, 63);
 }
 
 TEST(CudaEmulated, KvRowsGatherStoreLoadMatchTheCpuBackendSemantics) {

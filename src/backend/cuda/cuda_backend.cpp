@@ -339,8 +339,10 @@ public:
         DevMem part, row_ml;
         if (d.n_split > 1) {
             part = dev_alloc(static_cast<size_t>(a.n_q * a.n_head * d.n_split * (a.head_dim + 2)) * sizeof(float));
-            row_ml = dev_alloc(static_cast<size_t>(a.n_q * a.n_head * 2) * sizeof(float));
             d.part = static_cast<float *>(part.get());
+        }
+        if (attention_needs_row_ml(d)) {
+            row_ml = dev_alloc(static_cast<size_t>(a.n_q * a.n_head * 2) * sizeof(float));
             d.row_ml = static_cast<float *>(row_ml.get());
         }
         launch_attention(d, nullptr);
