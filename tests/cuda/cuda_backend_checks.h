@@ -161,7 +161,7 @@ TEST_F(CudaOps, BiasRopeFactorsAndSoftCapMatchTheCpu) {
     EXPECT_LT(rel(down<float>(*vb, v.size()), v), 1e-5);
     EXPECT_GT(rel(v0, v), 1e-2);
 
-    for (int64_t n_q : {7, 1}) {
+    for (int64_t n_q : {7, 1, 40}) {   // 40: the tiled kernel (windows and soft cap on its scores)
         const int64_t n_kv = n_q == 1 ? 3000 : 300, hd = 64;
         const int32_t H = 4, Hk = 2;
         const auto q = test::random_floats(n_q * H * hd, rng_, -3.0f, 3.0f);
@@ -205,13 +205,15 @@ TEST_F(CudaOps, BiasRopeFactorsAndSoftCapMatchTheCpu) {
 
 TEST_F(CudaOps, AttentionWithColumnSumsMatchesTheCpu) {
     struct Shape {
-        int64_t n_q, n_kv;
+        int64_t n_q, n_kv, hd;
     };
-    // a prefill chunk (one block per row), a decode step over a long cache (keys split)
-    for (const Shape sh : {Shape{7, 1000}, Shape{1, 3000}})
+    // a short batch (one block per row), a decode step over a long cache
+    // (keys split), prefill batches (the tiled kernel, at SmolLM2's and
+    // Gemma 3's head dims)
+    for (const Shape sh : {Shape{7, 1000, 64}, Shape{1, 3000, 64}, Shape{100, 1000, 64}, Shape{40, 500, 256}})
     for (KvType kt : {KvType::F32, KvType::F16})
         for (bool col_max : {false, true}) {
-            const int64_t n_q = sh.n_q, n_kv = sh.n_kv, hd = 64;
+            const int64_t n_q = sh.n_q, n_kv = sh.n_kv, hd = sh.hd;
             const int32_t H = 6, Hk = 2;
             const auto q = test::random_floats(n_q * H * hd, rng_, -2.0f, 2.0f);
             const auto k = test::random_floats(Hk * n_kv * hd, rng_), v = test::random_floats(Hk * n_kv * hd, rng_);
