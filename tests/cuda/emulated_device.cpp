@@ -11,6 +11,7 @@
 #include <map>
 #include <mutex>
 
+#include "backend/cuda/block_cache.h"
 #include "backend/cuda/device.h"
 #include "common/error.h"
 #include "kernels/cuda/emulate.h"
@@ -21,6 +22,7 @@ namespace lctx::cuda {
 namespace {
 std::mutex g_mu;
 std::map<uintptr_t, size_t> g_allocs;   // start -> bytes
+BlockCache *g_temp_cache = nullptr;
 } // namespace
 
 namespace dev {
@@ -48,6 +50,20 @@ void free(void *p) {
         if (g_allocs.erase(reinterpret_cast<uintptr_t>(p)) != 1) std::abort();   // not ours: a backend bug
     }
     std::free(p);
+}
+
+// The backend's block cache, over the emulated allocations (so that a block
+// it hands out is device memory for is_device and the launch checks).
+void *alloc_temp(size_t bytes) {
+    static BlockCache *cache = new BlockCache(alloc, free, kTempCacheBytes, kTempBlockMax);
+    g_temp_cache = cache;
+    void *p = cache->alloc(bytes);
+    if (p) std::memset(p, 0xff, bytes);   // a reused block must not pass for initialised
+    return p;
+}
+void free_temp(void *p) {
+    if (p && !g_temp_cache) std::abort();   // freed before any alloc_temp: a backend bug
+    if (p) g_temp_cache->free(p);
 }
 
 void copy(void *dst, const void *src, size_t bytes) {

@@ -49,11 +49,18 @@ void refuse_q8(KvType t, const char *who) {
 using namespace lctx::cuda;
 
 struct DevFree {
-    void operator()(void *p) const { dev::free(p); }
+    bool temp = false;   // from dev::alloc_temp
+    void operator()(void *p) const {
+        if (temp) dev::free_temp(p);
+        else dev::free(p);
+    }
 };
 using DevMem = std::unique_ptr<void, DevFree>;
 
+// Memory that lives as long as a weight or a buffer.
 DevMem dev_alloc(size_t bytes) { return DevMem(dev::alloc(bytes)); }
+// One op's temporary (cached blocks: no cudaMalloc or cudaFree per op).
+DevMem dev_temp(size_t bytes) { return DevMem(dev::alloc_temp(bytes), DevFree{true}); }
 
 class DeviceBuffer final : public Buffer {
 public:
@@ -74,7 +81,7 @@ class Staging {
 public:
     const void *in_bytes(const void *p, size_t bytes) {
         if (!p || bytes == 0 || dev::is_device(p)) return p;
-        DevMem d = dev_alloc(bytes);
+        DevMem d = dev_temp(bytes);
         dev::copy(d.get(), p, bytes);
         const void *r = d.get();
         temps_.push_back(std::move(d));
@@ -146,7 +153,7 @@ public:
         if (!bytes || dst == src) return;
         const auto *d = static_cast<const uint8_t *>(dst), *s = static_cast<const uint8_t *>(src);
         if (d < s + bytes && s < d + bytes) {   // overlapping: cudaMemcpy does not allow it
-            DevMem tmp = dev_alloc(bytes);
+            DevMem tmp = dev_temp(bytes);
             dev::copy(tmp.get(), src, bytes);
             dev::copy(dst, tmp.get(), bytes);
             return;
@@ -338,11 +345,11 @@ public:
         d.n_split = attention_splits(a.n_q * a.n_head, a.n_kv, 4 * int64_t(n_sm_));
         DevMem part, row_ml;
         if (d.n_split > 1) {
-            part = dev_alloc(static_cast<size_t>(a.n_q * a.n_head * d.n_split * (a.head_dim + 2)) * sizeof(float));
+            part = dev_temp(static_cast<size_t>(a.n_q * a.n_head * d.n_split * (a.head_dim + 2)) * sizeof(float));
             d.part = static_cast<float *>(part.get());
         }
         if (attention_needs_row_ml(d)) {
-            row_ml = dev_alloc(static_cast<size_t>(a.n_q * a.n_head * 2) * sizeof(float));
+            row_ml = dev_temp(static_cast<size_t>(a.n_q * a.n_head * 2) * sizeof(float));
             d.row_ml = static_cast<float *>(row_ml.get());
         }
         launch_attention(d, nullptr);
@@ -367,7 +374,7 @@ public:
         // in place (compaction) or overlapping: gather into a temporary first
         const auto *sb = static_cast<const uint8_t *>(s);
         const bool overlap = d < sb + n_src * row_bytes && sb < d + n * row_bytes;
-        DevMem tmp = overlap ? dev_alloc(n * row_bytes) : DevMem();
+        DevMem tmp = overlap ? dev_temp(n * row_bytes) : DevMem();
         const GatherArgs a{overlap ? tmp.get() : d, s, st.in(h.data(), n), row, static_cast<int>(es)};
         launch_gather_rows(a, n, nullptr);
         dev::check_launch("gather_rows");
@@ -495,7 +502,7 @@ DevView CudaBackend::view(const WeightView &W, bool want_f16) {
         fail(LCTX_ERR_UNSUPPORTED, "cuda backend: weight type %s is not supported (F32, F16, Q4_0, Q4_1, Q8_0, Q4_K, Q6_K)",
              ggml_type_name(W.type));
     if (!v.raw) {
-        v.own_raw = dev_alloc(static_cast<size_t>(W.n_rows) * W.row_bytes);
+        v.own_raw = dev_temp(static_cast<size_t>(W.n_rows) * W.row_bytes);
         dev::copy(v.own_raw.get(), W.data, static_cast<size_t>(W.n_rows) * W.row_bytes);
         v.raw = static_cast<const uint8_t *>(v.own_raw.get());
     }
@@ -509,7 +516,7 @@ DevView CudaBackend::view(const WeightView &W, bool want_f16) {
 // y (n_tok x n_rows, row-major) = x (n_tok x n_cols, stride ldx) * W^T, the
 // activations rounded to f16 for the tensor cores, f32 accumulation.
 void CudaBackend::gemm(const WeightView &W, const uint16_t *w16, const float *x, int64_t ldx, int64_t n_tok, float *y) {
-    DevMem x16 = dev_alloc(static_cast<size_t>(n_tok * W.n_cols) * sizeof(uint16_t));
+    DevMem x16 = dev_temp(static_cast<size_t>(n_tok * W.n_cols) * sizeof(uint16_t));
     const RowConvertArgs cv{x16.get(), W.n_cols, true, x, ldx, false, W.n_cols};
     launch_convert_rows(cv, n_tok, nullptr);
     dev::check_launch("matmul (activations to f16)");
@@ -534,9 +541,9 @@ void CudaBackend::topk_dot(const TopkDotArgs &a) {
     const int64_t k = a.k;
     Staging st;
     const float *q = st.in(a.q, rows_extent(a.n_rows, a.ldq, a.dim));
-    DevMem scores = dev_alloc(static_cast<size_t>(std::min(a.n_rows, kRowChunk) * kChunk) * sizeof(float));
-    DevMem cs = dev_alloc(static_cast<size_t>(std::min(a.n_rows, kRowChunk) * k) * sizeof(float));
-    DevMem ci = dev_alloc(static_cast<size_t>(std::min(a.n_rows, kRowChunk) * k) * sizeof(int64_t));
+    DevMem scores = dev_temp(static_cast<size_t>(std::min(a.n_rows, kRowChunk) * kChunk) * sizeof(float));
+    DevMem cs = dev_temp(static_cast<size_t>(std::min(a.n_rows, kRowChunk) * k) * sizeof(float));
+    DevMem ci = dev_temp(static_cast<size_t>(std::min(a.n_rows, kRowChunk) * k) * sizeof(int64_t));
     std::vector<float> hs(static_cast<size_t>(std::min(a.n_rows, kRowChunk) * k));
     std::vector<int64_t> hi(hs.size());
     for (int64_t s = 0; s < a.n_segments; ++s) {

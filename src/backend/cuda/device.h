@@ -23,6 +23,11 @@ int device_count();
 // Device memory; throws LCTX_ERR_OUT_OF_MEMORY. free(nullptr) is a no-op.
 void *alloc(size_t bytes);
 void free(void *p);
+// Device memory for one op's temporaries, from a cache of freed blocks
+// (block_cache.h) that keeps cudaMalloc and cudaFree off the per-op path;
+// its contents are undefined. Give it back with free_temp only.
+void *alloc_temp(size_t bytes);
+void free_temp(void *p);
 // Copy between any two places (host or device; regions must not overlap).
 void copy(void *dst, const void *src, size_t bytes);
 // Whether p points into device memory (else: host memory).

@@ -5,6 +5,7 @@
 
 #include <cuda_runtime.h>
 
+#include "backend/cuda/block_cache.h"
 #include "backend/cuda/cublas_loader.h"
 #include "common/error.h"
 
@@ -54,6 +55,18 @@ void *alloc(size_t bytes) {
 void free(void *p) {
     if (p) cudaFree(p);
 }
+
+namespace {
+// Never destroyed: at exit the CUDA runtime may be gone before static
+// destructors run, and the driver releases the memory anyway.
+BlockCache &temp_cache() {
+    static BlockCache *cache = new BlockCache(alloc, free, kTempCacheBytes, kTempBlockMax);
+    return *cache;
+}
+} // namespace
+
+void *alloc_temp(size_t bytes) { return temp_cache().alloc(bytes); }
+void free_temp(void *p) { temp_cache().free(p); }
 
 void copy(void *dst, const void *src, size_t bytes) {
     if (bytes) check(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), "cudaMemcpy");
