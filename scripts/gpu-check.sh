@@ -58,6 +58,10 @@ EOF
     timeout 200 "$BIN/lctx" bench -m "$MODEL" --backend cuda -t "$THREADS" -p 512,2048,8192,32768 \
         --decode-ctx 8192 -r 2 --reform 131072 > "$OUT/bench-cuda.json" 2> "$OUT/bench-cuda.err"
     echo "rc $?"; tail -3 "$OUT/bench-cuda.err"; head -c 3000 "$OUT/bench-cuda.json"; echo
+    say "stage 2: lctx bench on cuda, prefill with the flat attention kernel (before the tiled one)"
+    LCTX_CUDA_ATTENTION=flat timeout 200 "$BIN/lctx" bench -m "$MODEL" --backend cuda -t "$THREADS" -p 2048,8192,32768 \
+        --decode-ctx 0 -r 1 > "$OUT/bench-cuda-flat.json" 2> "$OUT/bench-cuda-flat.err"
+    echo "rc $?"; tail -3 "$OUT/bench-cuda-flat.err"; head -c 1500 "$OUT/bench-cuda-flat.json"; echo
     say "stage 2: lctx bench on the CPU of the same machine"
     timeout 120 "$BIN/lctx" bench -m "$MODEL" --backend cpu -t "$THREADS" -p 2048,8192 \
         --decode-ctx 8192 -r 1 > "$OUT/bench-cpu.json" 2> "$OUT/bench-cpu.err"

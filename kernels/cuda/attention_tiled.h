@@ -90,7 +90,7 @@ inline int tiled_variant(int head_dim) {
 
 // Whether launch_attention takes the tiled path for these arguments.
 inline bool attention_use_tiled(const AttnArgs &a) {
-    return a.n_split <= 1 && a.n_q >= kTiledMinQueries && tiled_variant(a.head_dim) != 0;
+    return a.allow_tiled && a.n_split <= 1 && a.n_q >= kTiledMinQueries && tiled_variant(a.head_dim) != 0;
 }
 
 // Whether the launches of these arguments need AttnArgs::row_ml (and, with

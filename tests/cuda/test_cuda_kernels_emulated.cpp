@@ -345,6 +345,8 @@ TEST(CudaEmulated, TiledAttentionMatchesTheReference) {
     EXPECT_TRUE(attention_use_tiled(AttnArgs{.n_q = 16, .head_dim = 64}));
     EXPECT_FALSE(attention_use_tiled(AttnArgs{.n_q = 15, .head_dim = 64}));
     EXPECT_FALSE(attention_use_tiled(AttnArgs{.n_q = 600, .head_dim = 257}));
+    EXPECT_FALSE(attention_use_tiled(AttnArgs{.n_q = 600, .head_dim = 64, .n_split = 2}));
+    EXPECT_FALSE(attention_use_tiled(AttnArgs{.n_q = 600, .head_dim = 64, .allow_tiled = false}));   // LCTX_CUDA_ATTENTION=flat
     check_attention({70, 300, 6, 2, 64, false, false, false, false, 0}, 41);
     check_attention({70, 300, 6, 2, 40, true, true, false, false, 0}, 42);    // f16, per-head positions, 40 dims
     check_attention({37, 300, 4, 1, 100, false, false, false, false, 0}, 43); // two chunks, the second partial

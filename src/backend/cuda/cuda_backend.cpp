@@ -22,6 +22,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -137,7 +138,12 @@ struct DevView {
 class CudaBackend final : public Backend {
 public:
     explicit CudaBackend(int n_threads) : pool_(std::max(1, n_threads)) {
-        desc_ = "cuda (" + dev::init(&n_sm_) + ", " + std::to_string(pool_.size()) + " host threads)";
+        // LCTX_CUDA_ATTENTION=flat: the one-block-per-row kernel for every
+        // batch (to measure the tiled one against it; docs/backends/cuda.md)
+        const char *attn = std::getenv("LCTX_CUDA_ATTENTION");
+        tiled_attention_ = !(attn && std::string(attn) == "flat");
+        desc_ = "cuda (" + dev::init(&n_sm_) + ", " + std::to_string(pool_.size()) + " host threads" +
+                (tiled_attention_ ? "" : ", flat attention") + ")";
         gemm_ = std::make_unique<dev::Gemm>();
     }
 
@@ -343,6 +349,7 @@ public:
         d.softcap = a.softcap;
         // few (query, head) rows over many keys (decode): split the keys
         d.n_split = attention_splits(a.n_q * a.n_head, a.n_kv, 4 * int64_t(n_sm_));
+        d.allow_tiled = tiled_attention_;
         DevMem part, row_ml;
         if (d.n_split > 1) {
             part = dev_temp(static_cast<size_t>(a.n_q * a.n_head * d.n_split * (a.head_dim + 2)) * sizeof(float));
@@ -430,6 +437,7 @@ private:
 
     cpu::ThreadPool pool_;
     int n_sm_ = 1;
+    bool tiled_attention_ = true;
     std::string desc_;
     std::unique_ptr<dev::Gemm> gemm_;
     std::mutex mu_;                                    // weights_ and gemm_
