@@ -124,6 +124,17 @@ void dispatch_attention_tiled(const AttnArgs &a, Launch &&launch) {
     }
 }
 
+// Head dims [ch * 64, ch * 64 + 64) of the tile's keys j0.. (src: a.k or
+// a.v of the KV head at kbase) into kv[j][d], row stride
+// kTiledChunkStride, zeros past n_kv and head_dim; all threads of the block.
+LCTX_HD inline void load_chunk(const AttnArgs &a, const void *src, int64_t kbase, int64_t j0, int ch, int tid, float *kv) {
+    for (int x = tid; x < kTiledKeys * kTiledChunk; x += kTiledThreads) {
+        const int j = x / kTiledChunk, d = x % kTiledChunk, dim = ch * kTiledChunk + d;
+        kv[j * kTiledChunkStride + d] =
+            j0 + j < a.n_kv && dim < a.head_dim ? kv_at(src, a.kv_f16, kbase + (j0 + j) * a.ld_kv + dim) : 0.0f;
+    }
+}
+
 // grid (ceil(n_q / BQ), n_head); shared: TiledLayout<RQ, NC>::floats floats.
 template <int RQ, int NC, class Ctx>
 LCTX_HD void attention_tiled_body(Ctx &c, const AttnArgs &a) {
@@ -185,12 +196,7 @@ LCTX_HD void attention_tiled_body(Ctx &c, const AttnArgs &a) {
         for (int ch = 0; ch < NC; ++ch) {
             if (ch * CH >= hd) continue;   // uniform; continue, not break, so that the loop unrolls
             if (ch > 0) c.sync();   // the previous chunk's readers are done
-            for (int x = tid; x < BK * CH; x += kTiledThreads) {
-                const int j = x / CH, d = x % CH;
-                kv[j * CS + d] = j0 + j < a.n_kv && ch * CH + d < hd
-                                     ? kv_at(a.k, a.kv_f16, kbase + (j0 + j) * a.ld_kv + ch * CH + d)
-                                     : 0.0f;
-            }
+            load_chunk(a, a.k, kbase, j0, ch, tid, kv);
             c.sync();
             for (int d = 0; d < CH; d += 4) {
                 Float4 k4[4];
@@ -249,12 +255,7 @@ LCTX_HD void attention_tiled_body(Ctx &c, const AttnArgs &a) {
         for (int ch = 0; ch < NC; ++ch) {
             if (ch * CH >= hd) continue;
             if (ch > 0) c.sync();
-            for (int x = tid; x < BK * CH; x += kTiledThreads) {
-                const int j = x / CH, d = x % CH;
-                kv[j * CS + d] = j0 + j < a.n_kv && ch * CH + d < hd
-                                     ? kv_at(a.v, a.kv_f16, kbase + (j0 + j) * a.ld_kv + ch * CH + d)
-                                     : 0.0f;
-            }
+            load_chunk(a, a.v, kbase, j0, ch, tid, kv);
             c.sync();
             for (int j = 0; j < BK; ++j) {
                 float p[RQ];

@@ -14,6 +14,7 @@
 #include "backend/cuda/block_cache.h"
 #include "backend/cuda/device.h"
 #include "common/error.h"
+#include "emulated_attention.h"
 #include "kernels/cuda/emulate.h"
 #include "kernels/cuda/launchers.h"
 
@@ -159,21 +160,7 @@ void launch_attention(const AttnArgs &a, void *) {
                           static_cast<const void *>(a.col_sums), static_cast<const void *>(a.part),
                           static_cast<const void *>(a.row_ml)})
         need(p, "an attention argument");
-    if (attention_use_tiled(a)) {
-        dispatch_attention_tiled(a, [&](auto variant) {
-            using T = decltype(variant);
-            emulate_launch(attention_tiled_dims<T::rq, T::nc>(a.n_q, a.n_head),
-                           [&](HostCtx &c) { attention_tiled_body<T::rq, T::nc>(c, a); });
-        });
-        if (a.col_sums)
-            emulate_launch(attn_cols_dims(a.n_q, a.n_head, a.head_dim, 1), [&](HostCtx &c) { attn_cols_body(c, a); });
-        return;
-    }
-    emulate_launch(attention_dims(a.n_q, a.n_head, a.head_dim, a.n_split), [&](HostCtx &c) { attention_body(c, a); });
-    if (a.n_split <= 1) return;
-    emulate_launch(attn_combine_dims(a.n_q, a.n_head), [&](HostCtx &c) { attn_combine_body(c, a); });
-    if (a.col_sums)
-        emulate_launch(attn_cols_dims(a.n_q, a.n_head, a.head_dim, a.n_split), [&](HostCtx &c) { attn_cols_body(c, a); });
+    emulate_attention(a);
 }
 void launch_gather_rows(const GatherArgs &a, int64_t n, void *) {
     need(a.dst, "gather dst");

@@ -21,6 +21,7 @@
 #include "kernels/cuda/attention_tiled.h"
 #include "kernels/cuda/dequant.h"
 #include "kernels/cuda/elementwise.h"
+#include "emulated_attention.h"
 #include "kernels/cuda/emulate.h"
 #include "kernels/cuda/kv_rows.h"
 #include "kernels/cuda/rope_setup.h"
@@ -274,27 +275,11 @@ void check_attention(const AttnCase &t, uint32_t seed, int32_t n_split = 1) {
     a.col_sums = t.with_cols ? cols.data() : nullptr; a.obs_begin = t.obs_begin; a.col_max = t.col_max;
     a.window = t.window;
     a.softcap = t.softcap;
-    // the launch sequence of launch_attention (kernels.cu)
     std::vector<float> part(t.n_q * t.n_head * n_split * (hd + 2), NAN), row_ml(t.n_q * t.n_head * 2, NAN);
     a.n_split = n_split;
     if (n_split > 1) a.part = part.data();
     if (attention_needs_row_ml(a)) a.row_ml = row_ml.data();
-    if (attention_use_tiled(a)) {
-        dispatch_attention_tiled(a, [&](auto variant) {
-            using T = decltype(variant);
-            emulate_launch(attention_tiled_dims<T::rq, T::nc>(t.n_q, t.n_head),
-                           [&](HostCtx &c) { attention_tiled_body<T::rq, T::nc>(c, a); });
-        });
-        if (a.col_sums)
-            emulate_launch(attn_cols_dims(t.n_q, t.n_head, t.head_dim, 1), [&](HostCtx &c) { attn_cols_body(c, a); });
-    } else {
-        emulate_launch(attention_dims(t.n_q, t.n_head, t.head_dim, n_split), [&](HostCtx &c) { attention_body(c, a); });
-    }
-    if (n_split > 1) {
-        emulate_launch(attn_combine_dims(t.n_q, t.n_head), [&](HostCtx &c) { attn_combine_body(c, a); });
-        if (a.col_sums)
-            emulate_launch(attn_cols_dims(t.n_q, t.n_head, t.head_dim, n_split), [&](HostCtx &c) { attn_cols_body(c, a); });
-    }
+    emulate_attention(a);
 
     EXPECT_LT(max_rel_err(out.data(), ref.data(), out.size()), 2e-5);
     for (int64_t d = 0; d < t.n_head * hd; ++d) EXPECT_EQ(out[d], 0.0f) << "the first query sees no slot";
