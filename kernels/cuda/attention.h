@@ -51,7 +51,7 @@ struct AttnArgs {
     int32_t n_split = 1;     // key ranges per (query, head); > 1: part and row_ml are set
     float *part = nullptr;   // [n_q][n_head][n_split][head_dim + 2]: m, l, output sums
     float *row_ml = nullptr; // [n_q][n_head][2]: the row's final m and l
-    bool allow_tiled = true; // false: attention_body even for many queries (attention_tiled.h)
+    bool tiled = false;      // attention_tiled_body (attention_tiled.h: attention_tiled_fits) instead of attention_body
 };
 
 // Key ranges for n_rows (query, head) rows over n_kv keys: enough blocks to

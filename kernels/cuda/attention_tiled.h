@@ -19,8 +19,10 @@
 // in: (RQ, chunks) = (4, 1) for head_dim <= 64, (2, 2) for <= 128, (2, 4)
 // for <= 256 (Gemma 3). A key tile that no query of the block may see
 // (causal prefill: the tiles after the block's last query) is skipped.
-// Rows whose final (m, l) the column pass needs are written to row_ml;
-// attn_cols_body (attention.h) then adds the column scores with n_split 1.
+// Long key ranges over few blocks are split (attention_tiled_splits) and
+// merged by attn_combine_body, as attention_body's are. Rows whose final
+// (m, l) the column pass needs are written to row_ml; attn_cols_body
+// (attention.h) then adds the column scores.
 // docs/backends/cuda.md has the measurements.
 #pragma once
 
@@ -49,6 +51,8 @@ constexpr int kTiledChunk = 64;      // head dims per chunk of K or V in shared 
 constexpr int kTiledChunkStride = kTiledChunk + 4;
 // Fewer queries than this go to attention_body (decode, short batches).
 constexpr int64_t kTiledMinQueries = 16;
+// Key ranges of a split (attention_tiled_splits) hold at least this many keys.
+constexpr int64_t kTiledMinKeysPerSplit = 1024;
 
 struct alignas(16) Float4 {
     float x, y, z, w;
@@ -88,10 +92,30 @@ inline int tiled_variant(int head_dim) {
     return head_dim <= 0 ? 0 : head_dim <= 64 ? 1 : head_dim <= 128 ? 2 : head_dim <= 256 ? 3 : 0;
 }
 
-// Whether launch_attention takes the tiled path for these arguments.
-inline bool attention_use_tiled(const AttnArgs &a) {
-    return a.allow_tiled && a.n_split <= 1 && a.n_q >= kTiledMinQueries && tiled_variant(a.head_dim) != 0;
+// Whether a batch of n_q queries at this head dim suits the tiled kernel
+// (the caller then sets AttnArgs::tiled).
+inline bool attention_tiled_fits(int64_t n_q, int head_dim) {
+    return n_q >= kTiledMinQueries && tiled_variant(head_dim) != 0;
 }
+
+// Key ranges per (query block, head) of the tiled kernel. Its blocks alone
+// can leave most of the device idle (a 512-token batch of SmolLM2 makes 72
+// blocks, an H100 has 132 SMs), so long key ranges are split until there
+// are about two blocks per SM, every range at least kTiledMinKeysPerSplit
+// keys; attn_combine_body merges the partials.
+inline int32_t attention_tiled_splits(int64_t n_q, int32_t n_head, int head_dim, int64_t n_kv, int64_t n_sm) {
+    if (tiled_variant(head_dim) == 0 || n_q <= 0 || n_head <= 0) return 1;
+    const int64_t bq = tiled_variant(head_dim) == 1 ? 64 : 32, blocks = ceil_div(n_q, bq) * n_head, want = 2 * n_sm;
+    if (blocks >= want) return 1;
+    int64_t s = ceil_div(want, blocks);
+    const int64_t by_keys = n_kv / kTiledMinKeysPerSplit;
+    if (s > by_keys) s = by_keys;
+    if (s > 64) s = 64;
+    return static_cast<int32_t>(s < 1 ? 1 : s);
+}
+
+// Whether launch_attention takes the tiled path for these arguments.
+inline bool attention_use_tiled(const AttnArgs &a) { return a.tiled && tiled_variant(a.head_dim) != 0; }
 
 // Whether the launches of these arguments need AttnArgs::row_ml (and, with
 // key splits, part): the combine step of a split, or the column pass after
@@ -101,10 +125,10 @@ inline bool attention_needs_row_ml(const AttnArgs &a) {
 }
 
 template <int RQ, int NC>
-inline LaunchDims attention_tiled_dims(int64_t n_q, int32_t n_head) {
+inline LaunchDims attention_tiled_dims(int64_t n_q, int32_t n_head, int32_t n_split = 1) {
     using L = TiledLayout<RQ, NC>;
-    return {{static_cast<unsigned>(ceil_div(n_q, L::BQ)), static_cast<unsigned>(n_head), 1}, kTiledThreads,
-            static_cast<size_t>(L::floats) * sizeof(float)};
+    return {{static_cast<unsigned>(ceil_div(n_q, L::BQ)), static_cast<unsigned>(n_head), static_cast<unsigned>(n_split)},
+            kTiledThreads, static_cast<size_t>(L::floats) * sizeof(float)};
 }
 
 template <int RQ, int NC>
@@ -126,16 +150,21 @@ void dispatch_attention_tiled(const AttnArgs &a, Launch &&launch) {
 
 // Head dims [ch * 64, ch * 64 + 64) of the tile's keys j0.. (src: a.k or
 // a.v of the KV head at kbase) into kv[j][d], row stride
-// kTiledChunkStride, zeros past n_kv and head_dim; all threads of the block.
-LCTX_HD inline void load_chunk(const AttnArgs &a, const void *src, int64_t kbase, int64_t j0, int ch, int tid, float *kv) {
+// kTiledChunkStride, zeros from key k1 and past head_dim; all threads of
+// the block.
+LCTX_HD inline void load_chunk(const AttnArgs &a, const void *src, int64_t kbase, int64_t j0, int64_t k1, int ch, int tid,
+                               float *kv) {
     for (int x = tid; x < kTiledKeys * kTiledChunk; x += kTiledThreads) {
         const int j = x / kTiledChunk, d = x % kTiledChunk, dim = ch * kTiledChunk + d;
         kv[j * kTiledChunkStride + d] =
-            j0 + j < a.n_kv && dim < a.head_dim ? kv_at(src, a.kv_f16, kbase + (j0 + j) * a.ld_kv + dim) : 0.0f;
+            j0 + j < k1 && dim < a.head_dim ? kv_at(src, a.kv_f16, kbase + (j0 + j) * a.ld_kv + dim) : 0.0f;
     }
 }
 
-// grid (ceil(n_q / BQ), n_head); shared: TiledLayout<RQ, NC>::floats floats.
+// grid (ceil(n_q / BQ), n_head, n_split); shared: TiledLayout<RQ, NC>::floats
+// floats. With n_split > 1, block z takes the key range attn_range(z) and
+// writes its rows' partials (m, l, unnormalised output) to part, as
+// attention_body does, for attn_combine_body.
 template <int RQ, int NC, class Ctx>
 LCTX_HD void attention_tiled_body(Ctx &c, const AttnArgs &a) {
     using L = TiledLayout<RQ, NC>;
@@ -178,10 +207,12 @@ LCTX_HD void attention_tiled_body(Ctx &c, const AttnArgs &a) {
     }
     const int32_t *kpos = a.kv_pos + g * a.kv_pos_head_stride;
     const int64_t kbase = g * a.kv_head_stride;
+    int64_t k0 = 0, k1 = a.n_kv;
+    if (a.n_split > 1) attn_range(a, c.bz(), BK, &k0, &k1);
 
-    for (int64_t j0 = 0; j0 < a.n_kv; j0 += BK) {
+    for (int64_t j0 = k0; j0 < k1; j0 += BK) {
         c.sync();   // the previous tile's readers of tile_pos, kv and pt are done
-        if (tid < BK) tile_pos[tid] = j0 + tid < a.n_kv ? kpos[j0 + tid] : INT32_MAX;
+        if (tid < BK) tile_pos[tid] = j0 + tid < k1 ? kpos[j0 + tid] : INT32_MAX;
         c.sync();
         bool any = false;   // some query of the block may see some key of the tile
         for (int j = 0; j < BK; ++j) {
@@ -196,7 +227,7 @@ LCTX_HD void attention_tiled_body(Ctx &c, const AttnArgs &a) {
         for (int ch = 0; ch < NC; ++ch) {
             if (ch * CH >= hd) continue;   // uniform; continue, not break, so that the loop unrolls
             if (ch > 0) c.sync();   // the previous chunk's readers are done
-            load_chunk(a, a.k, kbase, j0, ch, tid, kv);
+            load_chunk(a, a.k, kbase, j0, k1, ch, tid, kv);
             c.sync();
             for (int d = 0; d < CH; d += 4) {
                 Float4 k4[4];
@@ -255,7 +286,7 @@ LCTX_HD void attention_tiled_body(Ctx &c, const AttnArgs &a) {
         for (int ch = 0; ch < NC; ++ch) {
             if (ch * CH >= hd) continue;
             if (ch > 0) c.sync();
-            load_chunk(a, a.v, kbase, j0, ch, tid, kv);
+            load_chunk(a, a.v, kbase, j0, k1, ch, tid, kv);
             c.sync();
             for (int j = 0; j < BK; ++j) {
                 float p[RQ];
@@ -284,6 +315,25 @@ LCTX_HD void attention_tiled_body(Ctx &c, const AttnArgs &a) {
         }
     }
 
+    if (a.n_split > 1) {   // a partial for attn_combine_body
+        LCTX_UNROLL
+        for (int i = 0; i < RQ; ++i) {
+            if (!live[i]) continue;
+            float *part = a.part + ((i0 + ty * RQ + i) * a.n_head + h) * a.n_split * (hd + 2) + c.bz() * (hd + 2);
+            if (tx == 0) {
+                part[0] = m[i];
+                part[1] = l[i];
+            }
+            LCTX_UNROLL
+            for (int ch = 0; ch < NC; ++ch)
+                LCTX_UNROLL
+                for (int e = 0; e < 8; ++e) {
+                    const int d = ch * CH + (e < 4 ? tx * 4 + e : 32 + tx * 4 + e - 4);
+                    if (d < hd) part[2 + d] = acc[i][ch][e];
+                }
+        }
+        return;
+    }
     LCTX_UNROLL
     for (int i = 0; i < RQ; ++i) {
         if (!live[i]) continue;

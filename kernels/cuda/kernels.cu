@@ -45,15 +45,16 @@ void launch_attention(const AttnArgs &a, void *s) {
     if (attention_use_tiled(a)) {
         dispatch_attention_tiled(a, [&](auto variant) {
             using T = decltype(variant);
-            launch<AttnArgs, attention_tiled_body<T::rq, T::nc, DeviceCtx>>(attention_tiled_dims<T::rq, T::nc>(a.n_q, a.n_head), a, s);
+            launch<AttnArgs, attention_tiled_body<T::rq, T::nc, DeviceCtx>>(
+                attention_tiled_dims<T::rq, T::nc>(a.n_q, a.n_head, a.n_split), a, s);
         });
-        if (a.col_sums) launch<AttnArgs, attn_cols_body<DeviceCtx>>(attn_cols_dims(a.n_q, a.n_head, a.head_dim, 1), a, s);
-        return;
+    } else {
+        launch<AttnArgs, attention_body<DeviceCtx>>(attention_dims(a.n_q, a.n_head, a.head_dim, a.n_split), a, s);
     }
-    launch<AttnArgs, attention_body<DeviceCtx>>(attention_dims(a.n_q, a.n_head, a.head_dim, a.n_split), a, s);
-    if (a.n_split <= 1) return;
-    launch<AttnArgs, attn_combine_body<DeviceCtx>>(attn_combine_dims(a.n_q, a.n_head), a, s);
-    if (a.col_sums) launch<AttnArgs, attn_cols_body<DeviceCtx>>(attn_cols_dims(a.n_q, a.n_head, a.head_dim, a.n_split), a, s);
+    if (a.n_split > 1) launch<AttnArgs, attn_combine_body<DeviceCtx>>(attn_combine_dims(a.n_q, a.n_head), a, s);
+    // the column pass needs each row's final (m, l): the combine's, or the tiled kernel's
+    if (a.col_sums && (a.n_split > 1 || attention_use_tiled(a)))
+        launch<AttnArgs, attn_cols_body<DeviceCtx>>(attn_cols_dims(a.n_q, a.n_head, a.head_dim, a.n_split), a, s);
 }
 void launch_gather_rows(const GatherArgs &a, int64_t n, void *s) {
     launch<GatherArgs, gather_rows_body<DeviceCtx>>(kv_rows_dims(n), a, s);

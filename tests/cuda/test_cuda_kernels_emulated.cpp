@@ -277,6 +277,7 @@ void check_attention(const AttnCase &t, uint32_t seed, int32_t n_split = 1) {
     a.softcap = t.softcap;
     std::vector<float> part(t.n_q * t.n_head * n_split * (hd + 2), NAN), row_ml(t.n_q * t.n_head * 2, NAN);
     a.n_split = n_split;
+    a.tiled = attention_tiled_fits(t.n_q, t.head_dim);   // as the backend chooses
     if (n_split > 1) a.part = part.data();
     if (attention_needs_row_ml(a)) a.row_ml = row_ml.data();
     emulate_attention(a);
@@ -327,11 +328,11 @@ TEST(CudaEmulated, TiledAttentionMatchesTheReference) {
     // Many queries: attention_tiled_body (attention_tiled.h), one variant per
     // head-dim range, with partial query blocks and key tiles (70 queries
     // over blocks of 64 or 32, 300 keys over tiles of 32).
-    EXPECT_TRUE(attention_use_tiled(AttnArgs{.n_q = 16, .head_dim = 64}));
-    EXPECT_FALSE(attention_use_tiled(AttnArgs{.n_q = 15, .head_dim = 64}));
-    EXPECT_FALSE(attention_use_tiled(AttnArgs{.n_q = 600, .head_dim = 257}));
-    EXPECT_FALSE(attention_use_tiled(AttnArgs{.n_q = 600, .head_dim = 64, .n_split = 2}));
-    EXPECT_FALSE(attention_use_tiled(AttnArgs{.n_q = 600, .head_dim = 64, .allow_tiled = false}));   // LCTX_CUDA_ATTENTION=flat
+    EXPECT_TRUE(attention_tiled_fits(16, 64));
+    EXPECT_FALSE(attention_tiled_fits(15, 64));
+    EXPECT_FALSE(attention_tiled_fits(600, 257));
+    EXPECT_FALSE(attention_use_tiled(AttnArgs{.n_q = 600, .head_dim = 64}));   // tiled unset (LCTX_CUDA_ATTENTION=flat)
+    EXPECT_FALSE(attention_use_tiled(AttnArgs{.n_q = 600, .head_dim = 300, .tiled = true}));
     check_attention({70, 300, 6, 2, 64, false, false, false, false, 0}, 41);
     check_attention({70, 300, 6, 2, 40, true, true, false, false, 0}, 42);    // f16, per-head positions, 40 dims
     check_attention({37, 300, 4, 1, 100, false, false, false, false, 0}, 43); // two chunks, the second partial
@@ -357,6 +358,23 @@ TEST(CudaEmulated, TiledAttentionCausalPrefillWindowsAndSoftcap) {
     AttnCase capped{40, 300, 4, 2, 64, false, false, false, false, 0};
     capped.softcap = 30.0f;   // gemma2's soft cap, scores large enough to bend
     check_attention(capped, 53);
+}
+
+TEST(CudaEmulated, TiledAttentionKeySplitMatchesTheReference) {
+    // The split rule: a 512-token batch of SmolLM2 (72 blocks) over 32K keys
+    // on 132 SMs, four ranges; fewer keys, fewer ranges; enough blocks, none.
+    EXPECT_EQ(attention_tiled_splits(512, 9, 64, 32768, 132), 4);
+    EXPECT_EQ(attention_tiled_splits(512, 9, 64, 2048, 132), 2);
+    EXPECT_EQ(attention_tiled_splits(4096, 9, 64, 32768, 132), 1);
+    EXPECT_EQ(attention_tiled_splits(64, 4, 256, 500, 132), 1);
+    EXPECT_EQ(attention_tiled_splits(16, 1, 64, 1 << 20, 132), 64);
+    // 1000 keys in 3 ranges of 352/352/296, 4 ranges of 256
+    check_attention({70, 1000, 6, 2, 64, false, false, false, false, 0}, 71, 3);
+    check_attention({40, 1000, 6, 2, 40, true, true, false, true, 5}, 72, 4);      // f16, per-head positions, column sums
+    check_attention({33, 1000, 4, 1, 100, false, false, true, true, 0}, 73, 3);    // col_max, two chunks
+    AttnCase prefill{300, 300, 4, 2, 64, false, false, false, true, 250};
+    prefill.in_order = true;   // the first query block sees nothing of the later ranges
+    check_attention(prefill, 74, 3);
 }
 
 TEST(CudaEmulated, TiledAttentionColumnSumsAndMaxima) {

@@ -348,8 +348,12 @@ public:
         d.window = a.window;
         d.softcap = a.softcap;
         // few (query, head) rows over many keys (decode): split the keys
-        d.n_split = attention_splits(a.n_q * a.n_head, a.n_kv, 4 * int64_t(n_sm_));
-        d.allow_tiled = tiled_attention_;
+        // prefill batches: the tiled kernel, its keys split when its blocks
+        // are too few for the device; few rows over many keys (decode): the
+        // one-row kernel with its keys split
+        d.tiled = tiled_attention_ && attention_tiled_fits(a.n_q, a.head_dim);
+        d.n_split = d.tiled ? attention_tiled_splits(a.n_q, a.n_head, a.head_dim, a.n_kv, n_sm_)
+                            : attention_splits(a.n_q * a.n_head, a.n_kv, 4 * int64_t(n_sm_));
         DevMem part, row_ml;
         if (d.n_split > 1) {
             part = dev_temp(static_cast<size_t>(a.n_q * a.n_head * d.n_split * (a.head_dim + 2)) * sizeof(float));
