@@ -71,17 +71,20 @@ LCTX_HD inline Float4 load_float4(const float *p) {
 // Shared memory of one block, in floats: queries Qs[BQ][QS], one K or V
 // chunk [kTiledKeys][kTiledChunkStride], probabilities Pt[kTiledKeys][BQ + 4]
 // (key-major: the P.V loop reads a key's RQ rows at once), the row maxima
-// and sums of the 8 lanes red[2][BQ][8], the tile's key positions.
+// and sums of the 8 lanes red[2][BQ][RS], the tile's key positions.
 template <int RQ, int NC>
 struct TiledLayout {
     static constexpr int BQ = 16 * RQ;
     static constexpr int QS = NC * kTiledChunk + 4;
     static constexpr int PS = BQ + 4;
+    // 9, not 8: the 4 row groups of a warp, reading their rows' 8 lanes,
+    // land in different banks
+    static constexpr int RS = 9;
     static constexpr int q_off = 0;
     static constexpr int kv_off = q_off + BQ * QS;
     static constexpr int p_off = kv_off + kTiledKeys * kTiledChunkStride;
     static constexpr int red_off = p_off + kTiledKeys * PS;
-    static constexpr int pos_off = red_off + 2 * BQ * 8;
+    static constexpr int pos_off = red_off + 2 * BQ * RS;
     static constexpr int floats = pos_off + kTiledKeys;
     static_assert(floats * sizeof(float) <= 48 * 1024, "a launch gets 48 KiB of shared memory without opting in");
 };
@@ -250,21 +253,21 @@ LCTX_HD void attention_tiled_body(Ctx &c, const AttnArgs &a) {
                 s[i][u] = seen ? v : -INFINITY;
                 mx = s[i][u] > mx ? s[i][u] : mx;
             }
-            red[(ty * RQ + i) * 8 + tx] = mx;
+            red[(ty * RQ + i) * L::RS + tx] = mx;
         }
         c.sync();
         float alpha[RQ];
         for (int i = 0; i < RQ; ++i) {
             const int row = ty * RQ + i;
             float m_new = m[i];
-            for (int t = 0; t < 8; ++t) m_new = red[row * 8 + t] > m_new ? red[row * 8 + t] : m_new;
+            for (int t = 0; t < 8; ++t) m_new = red[row * L::RS + t] > m_new ? red[row * L::RS + t] : m_new;
             float sum = 0.0f;
             for (int u = 0; u < 4; ++u) {
                 const float p = s[i][u] == -INFINITY ? 0.0f : expf(s[i][u] - m_new);
                 pt[(tx + 8 * u) * L::PS + row] = p;
                 sum += p;
             }
-            red[(BQ + row) * 8 + tx] = sum;
+            red[(BQ + row) * L::RS + tx] = sum;
             alpha[i] = m_new == -INFINITY ? 1.0f : m[i] == -INFINITY ? 0.0f : expf(m[i] - m_new);
             m[i] = m_new;
         }
@@ -272,7 +275,7 @@ LCTX_HD void attention_tiled_body(Ctx &c, const AttnArgs &a) {
         LCTX_UNROLL
         for (int i = 0; i < RQ; ++i) {
             float sum = 0.0f;
-            for (int t = 0; t < 8; ++t) sum += red[(BQ + ty * RQ + i) * 8 + t];
+            for (int t = 0; t < 8; ++t) sum += red[(BQ + ty * RQ + i) * L::RS + t];
             l[i] = l[i] * alpha[i] + sum;
             LCTX_UNROLL
             for (int ch = 0; ch < NC; ++ch)
