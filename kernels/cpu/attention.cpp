@@ -4,7 +4,6 @@
 // then runs the column-sum pass over (KV head, key range) items so that each
 // column has one writer. attention_ref is the naive materialised version.
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <vector>
@@ -19,16 +18,6 @@ namespace {
 
 constexpr int64_t kMinQueryBlock = 16, kMaxQueryBlock = kAttnMaxQueryBlock;
 constexpr int64_t kMinKeysPerSplit = 512;
-
-// Items claimed one at a time from a shared counter (costs differ: causal
-// query blocks see more keys the later they are).
-template <class Fn>
-void for_each_item_dynamic(ThreadPool &pool, int64_t n_items, const Fn &fn) {
-    std::atomic<int64_t> next{0};
-    pool.parallel_for(std::min<int64_t>(pool.size(), n_items), [&](int64_t, int64_t, int) {
-        for (int64_t item; (item = next.fetch_add(1, std::memory_order_relaxed)) < n_items;) fn(item);
-    });
-}
 
 void check(const AttentionArgs &a) {
     if (a.n_q < 0 || a.n_kv < 0) fail(LCTX_ERR_INVALID_ARG, "attention: negative sizes");
@@ -143,8 +132,9 @@ void attention(ThreadPool &pool, const AttentionArgs &args) {
     float *po = grow(po_buf, static_cast<size_t>(n_split * rows * hd));
     float *pm = grow(pm_buf, static_cast<size_t>(n_split * rows)), *pl = grow(pl_buf, static_cast<size_t>(n_split * rows));
     const int64_t scratch_n = attn_scratch_floats(a);
-    // Later query blocks first: with causal positions they are the costly ones.
-    for_each_item_dynamic(pool, base_items * n_split, [&](int64_t item) {
+    // Later query blocks first: with causal positions they are the costly
+    // ones (items claimed one at a time: their costs differ).
+    parallel_claim(pool, base_items * n_split, [&](auto &&claim) { claim([&](int64_t item) {
         thread_local std::vector<float> scratch;
         if (static_cast<int64_t>(scratch.size()) < scratch_n) scratch.resize(scratch_n);
         const int64_t s = item % n_split, qb = n_qb - 1 - (item / n_split) / a.n_head_kv;
@@ -164,7 +154,7 @@ void attention(ThreadPool &pool, const AttentionArgs &args) {
         } else {
             kt.attn_partial(a, scale, g, i0, i1, j0, j1, po + r0 * hd, pm + r0, pl + r0, scratch.data());
         }
-    });
+    }); });
 
     // Merge splits, normalise, write out; keep the final (m, l) per [query][head].
     std::vector<float> fm(a.col_sums ? rows : 0), fl(a.col_sums ? rows : 0);

@@ -6,7 +6,6 @@
 #pragma once
 
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
 #include <vector>
 
@@ -51,12 +50,8 @@ struct GemmItems {
     // not depend on which thread ran it.
     template <class Work>
     void claim(ThreadPool &pool, const MatmulJob *jobs, Work &&work) const {
-        const int64_t n = count();
-        std::atomic<int64_t> counter{0};
-        pool.parallel_for(std::min<int64_t>(pool.size(), n), [&](int64_t, int64_t, int) {
-            work([&](auto &&fn) {
-                for (int64_t i; (i = counter.fetch_add(1, std::memory_order_relaxed)) < n;) for_each(jobs, i, i + 1, fn);
-            });
+        parallel_claim(pool, count(), [&](auto &&claim_items) {
+            work([&](auto &&fn) { claim_items([&](int64_t i) { for_each(jobs, i, i + 1, fn); }); });
         });
     }
 

@@ -3,7 +3,6 @@
 // transposed and scored against all query rows by the active SIMD variant.
 // Tiles own disjoint outputs, so no merge is needed.
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
 #include <vector>
 
@@ -24,17 +23,16 @@ void max_dot_f16(ThreadPool &pool, const MaxDotArgs &a) {
     // Groups of tiles, taken dynamically: a shared machine slows threads unevenly.
     constexpr int64_t kTilesPerItem = 8;
     const int64_t n_items = (n_tiles + kTilesPerItem - 1) / kTilesPerItem;
-    std::atomic<int64_t> next{0};
-    pool.parallel_for(std::min<int64_t>(pool.size(), n_items), [&](int64_t, int64_t, int) {
+    parallel_claim(pool, n_items, [&](auto &&claim) {
         std::vector<float> ktile(static_cast<size_t>(T * a.dim)), tmp(ktile.size());
-        for (int64_t item; (item = next.fetch_add(1, std::memory_order_relaxed)) < n_items;) {
+        claim([&](int64_t item) {
             const int64_t t1 = std::min(n_tiles, (item + 1) * kTilesPerItem);
             for (int64_t ti = item * kTilesPerItem; ti < t1; ++ti) {
                 const int64_t j0 = ti * T, nv = std::min(T, a.n - j0);
                 kt.keys_transposed(a.keys + j0 * a.ld, true, a.ld, nv, a.dim, ktile.data(), T, tmp.data());
                 kt.max_dot_tile(a.q, a.ldq, static_cast<int>(a.n_q), ktile.data(), T, nv, a.dim, a.out + j0);
             }
-        }
+        });
     });
 }
 
