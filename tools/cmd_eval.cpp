@@ -492,6 +492,17 @@ bool write_all(int fd, const std::string &s) {
     return true;
 }
 
+// Appends s to the file at path, opened for this row alone: a results file
+// replaced while the run goes on (a `git stash` and `stash pop`, an editor
+// saving it) gets the rows that follow, where a descriptor held open would
+// write them into the replaced, unlinked file.
+bool append_to_path(const std::string &path, const std::string &s) {
+    const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd < 0) return false;
+    const bool ok = write_all(fd, s);
+    return close(fd) == 0 && ok;
+}
+
 std::string last_line(std::string s) {
     while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
     const size_t nl = s.rfind('\n');
@@ -813,13 +824,14 @@ int cmd_eval(int argc, char **argv) {
         !write_all(fd, "{\"kind\": \"run\", \"command\": " + json::quote(o.command) + ", \"started\": \"" +
                            iso_now() + "\", \"n_todo\": " + std::to_string(todo.size()) + "}\n"))
         die("cannot write '%s': %s", o.out.c_str(), std::strerror(errno));
+    close(fd);   // each row opens the file again (append_to_path)
 
     const double t_start = now_s();
     for (size_t k = 0; k < todo.size(); ++k) {
         const Combo &c = todo[k];
         const double t = now_s();
         const std::string row = run_in_child(o, c);
-        if (!write_all(fd, row + "\n")) die("cannot write '%s': %s", o.out.c_str(), std::strerror(errno));
+        if (!append_to_path(o.out, row + "\n")) die("cannot write '%s': %s", o.out.c_str(), std::strerror(errno));
         json::Value j;
         json::try_parse(row, j);
         const double dt = now_s() - t, per = (now_s() - t_start) / double(k + 1);
@@ -831,7 +843,6 @@ int cmd_eval(int argc, char **argv) {
                      on.empty() ? "" : (" on " + on).c_str(),
                      err.empty() ? fmt_num("%.2f", j.get_num("score")).c_str() : ("error: " + err).c_str(), dt, eta / 60);
     }
-    close(fd);
     report(o.out, o.md, o.plot);
     return 0;
 }
