@@ -23,7 +23,6 @@ namespace lctx::cuda {
 namespace {
 std::mutex g_mu;
 std::map<uintptr_t, size_t> g_allocs;   // start -> bytes
-BlockCache *g_temp_cache = nullptr;
 } // namespace
 
 namespace dev {
@@ -54,18 +53,18 @@ void free(void *p) {
 }
 
 // The backend's block cache, over the emulated allocations (so that a block
-// it hands out is device memory for is_device and the launch checks).
-void *alloc_temp(size_t bytes) {
+// it hands out is device memory for is_device and the launch checks; a
+// pointer it did not hand out goes to free, which aborts on it).
+static BlockCache &temp_cache() {
     static BlockCache *cache = new BlockCache(alloc, free, kTempCacheBytes, kTempBlockMax);
-    g_temp_cache = cache;
-    void *p = cache->alloc(bytes);
+    return *cache;
+}
+void *alloc_temp(size_t bytes) {
+    void *p = temp_cache().alloc(bytes);
     if (p) std::memset(p, 0xff, bytes);   // a reused block must not pass for initialised
     return p;
 }
-void free_temp(void *p) {
-    if (p && !g_temp_cache) std::abort();   // freed before any alloc_temp: a backend bug
-    if (p) g_temp_cache->free(p);
-}
+void free_temp(void *p) { temp_cache().free(p); }
 
 void copy(void *dst, const void *src, size_t bytes) {
     if (!bytes) return;

@@ -347,7 +347,6 @@ public:
         d.col_max = a.col_max;
         d.window = a.window;
         d.softcap = a.softcap;
-        // few (query, head) rows over many keys (decode): split the keys
         // prefill batches: the tiled kernel, its keys split when its blocks
         // are too few for the device; few rows over many keys (decode): the
         // one-row kernel with its keys split
