@@ -16,6 +16,8 @@
 #   EVAL_ARGS arguments of stage 3's `lctx eval` after -m and --backend (default: none, stage skipped)
 #   EVAL_S    seconds for stage 3 (default 300)
 #   THREADS   CPU threads (default: all cores)
+#   CPU_BENCH 0 skips stage 2's bench on the host CPU (default 1)
+#   STAGE2_S  seconds for each of stage 2's cuda benches (default 200)
 set -u
 : "${BIN:?BIN: folder of the binaries}" "${OUT:?OUT: output folder}"
 STAGES=${STAGES:-"1 2 3"}
@@ -52,20 +54,20 @@ parts = [" ".join(random.choice(words) for _ in range(40)) + "." for _ in range(
 parts.insert(400, "The secret code of the blue door is 48213.")
 open(sys.argv[1], "w").write("\n".join(parts))
 EOF
-    timeout 120 "$BIN/lctx" run -m "$MODEL" --backend cuda -t "$THREADS" --method reform --file "$doc" \
+    timeout 60 "$BIN/lctx" run -m "$MODEL" --backend cuda -t "$THREADS" --method reform --file "$doc" \
         --question "What is the secret code of the blue door?" -n 24 2>&1 | tail -6
     say "stage 2: lctx bench on cuda"
-    timeout 200 "$BIN/lctx" bench -m "$MODEL" --backend cuda -t "$THREADS" -p 512,2048,8192,32768 \
-        --decode-ctx 8192 -r 2 --reform 131072 > "$OUT/bench-cuda.json" 2> "$OUT/bench-cuda.err"
+    timeout "${STAGE2_S:-200}" "$BIN/lctx" bench -m "$MODEL" --backend cuda -t "$THREADS" -p 2048,8192,32768 \
+        --decode-ctx 8192 -r 1 --reform 131072 > "$OUT/bench-cuda.json" 2> "$OUT/bench-cuda.err"
     echo "rc $?"; tail -3 "$OUT/bench-cuda.err"; head -c 3000 "$OUT/bench-cuda.json"; echo
     say "stage 2: lctx bench on cuda, prefill with the flat attention kernel (before the tiled one)"
-    LCTX_CUDA_ATTENTION=flat timeout 200 "$BIN/lctx" bench -m "$MODEL" --backend cuda -t "$THREADS" -p 2048,8192,32768 \
+    LCTX_CUDA_ATTENTION=flat timeout "${STAGE2_S:-200}" "$BIN/lctx" bench -m "$MODEL" --backend cuda -t "$THREADS" -p 8192,32768 \
         --decode-ctx 0 -r 1 > "$OUT/bench-cuda-flat.json" 2> "$OUT/bench-cuda-flat.err"
     echo "rc $?"; tail -3 "$OUT/bench-cuda-flat.err"; head -c 1500 "$OUT/bench-cuda-flat.json"; echo
-    say "stage 2: lctx bench on the CPU of the same machine"
+    [ "${CPU_BENCH:-1}" = 0 ] || { say "stage 2: lctx bench on the CPU of the same machine"
     timeout 120 "$BIN/lctx" bench -m "$MODEL" --backend cpu -t "$THREADS" -p 2048,8192 \
         --decode-ctx 8192 -r 1 > "$OUT/bench-cpu.json" 2> "$OUT/bench-cpu.err"
-    echo "rc $?"; tail -3 "$OUT/bench-cpu.err"; head -c 1500 "$OUT/bench-cpu.json"; echo
+    echo "rc $?"; tail -3 "$OUT/bench-cpu.err"; head -c 1500 "$OUT/bench-cpu.json"; echo; }
 fi
 
 if stage 3 && [ -n "${EVAL_ARGS:-}" ]; then
