@@ -246,6 +246,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 for (size_t i = 0; i < cap && i < static_cast<size_t>(st.n_layer); ++i)
                     if (full[i] + part[i] != st.n_steps) std::abort();
             }
+            // Per-op times: sessions are made without LCTX_PROFILE_OPS here, so
+            // UNSUPPORTED, or (with it in the environment) entries that add up.
+            lctx_op_time ops[4]{};
+            size_t n_ops = 0;
+            double life = 0;
+            if (fuzz::check(lctx_session_op_times(sl.s, cap ? ops : nullptr, cap, &n_ops, &life),
+                            "lctx_session_op_times") == LCTX_OK)
+                for (size_t i = 0; i < cap && i < n_ops; ++i)
+                    if (!ops[i].op || ops[i].calls <= 0 || ops[i].seconds < 0 || ops[i].seconds > life) std::abort();
             break;
         }
         }

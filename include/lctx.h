@@ -608,6 +608,27 @@ LCTX_API LCTX_NODISCARD lctx_status lctx_session_refreshkv_stats(const lctx_sess
                                                                  lctx_refreshkv_stats *stats, int64_t *layer_full,
                                                                  int64_t *layer_partial, size_t capacity);
 
+/* Where a session's time went, per backend op (docs/profiling.md). Only for
+ * a session created while the environment variable LCTX_PROFILE_OPS is set
+ * (not empty, not "0"); others get LCTX_ERR_UNSUPPORTED. Each backend call
+ * of the session is timed on its thread, until the backend has finished it
+ * (a device backend is synchronized after each op, which costs it some
+ * speed); a call inside another (an op issued in a parallel loop) counts in
+ * the outer one only. What no op accounts for is the methods' own host work. */
+typedef struct lctx_op_time {
+    const char *op;     /* "matmul", "attention", "to_host", ... (static; the Backend method's name) */
+    int64_t calls;
+    double  seconds;    /* wall time inside the op, summed over its calls */
+    int64_t bytes;      /* to_host, from_host, copy: bytes moved; alloc: bytes allocated; else 0 */
+} lctx_op_time;
+
+/* Writes the ops called so far, up to `capacity` of them, in a fixed order,
+ * into ops (may be NULL with capacity 0); *n_ops (required) receives how many
+ * there are in all, and *lifetime_s (may be NULL) the seconds since the
+ * session was created. */
+LCTX_API LCTX_NODISCARD lctx_status lctx_session_op_times(const lctx_session *session, lctx_op_time *ops,
+                                                          size_t capacity, size_t *n_ops, double *lifetime_s);
+
 /* Index persistence (REFORM and ILRe): a document is encoded once (feed +
  * build_index) and questioned many times, also by other processes. A REFORM
  * file holds the token ids, the per-token embeddings, the final working cache,

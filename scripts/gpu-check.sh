@@ -18,6 +18,7 @@
 #   THREADS   CPU threads (default: all cores)
 #   CPU_BENCH 0 skips stage 2's bench on the host CPU (default 1)
 #   STAGE2_S  seconds for each of stage 2's cuda benches (default 200)
+#   PROFILE_S seconds for each of stage 2's per-op profiles (default 120)
 set -u
 : "${BIN:?BIN: folder of the binaries}" "${OUT:?OUT: output folder}"
 STAGES=${STAGES:-"1 2 3"}
@@ -56,6 +57,15 @@ open(sys.argv[1], "w").write("\n".join(parts))
 EOF
     timeout 60 "$BIN/lctx" run -m "$MODEL" --backend cuda -t "$THREADS" --method reform --file "$doc" \
         --question "What is the secret code of the blue door?" -n 24 2>&1 | tail -6
+    # Where the time goes on the device, per op (docs/profiling.md): ReAttention
+    # (host-bound on cuda: 62-73 s a 32K eval row against FULL's 5 s) and FULL's decode.
+    for meth in reattention full; do
+        say "stage 2: $meth on cuda, per-op times"
+        timeout "${PROFILE_S:-120}" "$BIN/lctx" run -m "$MODEL" --backend cuda -t "$THREADS" --method "$meth" \
+            --file "$doc" --question "What is the secret code of the blue door?" -n 64 --profile-ops \
+            > /dev/null 2> "$OUT/profile-$meth-cuda.txt"
+        echo "rc $?"; tail -30 "$OUT/profile-$meth-cuda.txt"
+    done
     say "stage 2: lctx bench on cuda"
     timeout "${STAGE2_S:-200}" "$BIN/lctx" bench -m "$MODEL" --backend cuda -t "$THREADS" -p 2048,8192,32768 \
         --decode-ctx 8192 -r 1 --reform 131072 > "$OUT/bench-cuda.json" 2> "$OUT/bench-cuda.err"

@@ -34,6 +34,7 @@
 #include "eval/results.h"
 #include "eval/score.h"
 #include "eval/task.h"
+#include "op_times.h"
 #include "probe.h"
 
 extern char **environ;
@@ -77,6 +78,7 @@ const char *usage_text() {
         "  --timeout S        kill a run after S seconds and record an error (default: none)\n"
         "  --retry-errors     run again the combinations whose row is an error\n"
         "  --no-chat          no chat template: document, then the question as plain text\n"
+        "  --profile-ops      time every backend op of each row's session: 'op_times' in its row (docs/profiling.md)\n"
         "  --attn P, --matmul P  arithmetic of every run's attention and weight products: f32 (default) or bf16\n"
         "                     (opt-in, lossy; docs/bf16.md), and for --matmul int8 (docs/int8.md). Rows get\n"
         "                     \"attn\" / \"matmul\": \"bf16\" or \"int8\"; a results file\n"
@@ -266,7 +268,7 @@ std::string run_combo(const Options &o, const Combo &c) {
     int64_t n_doc = 0, n_query = 0, n_gen = 0;
     double nll_mean = 0;
     bool context_full = false;
-    std::string rkv_json;
+    std::string rkv_json, op_json;
     bool measured_recall = false;
     Recall rec;
     int64_t oracle_len = 0;
@@ -434,6 +436,7 @@ std::string run_combo(const Options &o, const Combo &c) {
             score = eval::score(sample.mode, answer, sample.answers);
         }
         rkv_json = refreshkv_json(m, s);
+        op_json = op_times_json(s);
     } catch (const std::exception &e) {   // RunError and lctx::Error from the generator
         error = e.what();
     }
@@ -463,6 +466,7 @@ std::string run_combo(const Options &o, const Combo &c) {
         if (rec.share >= 0) j += ", \"recall_share\": " + fmt_num("%.4f", rec.share);
     }
     if (!rkv_json.empty()) j += ", \"refreshkv\": " + rkv_json;
+    if (!op_json.empty()) j += ", \"op_times\": " + op_json;
     j += ", \"n_input_tokens\": " + std::to_string(n_doc + n_query) + ", \"n_doc_tokens\": " + std::to_string(n_doc) +
          ", \"n_query_tokens\": " + std::to_string(n_query);
     j += ", \"score\": " + (error.empty() ? fmt_num("%.4f", score) : std::string("null"));
@@ -702,7 +706,7 @@ int cmd_eval(int argc, char **argv) {
                                 "--out", "--md", "--plot", "--report", "--timeout", "--backend", "--oracle-tokens",
                                 "--essays", "--kv-type"},
                                kPrecisionFlags),
-                        {"--no-chat", "--retry-errors"}, {{"-m", "--model"}, {"-t", "--threads"}}, usage_text());
+                        {"--no-chat", "--retry-errors", "--profile-ops"}, {{"-m", "--model"}, {"-t", "--threads"}}, usage_text());
     if (!a.positional.empty()) die("unexpected argument '%s'\n\n%s", a.positional[0].c_str(), usage_text());
     if (a.has("--report")) {
         report(a.get("--report"), a.get("--md"), a.get("--plot"));
@@ -719,6 +723,7 @@ int cmd_eval(int argc, char **argv) {
     o.seed = a.get_u64("--seed", 42);
     o.timeout = a.get_float("--timeout", 0, 0, 1e9, true);
     o.no_chat = a.on("--no-chat");
+    if (a.on("--profile-ops")) enable_op_profile();   // each row's session: "op_times" in its row
     o.backend = a.get("--backend");
     o.attn = precision_arg(a, "--attn");
     o.matmul = precision_arg(a, "--matmul");

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cli.h"
+#include "op_times.h"
 #include "common/json.h"
 #include "probe.h"
 
@@ -191,6 +192,8 @@ int cmd_run(int argc, char **argv) {
         "  -c, --ctx N          decode context (default n_ctx_train; FULL: whole input)\n"
         "  -t, --threads N      threads, >= 1 (default: all cores)\n"
         "  --json               print one JSON object (answer, spans, timings, tok/s, peak RSS)\n"
+        "  --profile-ops        time every backend op of the session (LCTX_PROFILE_OPS=1): a table on stderr, or\n"
+        "                       'op_times' in --json (device backends synchronize after each op: a little slower)\n"
         "  --progress           progress on stderr even when it is not a terminal: one line per stage (encoding,\n"
         "                       indexing, selecting, recompute, decoding; decoding only when the answer does not\n"
         "                       stream to the same terminal), with tok/s and ETA once measured\n"
@@ -212,7 +215,7 @@ int cmd_run(int argc, char **argv) {
                                 "--store-dir", "--kv-type", "--decode", "--rkv-k", "--rkv-stride", "--rkv-threshold",
                                 "--rkv-max-run", "--backend", "--probe", "--probes"},
                                concat(kSamplingFlags, kPrecisionFlags)),
-                        {"--json", "--progress", "--no-chat", "--no-dca", "--tile-max", "--rkv-fixed", "--lossy"},
+                        {"--json", "--progress", "--no-chat", "--no-dca", "--tile-max", "--rkv-fixed", "--lossy", "--profile-ops"},
                         {{"-m", "--model"}, {"-n", "--n-predict"}, {"-c", "--ctx"}, {"-t", "--threads"}}, usage);
     lctx_method method_id = LCTX_METHOD_REFORM;
     if (!parse_method(a.get("--method", "reform"), method_id))
@@ -223,6 +226,7 @@ int cmd_run(int argc, char **argv) {
     if (!a.has("--file") && !a.has("--index")) die("run needs --file DOC or --index FILE\n\n%s", usage);
     if (!a.positional.empty()) die("unexpected argument '%s'\n\n%s", a.positional[0].c_str(), usage);
     const bool lossy = a.on("--lossy");
+    if (a.on("--profile-ops")) enable_op_profile();
     // Every number is read (and range-checked) here, before the model loads.
     const int64_t n_predict = a.get_int("--n-predict", 64, 0, INT32_MAX);
     const int32_t budget = a.get_i32("--budget", 0, 1);
@@ -574,6 +578,7 @@ int cmd_run(int argc, char **argv) {
         rkv_json = buf + ("\"layer_full\": " + list(layer_full) + ", \"layer_partial\": " + list(layer_partial) + "}");
     }
     if (json) {
+        const std::string op_json = op_times_json(s);
         std::string sp_json = "[";
         for (size_t i = 0; i < spans.size(); ++i)
             sp_json += (i ? ",[" : "[") + std::to_string(spans[i].first) + "," + std::to_string(spans[i].second) + "]";
@@ -589,11 +594,12 @@ int cmd_run(int argc, char **argv) {
                     "\"n_selected\": %zu, \"selected_spans\": %s, \"timings_s\": {\"load\": %.3f, \"tokenize\": %.3f, "
                     "\"encode\": %.3f, \"index_io\": %.3f, \"select\": %.3f, \"recompute\": %.3f, \"decode\": %.3f}, "
                     "\"encode_tokens_per_s\": %.1f, \"n_generated\": %lld, \"decode_tokens_per_s\": %.2f, "
-                    "\"peak_rss_mib\": %.1f, \"refreshkv\": %s, \"question_index\": %zu, \"backend\": %s%s}\n",
+                    "\"peak_rss_mib\": %.1f, \"refreshkv\": %s, \"question_index\": %zu, \"backend\": %s%s%s}\n",
                     json::quote(answer).c_str(), json::quote(method).c_str(), (long long)n_input, query.size(), pos.size(),
                     sp_json.c_str(), t_load, t_tok, t_encode, t_index, t_select, t_recompute, t_decode, tok_s,
                     (long long)n_gen, t_decode > 0 ? n_gen / t_decode : 0.0, peak_rss_mib(), rkv_json.c_str(), qi,
-                    json::quote(session_backend(s)).c_str(), probes_json.c_str());
+                    json::quote(session_backend(s)).c_str(), probes_json.c_str(),
+                    op_json.empty() ? "" : (", \"op_times\": " + op_json).c_str());
         std::fflush(stdout);
     } else {
         // Rates only where the time measured is long enough to give one (no "0 tok/s" on short inputs).
@@ -610,6 +616,7 @@ int cmd_run(int argc, char **argv) {
                          (long long)rst.n_steps, rst.effective_stride, (long long)rst.n_full, (long long)rst.n_partial,
                          rst.full_attention_s, rst.refresh_s, rst.partial_attention_s);
         for (const auto &[text, r] : probe_reports) print_probe(text, r);
+        print_op_times(s);
     }
     }   // questions
     lctx_session_free(s);

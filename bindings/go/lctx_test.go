@@ -251,3 +251,50 @@ func TestCompleteUTF8(t *testing.T) {
 		t.Error("completeUTF8")
 	}
 }
+
+// A session made while LCTX_PROFILE_OPS is set times its backend ops: FULL
+// attends once per layer and forward pass; others answer ErrUnsupported.
+func TestOpTimesOfAProfiledSession(t *testing.T) {
+	m := tinyModel(t)
+	t.Setenv("LCTX_PROFILE_OPS", "1")
+	s, err := NewSession(m, &SessionParams{Method: MethodFull, NCtx: 512, Threads: 1, Batch: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	toks := make([]Token, 200)
+	for i := range toks {
+		toks[i] = Token(3 + i)
+	}
+	if err := s.Feed(toks); err != nil {
+		t.Fatal(err)
+	}
+	ops, life, err := s.OpTimes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	calls := map[string]int64{}
+	for _, o := range ops {
+		if o.Calls <= 0 || o.Seconds < 0 {
+			t.Errorf("op %+v", o)
+		}
+		sum += o.Seconds
+		calls[o.Op] = o.Calls
+	}
+	if want := int64(4 * m.NLayer()); calls["attention"] != want { // 200 tokens in passes of 64
+		t.Errorf("attention calls %d, want %d", calls["attention"], want)
+	}
+	if sum > life {
+		t.Errorf("ops took %f s of a %f s lifetime", sum, life)
+	}
+	os.Unsetenv("LCTX_PROFILE_OPS")
+	plain, err := NewSession(m, &SessionParams{Method: MethodFull, NCtx: 256, Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	if _, _, err := plain.OpTimes(); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("OpTimes without LCTX_PROFILE_OPS: %v", err)
+	}
+}

@@ -671,6 +671,45 @@ func (s *Session) RefreshKVStats() (*RefreshKVStats, error) {
 		RefreshS: float64(c.refresh_s), LayerFull: full[:nl], LayerPartial: part[:nl]}, nil
 }
 
+// OpTime is one backend op of a session (lctx_op_time).
+type OpTime struct {
+	Op      string
+	Calls   int64
+	Seconds float64 // wall time inside the op, summed over its calls
+	Bytes   int64   // to_host, from_host, copy: moved; alloc: allocated; else 0
+}
+
+// OpTimes reads where the session's time went, per backend op, in the
+// header's fixed order, and the session's lifetime in seconds
+// (docs/profiling.md). Only for a session created while the environment
+// variable LCTX_PROFILE_OPS was set; ErrUnsupported for others.
+func (s *Session) OpTimes() ([]OpTime, float64, error) {
+	var n C.size_t
+	var life C.double
+	if err := call("lctx_session_op_times", func() C.lctx_status {
+		return C.lctx_session_op_times(s.h, nil, 0, &n, &life)
+	}); err != nil {
+		return nil, 0, err
+	}
+	if n == 0 {
+		return nil, float64(life), nil
+	}
+	buf := make([]C.lctx_op_time, int(n))
+	if err := call("lctx_session_op_times", func() C.lctx_status {
+		return C.lctx_session_op_times(s.h, &buf[0], n, &n, &life)
+	}); err != nil {
+		return nil, 0, err
+	}
+	if int(n) < len(buf) {
+		buf = buf[:int(n)]
+	}
+	out := make([]OpTime, len(buf))
+	for i, o := range buf {
+		out[i] = OpTime{Op: C.GoString(o.op), Calls: int64(o.calls), Seconds: float64(o.seconds), Bytes: int64(o.bytes)}
+	}
+	return out, float64(life), nil
+}
+
 // Logits returns a copy of the logits the next Decode samples from (nil
 // before Recompute).
 func (s *Session) Logits() []float32 {

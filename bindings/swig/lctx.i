@@ -53,6 +53,7 @@
 %ignore lctx_log_set;
 %ignore lctx_session_refreshkv_stats; /* per-layer counts: lctxsw_session_refreshkv_layer_steps */
 %ignore lctx_chat_message; /* lctx_chat_apply takes (role, content, ...) strings */
+%ignore lctx_session_op_times; /* one entry a call: lctxsw_session_op_times */
 %rename(lctx_tokenize) lctxsw_tokenize;
 %rename(lctx_token_to_piece) lctxsw_token_to_piece;
 %rename(lctx_detokenize) lctxsw_detokenize;
@@ -65,6 +66,7 @@
 %rename(lctx_session_attended) lctxsw_session_attended;
 %rename(lctx_log_set) lctxsw_log_set;
 %rename(lctx_session_refreshkv_stats) lctxsw_session_refreshkv_stats;
+%rename(lctx_session_op_times) lctxsw_session_op_times;
 
 #if defined(SWIGPYTHON)
 %include "lctx_python.i"
@@ -77,6 +79,9 @@
 %apply float *OUTPUT { float *out_logprob };
 /* lctx_method_from_name: Python returns the value, Java fills an int[1]. */
 %apply int *OUTPUT { lctx_method *out };
+/* lctx_session_op_times (the helper): Python returns (n_ops, lifetime_s), Java fills long[1] and double[1]. */
+%apply int64_t *OUTPUT { int64_t *n_ops };
+%apply double *OUTPUT { double *lifetime_s };
 
 %{
 #include "lctx_swig_helpers.h"

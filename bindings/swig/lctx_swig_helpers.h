@@ -171,6 +171,24 @@ static lctxsw_positions lctxsw_session_refreshkv_layer_steps(const lctx_session 
     return r;
 }
 
+/* lctx_session_op_times one entry at a time: the number of ops into *n_ops
+ * and the session's lifetime into *lifetime_s; the index-th op (the header's
+ * fixed order) into *op when op is not NULL and index < *n_ops. The status of
+ * lctx_session_op_times (LCTX_ERR_UNSUPPORTED without LCTX_PROFILE_OPS). */
+static lctx_status lctxsw_session_op_times(const lctx_session *session, int64_t index, lctx_op_time *op,
+                                           int64_t *n_ops, double *lifetime_s) {
+    size_t n = 0;
+    lctx_status st = lctx_session_op_times(session, NULL, 0, &n, lifetime_s);
+    *n_ops = (int64_t)n;
+    if (st != LCTX_OK || !op || index < 0 || (size_t)index >= n) return st;
+    lctx_op_time *all = (lctx_op_time *)malloc(n * sizeof *all);
+    if (!all) return LCTX_ERR_OUT_OF_MEMORY;
+    st = lctx_session_op_times(session, all, n, &n, lifetime_s);
+    if (st == LCTX_OK && (size_t)index < n) *op = all[index];
+    free(all);
+    return st;
+}
+
 /* Every scored document token's score from the session's last successful
  * select (lctx_session_select_scores): the raw scores, or with `ranked` the
  * ones select ranked by. The status of lctx_session_select_scores on failure. */

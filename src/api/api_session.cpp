@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "api/handles.h"
+#include "backend/op_timing_backend.h"
 #include "session/method_registry.h"
 #include "session/refreshkv.h"
 #include "session/session_params.h"
@@ -248,6 +249,24 @@ LCTX_API lctx_status lctx_session_refreshkv_stats(const lctx_session *cs, lctx_r
         const size_t n = std::min(capacity, st.layer_full.size());
         if (layer_full) std::copy_n(st.layer_full.begin(), n, layer_full);
         if (layer_partial) std::copy_n(st.layer_partial.begin(), n, layer_partial);
+    });
+}
+
+LCTX_API lctx_status lctx_session_op_times(const lctx_session *cs, lctx_op_time *ops, size_t capacity,
+                                           size_t *n_ops, double *lifetime_s) {
+    auto *s = const_cast<lctx_session *>(cs);
+    return on_session(s, "lctx_session_op_times", [&] {
+        require(n_ops, "lctx_session_op_times", "n_ops");
+        if (capacity > 0 && !ops)
+            lctx::fail(LCTX_ERR_INVALID_ARG, "lctx_session_op_times: ops is NULL but capacity is %zu", capacity);
+        const lctx::OpTimingBackend *t = s->session->op_timing();
+        if (!t)
+            lctx::fail(LCTX_ERR_UNSUPPORTED, "lctx_session_op_times: the session was created without "
+                       "LCTX_PROFILE_OPS set in the environment, so its ops were not timed");
+        const std::vector<lctx::OpTimingBackend::Entry> e = t->entries();
+        for (size_t i = 0; i < e.size() && i < capacity; ++i) ops[i] = {e[i].op, e[i].calls, e[i].seconds, e[i].bytes};
+        *n_ops = e.size();
+        if (lifetime_s) *lifetime_s = t->lifetime_s();
     });
 }
 

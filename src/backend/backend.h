@@ -222,6 +222,12 @@ public:
     virtual void topk_dot(const TopkDotArgs &a) = 0;
     // See MaxDotArgs. Default: max_dot_f16_portable on this backend's threads.
     virtual void max_dot_f16(const MaxDotArgs &a) { max_dot_f16_portable(a, this); }
+
+    // --- ordering
+    // Returns once every op issued so far has finished. A device backend's
+    // ops may return before their kernels ran (its next copy to the host
+    // waits for them); the CPU's are done when they return.
+    virtual void synchronize() {}
 };
 
 // Scratch of at least `floats` floats (one at least) in backend memory: `b`

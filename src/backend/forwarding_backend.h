@@ -63,6 +63,7 @@ public:
     std::vector<int64_t> top_k(const float *x, int64_t n, int64_t k) override { return in_->top_k(x, n, k); }
     void topk_dot(const TopkDotArgs &a) override { in_->topk_dot(a); }
     void max_dot_f16(const MaxDotArgs &a) override { in_->max_dot_f16(a); }
+    void synchronize() override { in_->synchronize(); }
 
 protected:
     Backend *inner() const { return in_; }

@@ -12,6 +12,7 @@
 #include "session/method_registry.h"
 #include "session/session_params.h"
 #include "backend/budget_backend.h"
+#include "backend/op_timing_backend.h"
 #include "backend/registry.h"
 
 namespace lctx {
@@ -84,7 +85,13 @@ Session::Session(const Model &model, const lctx_session_params &params, const st
     const KvType kv_type = kv_type_of(params_);   // validated before anything is allocated
     const bool attn_bf16 = precision_of(params_.attn_precision, "attn_precision", false) == LCTX_PRECISION_BF16;
     const lctx_precision matmul = precision_of(params_.matmul_precision, "matmul_precision", true);
-    backend_ = std::make_unique<BudgetBackend>(make_backend(backend, std::max(1, n_threads)), budget_);
+    std::unique_ptr<Backend> be = make_backend(backend, std::max(1, n_threads));
+    if (OpTimingBackend::requested()) {   // LCTX_PROFILE_OPS (docs/profiling.md)
+        auto timed = std::make_unique<OpTimingBackend>(std::move(be));
+        op_timing_ = timed.get();
+        be = std::move(timed);
+    }
+    backend_ = std::make_unique<BudgetBackend>(std::move(be), budget_);
     if (!backend_->supports_kv_type(kv_type))
         fail(LCTX_ERR_UNSUPPORTED, "kv_type %s: the %s backend has no kernels for it (use the cpu backend, or f16)",
              kv_type_name(kv_type), backend_->name());

@@ -18,6 +18,8 @@
 
 namespace lctx {
 
+class OpTimingBackend;
+
 class Session {
 public:
     // Reads params by the ABI rule of lctx.h (struct_size), validates them
@@ -39,6 +41,9 @@ public:
     lctx_stage stage() const { return stage_; }
     // The backend this session runs on ("cpu" after a fallback).
     const char *backend_name() const { return backend_->name(); }
+    // The per-op times of this session's backend calls, or nullptr when it
+    // was made without LCTX_PROFILE_OPS.
+    const OpTimingBackend *op_timing() const { return op_timing_; }
     int64_t n_fed() const { return method_->n_fed(); }
     uint64_t id() const { return id_; }
     // The logits the last decoded (or recomputed) position produced: after
@@ -87,6 +92,7 @@ private:
     uint64_t id_;
     MemoryBudget budget_;                // lctx_session_params.max_memory; outlives what is charged to it
     std::unique_ptr<Backend> backend_;   // declared before method_: destroyed after it
+    const OpTimingBackend *op_timing_ = nullptr;   // inside backend_, with LCTX_PROFILE_OPS
     std::unique_ptr<Method> method_;
     lctx_stage stage_ = LCTX_STAGE_FEEDING;
     std::atomic<bool> cancel_{false};

@@ -64,6 +64,9 @@ int main(void) {
     SIZE(lctx_refreshkv_stats);
     OFF(lctx_refreshkv_stats, n_steps);
     OFF(lctx_refreshkv_stats, refresh_s);
+    SIZE(lctx_op_time);
+    OFF(lctx_op_time, seconds);
+    OFF(lctx_op_time, bytes);
     SIZE(lctx_sampling_params);
     OFF(lctx_sampling_params, temperature);
     OFF(lctx_sampling_params, top_k);

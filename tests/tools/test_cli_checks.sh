@@ -216,6 +216,25 @@ if [ -f "$T/idx.bin" ]; then
     expect_ok run -m "$MODEL" --no-chat --index "$T/idx.bin" --file "$T/doc.txt" --question "What did Lily have?" \
         --probe "red ball" -n 2 -t 1 --json && { grep -q '"found": true' "$T/out" || fail "--index probe: $(cat "$T/out")"; }
 fi
+# --profile-ops: per-op times of the session, a table on stderr or "op_times" in --json;
+# an eval row carries them too. FULL over the tiny model attends once per layer and pass.
+if expect_ok "${RUN[@]}" --method full --profile-ops --json; then
+    python3 - "$T/out" <<'PY' || fail "run --profile-ops --json: $(head -c 600 "$T/out")"
+import json, sys
+j = json.loads(open(sys.argv[1]).read())
+ops = j["op_times"]["ops"]
+assert ops["attention"]["calls"] > 0 and ops["matmul"]["calls"] > 0, ops
+assert sum(o["s"] for o in ops.values()) <= j["op_times"]["lifetime_s"], j["op_times"]
+assert list(ops) == sorted(ops, key=lambda k: -ops[k]["s"]), "ops not ordered by time"
+PY
+fi
+expect_ok "${RUN[@]}" --method full --profile-ops && { grep -q "ops over the session's" "$T/err" &&
+    grep -Eq '^  attention +[0-9]+ ' "$T/err" && grep -q '(no op)' "$T/err" || fail "run --profile-ops table: $(cat "$T/err")"; }
+expect_ok "${RUN[@]}" --method full --json && { grep -q '"op_times"' "$T/out" && fail "op_times without --profile-ops"; }
+expect_ok eval -m "$MODEL" --methods full --tasks niah_single --lengths 256 --samples 1 -t 1 --profile-ops \
+    --out "$T/prof.jsonl" && { grep '"method"' "$T/prof.jsonl" | grep -q '"op_times": {"lifetime_s"' ||
+    fail "eval --profile-ops row: $(tail -c 600 "$T/prof.jsonl")"; }
+
 # heads: -o, --output and --out (README) are the same option
 expect_ok heads --out "$T/h.json" --help && grep -q -- '-o, --output FILE' "$T/out" || fail "heads --out not accepted"
 expect_ok heads --ilre --out "$T/h.json" --help || true

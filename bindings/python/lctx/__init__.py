@@ -19,7 +19,7 @@ from ._capi import (  # exception classes are created by the extension module
 )
 from ._enums import LogLevel, Method, MethodInfo, RefreshKVSchedule, Stage, Status, method_from_name, methods
 from ._model import Model
-from ._session import STAGE_LABELS, RefreshKVStats, Sampling, Selection, SelectScores, Session
+from ._session import STAGE_LABELS, OpTime, OpTimes, RefreshKVStats, Sampling, Selection, SelectScores, Session
 from ._conversation import Conversation
 from ._log import set_log_handler
 
@@ -56,7 +56,7 @@ def last_error() -> str:
 
 __all__ = [
     "Model", "Session", "Conversation", "STAGE_LABELS", "Selection", "SelectScores", "Sampling", "Method", "MethodInfo", "methods", "method_from_name", "Stage",
-    "Status", "LogLevel", "RefreshKVSchedule", "RefreshKVStats",
+    "Status", "LogLevel", "RefreshKVSchedule", "RefreshKVStats", "OpTime", "OpTimes",
     "set_log_handler", "version", "build_info", "status_string", "last_error", "capi",
     "Error", "InvalidArgumentError", "IoError", "FormatError", "UnsupportedError", "OutOfMemoryError",
     "StateError", "BufferTooSmallError", "CancelledError", "ContextFullError", "InternalError",

@@ -4,7 +4,7 @@ from __future__ import annotations
 import codecs
 from array import array
 from dataclasses import dataclass
-from typing import Callable, Iterator, List, Optional, Sequence, Union
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Union
 
 from . import capi
 from ._enums import Method, Stage
@@ -151,6 +151,22 @@ class RefreshKVStats:
     refresh_s: float
     layer_full: List[int]
     layer_partial: List[int]
+
+
+@dataclass
+class OpTime:
+    """One backend op of a session (lctx_op_time)."""
+    calls: int
+    seconds: float             # wall time inside the op, summed over its calls
+    bytes: int                 # to_host, from_host, copy: moved; alloc: allocated; else 0
+
+
+@dataclass
+class OpTimes:
+    """lctx_session_op_times: the ops called so far by name, and the
+    session's lifetime; what the ops do not account for is host work."""
+    lifetime_s: float
+    ops: Dict[str, OpTime]
 
 
 # Keyword arguments that set a field of a method's struct (lctx.h), by prefix:
@@ -377,6 +393,19 @@ class Session:
             partial_attention_s=st.partial_attention_s, refresh_s=st.refresh_s,
             layer_full=list(capi.lctxsw_session_refreshkv_layer_steps(self.handle, True)),
             layer_partial=list(capi.lctxsw_session_refreshkv_layer_steps(self.handle, False)))
+
+    def op_times(self) -> "OpTimes":
+        """Where the session's time went, per backend op (docs/profiling.md).
+        Only for a session created while the environment variable
+        LCTX_PROFILE_OPS was set (os.environ["LCTX_PROFILE_OPS"] = "1");
+        lctx.UnsupportedError for others."""
+        n, lifetime = capi.lctx_session_op_times(self.handle, 0, None)
+        ops = {}
+        for i in range(n):
+            op = capi.lctx_op_time()
+            capi.lctx_session_op_times(self.handle, i, op)
+            ops[op.op] = OpTime(calls=op.calls, seconds=op.seconds, bytes=op.bytes)
+        return OpTimes(lifetime_s=lifetime, ops=ops)
 
     def save_index(self, path: str) -> None:
         import os

@@ -1,6 +1,8 @@
 """The binding's method list against the library's registry (lctx_method_*,
 read through the C API): same values, same names. Fails when lctx.Method
 and the registry disagree (a method appended to one and not the other)."""
+from array import array
+
 import pytest
 
 import lctx
@@ -305,3 +307,20 @@ def test_refreshkv_session_with_explicit_params(model):
                       (dict(refreshkv_partial=-2), "partial"), (dict(refreshkv_schedule=7), "schedule")):
         with pytest.raises(lctx.InvalidArgumentError, match=name):
             model.session(**{**params, **bad})
+
+
+def test_op_times_of_a_profiled_session(model, monkeypatch):
+    # LCTX_PROFILE_OPS in the environment when the session is made: every
+    # backend call is timed; FULL attends once per layer and forward pass.
+    monkeypatch.setenv("LCTX_PROFILE_OPS", "1")
+    with model.session(method=lctx.Method.FULL, n_ctx=512, n_threads=1, n_batch=64) as s:
+        assert s.feed(array("i", range(3, 203))) == 200
+        t = s.op_times()
+    assert t.ops["attention"].calls == 4 * model.n_layer  # 200 tokens in passes of 64
+    assert all(o.calls > 0 and o.seconds >= 0 for o in t.ops.values())
+    assert sum(o.seconds for o in t.ops.values()) <= t.lifetime_s
+    assert t.ops["alloc"].bytes > 0
+    monkeypatch.delenv("LCTX_PROFILE_OPS")
+    with model.session(method=lctx.Method.FULL, n_ctx=256, n_threads=1) as f:
+        with pytest.raises(lctx.UnsupportedError, match="LCTX_PROFILE_OPS"):
+            f.op_times()

@@ -431,6 +431,7 @@ public:
     }
 
     void topk_dot(const TopkDotArgs &a) override;
+    void synchronize() override { dev::synchronize(); }
 
 private:
     void upload(const WeightView &W, bool matmul_weight);   // with mu_ held

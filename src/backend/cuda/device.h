@@ -34,6 +34,8 @@ void copy(void *dst, const void *src, size_t bytes);
 bool is_device(const void *p);
 // Throws lctx::Error if the launches since the last check failed.
 void check_launch(const char *op);
+// Waits for every kernel and copy issued so far (throws if one failed).
+void synchronize();
 
 // y (n x m, row-major, f32) = x16 (n x k, row-major, f16 bits) * w16^T
 // (w16: m x k, row-major, f16 bits), f32 accumulation.

@@ -83,6 +83,7 @@ bool is_device(const void *p) {
 }
 
 void check_launch(const char *op) { check(cudaGetLastError(), op); }
+void synchronize() { check(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); }
 
 Gemm::Gemm() {
     cublasHandle_t h = nullptr;

@@ -230,6 +230,26 @@ impl RefreshKvSchedule {
     }
 }
 
+/// One backend op of a session (lctx_op_time).
+#[derive(Debug, Clone, PartialEq)]
+pub struct OpTime {
+    /// The Backend method's name: "matmul", "attention", "to_host", ...
+    pub op: String,
+    pub calls: i64,
+    /// Wall time inside the op, summed over its calls.
+    pub seconds: f64,
+    /// to_host, from_host, copy: bytes moved; alloc: bytes allocated; else 0.
+    pub bytes: i64,
+}
+
+/// Where a session's time went (lctx_session_op_times): its ops in the
+/// header's fixed order, and its lifetime in seconds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OpTimes {
+    pub ops: Vec<OpTime>,
+    pub lifetime_s: f64,
+}
+
 /// RefreshKV's decoding statistics since the last recompute
 /// (lctx_refreshkv_stats plus the per-layer step counts). A layer step is
 /// one layer of one decoded token: `n_full + n_partial == n_steps * n_layer`
@@ -841,6 +861,29 @@ impl<'m> Session<'m> {
             layer_full: full,
             layer_partial: part,
         })
+    }
+    /// Where the session's time went, per backend op (docs/profiling.md).
+    /// Only for a session created while the environment variable
+    /// LCTX_PROFILE_OPS was set; an Unsupported error for others.
+    pub fn op_times(&self) -> Result<OpTimes> {
+        let (mut n, mut life) = (0usize, 0f64);
+        check(unsafe { sys::lctx_session_op_times(self.h.as_ptr(), std::ptr::null_mut(), 0, &mut n, &mut life) })?;
+        let mut buf: Vec<sys::lctx_op_time> = vec![unsafe { std::mem::zeroed() }; n];
+        if n > 0 {
+            check(unsafe { sys::lctx_session_op_times(self.h.as_ptr(), buf.as_mut_ptr(), n, &mut n, &mut life) })?;
+            buf.truncate(n);
+        }
+        let ops = buf
+            .iter()
+            .map(|o| OpTime {
+                // SAFETY: the library's static, NUL-terminated op names.
+                op: unsafe { std::ffi::CStr::from_ptr(o.op) }.to_string_lossy().into_owned(),
+                calls: o.calls,
+                seconds: o.seconds,
+                bytes: o.bytes,
+            })
+            .collect();
+        Ok(OpTimes { ops, lifetime_s: life })
     }
     /// The logits the next decode samples from (None before recompute).
     pub fn logits(&self) -> Option<&[f32]> {

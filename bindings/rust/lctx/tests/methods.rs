@@ -374,3 +374,26 @@ fn refreshkv_session_with_explicit_params() {
         assert!(e.message.contains(field), "{field}: {}", e.message);
     }
 }
+
+#[test]
+fn op_times_of_a_profiled_session() {
+    // A session made while LCTX_PROFILE_OPS is set times its backend ops:
+    // FULL attends once per layer and forward pass; others answer Unsupported.
+    // No other test reads or sets the variable, so changing it here is safe.
+    let m = common::tiny_model();
+    std::env::set_var("LCTX_PROFILE_OPS", "1");
+    let mut s = m
+        .session(&SessionParams { method: Method::Full, n_ctx: 512, n_threads: 1, n_batch: 64, ..Default::default() })
+        .unwrap();
+    std::env::remove_var("LCTX_PROFILE_OPS");
+    let toks: Vec<_> = (3..203).collect();
+    s.feed(&toks).unwrap();
+    let t = s.op_times().unwrap();
+    let attention = t.ops.iter().find(|o| o.op == "attention").expect("attention timed");
+    assert_eq!(attention.calls, 4 * m.n_layer() as i64, "200 tokens in passes of 64");
+    assert!(t.ops.iter().all(|o| o.calls > 0 && o.seconds >= 0.0), "{:?}", t.ops);
+    assert!(t.ops.iter().map(|o| o.seconds).sum::<f64>() <= t.lifetime_s);
+    drop(s);
+    let f = m.session(&SessionParams { method: Method::Full, n_ctx: 256, n_threads: 1, ..Default::default() }).unwrap();
+    assert_eq!(f.op_times().unwrap_err().status, Status::Unsupported);
+}

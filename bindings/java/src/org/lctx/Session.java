@@ -377,6 +377,47 @@ public final class Session implements AutoCloseable {
         }
     }
 
+    /** One backend op of a session (lctx_op_time). */
+    public static final class OpTime {
+        /** The Backend method's name: "matmul", "attention", "to_host", ... */
+        public final String op;
+        public final long calls;
+        /** Wall time inside the op, summed over its calls. */
+        public final double seconds;
+        /** to_host, from_host, copy: bytes moved; alloc: bytes allocated; else 0. */
+        public final long bytes;
+
+        OpTime(lctx_op_time t) {
+            op = t.getOp();
+            calls = t.getCalls();
+            seconds = t.getSeconds();
+            bytes = t.getBytes();
+        }
+    }
+
+    /** Where the session's time went, per backend op in the header's fixed
+     * order (docs/profiling.md). Only for a session created while the
+     * environment variable LCTX_PROFILE_OPS was set; an LctxException
+     * (LCTX_ERR_UNSUPPORTED) for others. lifetimeS, when not null and not
+     * empty, receives the session's lifetime in seconds. */
+    public java.util.List<OpTime> opTimes(double[] lifetimeS) {
+        long[] n = new long[1];
+        double[] life = new double[1];
+        LctxNative.lctx_session_op_times(ptr(), 0, null, n, life);
+        java.util.List<OpTime> out = new java.util.ArrayList<>();
+        lctx_op_time t = new lctx_op_time();
+        try {
+            for (long i = 0; i < n[0]; ++i) {
+                LctxNative.lctx_session_op_times(ptr(), i, t, n, life);
+                out.add(new OpTime(t));
+            }
+        } finally {
+            t.delete();
+        }
+        if (lifetimeS != null && lifetimeS.length > 0) lifetimeS[0] = life[0];
+        return out;
+    }
+
     /** A copy of the logits the next decode samples from (empty before recompute). */
     public float[] logits() {
         float[] l = LctxNative.lctx_session_logits(ptr(), model.ptr());

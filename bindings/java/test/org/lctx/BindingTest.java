@@ -109,6 +109,37 @@ class BindingTest {
         }
     }
 
+    // Per-op times (lctx_session_op_times): the JVM cannot set its own
+    // environment, so a session is profiled only when the test runs with
+    // LCTX_PROFILE_OPS set; otherwise the call answers LCTX_ERR_UNSUPPORTED.
+    @Test
+    void opTimes() {
+        try (Session s = model.newSession(new Session.Params().method(lctx_method.LCTX_METHOD_FULL).nCtx(512).nThreads(1)
+                .nBatch(64))) {
+            int[] toks = new int[200];
+            for (int i = 0; i < toks.length; ++i) toks[i] = 3 + i;
+            s.feed(toks);
+            String env = System.getenv("LCTX_PROFILE_OPS");
+            if (env == null || env.isEmpty() || env.equals("0")) {
+                LctxException e = assertThrows(LctxException.class, () -> s.opTimes(null));
+                assertEquals(lctx_status.LCTX_ERR_UNSUPPORTED, e.status());
+                assertTrue(e.getMessage().contains("LCTX_PROFILE_OPS"), e.getMessage());
+                return;
+            }
+            double[] life = new double[1];
+            List<Session.OpTime> ops = s.opTimes(life);
+            double sum = 0;
+            long attention = 0;
+            for (Session.OpTime o : ops) {
+                assertTrue(o.calls > 0 && o.seconds >= 0, o.op);
+                sum += o.seconds;
+                if (o.op.equals("attention")) attention = o.calls;
+            }
+            assertEquals(4L * model.nLayer(), attention);   // 200 tokens in passes of 64
+            assertTrue(sum <= life[0]);
+        }
+    }
+
     @Test
     void stagesAndGreedyIsArgmax() {
         try (Session s = model.newSession(new Session.Params().method(lctx_method.LCTX_METHOD_FULL).nCtx(512).nThreads(1))) {
