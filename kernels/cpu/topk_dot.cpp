@@ -36,13 +36,13 @@ struct Tile {
     int64_t seg, j0, j1;
 };
 
-// The segments cut at aligned kTopkTile index boundaries.
-std::vector<Tile> tiles_of(const TopkDotArgs &a) {
+// The segments cut at aligned index boundaries, every T indices.
+std::vector<Tile> tiles_of(const TopkDotArgs &a, int64_t T) {
     std::vector<Tile> tiles;
     for (int64_t s = 0; s < a.n_segments; ++s) {
         const int64_t base = a.segments[s].index_base, n = a.segments[s].n;
         for (int64_t j = 0; j < n;) {
-            const int64_t end = std::min(n, ((base + j) / kTopkTile + 1) * kTopkTile - base);
+            const int64_t end = std::min(n, ((base + j) / T + 1) * T - base);
             tiles.push_back({s, j, end});
             j = end;
         }
@@ -84,14 +84,19 @@ void clear_lists(float *s, int64_t *i, int64_t n) {
 
 void topk_dot(ThreadPool &pool, const TopkDotArgs &a) {
     check(a);
-    const std::vector<Tile> tiles = tiles_of(a);
+    // Exact top-k scores keys in tiles of 64: a transposed tile of 64 keys at
+    // head dim 64 is 16 KiB, which stays in L1 beside the rows' queries while
+    // every row is scored against it (one of 128 keys fills a 32 KiB L1).
+    // tile_max keeps the aligned tiles of kTopkTile its semantics are about.
+    const int64_t T = a.tile_max ? kTopkTile : kTopkTile / 2;
+    const std::vector<Tile> tiles = tiles_of(a, T);
     if (a.n_rows == 0 || tiles.empty()) return;
     const KernelTable &kt = active_kernels();
-    const int64_t T = kTopkTile, k = a.k, R = a.n_rows, n_tiles = static_cast<int64_t>(tiles.size());
+    const int64_t k = a.k, R = a.n_rows, n_tiles = static_cast<int64_t>(tiles.size());
     const int64_t threads = pool.size();
     // Key ranges for long inputs (decode: few rows, many keys), row groups
     // for short ones (a prefill chunk against a short middle).
-    const int64_t n_ranges = std::clamp<int64_t>(n_tiles / 8, 1, 4 * threads);
+    const int64_t n_ranges = std::clamp<int64_t>(n_tiles * T / 1024, 1, 4 * threads);
     const int64_t n_groups = std::clamp<int64_t>((4 * threads + n_ranges - 1) / n_ranges, 1, (R + 47) / 48);
     const int64_t rows_per_group = (R + n_groups - 1) / n_groups;
     std::vector<float> ls(static_cast<size_t>(n_ranges * R * k));
