@@ -8,6 +8,9 @@ the first file and estimates their time. A length a method has no rows at is
 extrapolated along the power law through its two nearest measured lengths
 (exponent clamped to [1, 2], as the report's "est." cells). Rows of older
 files (given after the first) only lend their times, not their results.
+Times come from the rows of one backend (--backend, default cpu; a row
+without the field ran on the CPU), so rows run on a GPU do not price the
+CPU's work or the other way round; every row counts as done.
 
   python3 bench/eval_plan.py docs/results/eval-scale-smollm2.jsonl docs/results/eval-smollm2.jsonl \\
       --methods oracle,reform,ilre --tasks niah_single,vt --lengths 8k:5,32k:5,128k:3
@@ -44,10 +47,12 @@ def load(path):
     return rows
 
 
-def times(files):
+def times(files, backend="cpu"):
     t = collections.defaultdict(list)
     for rows in files:
         for (m, _, L, _, _), j in rows.items():
+            if j.get("backend", "cpu") != backend:
+                continue
             if not j.get("error") and isinstance(j.get("wall_s"), (int, float)):
                 t[(m, L)].append(j["wall_s"])
     return {k: statistics.median(v) for k, v in t.items()}
@@ -84,9 +89,10 @@ def main():
     ap.add_argument("--tasks", required=True)
     ap.add_argument("--lengths", required=True, help="LEN:SAMPLES,... e.g. 8k:5,32k:5,128k:3")
     ap.add_argument("--seed", type=int, default=42)
+    ap.add_argument("--backend", default="cpu", help="price with the rows of this backend (default cpu)")
     a = ap.parse_args()
     files = [load(p) for p in a.results]
-    med = times(files)
+    med = times(files, a.backend)
     done = files[0]
     methods, tasks = a.methods.split(","), a.tasks.split(",")
     plan = [(parse_length(x.split(":")[0]), int(x.split(":")[1])) for x in a.lengths.split(",")]
@@ -109,7 +115,8 @@ def main():
         total += hours
         print(f"| {m} | " + " | ".join(cells) + f" | {hours:.1f} |")
     print("| **all** | " + " | ".join(f"{per_len[L]:.1f} h" for L, _ in plan) + f" | **{total:.1f}** |")
-    print("\n*: extrapolated (no row of the method at that length). Times are medians per row of the given files.")
+    print("\n*: extrapolated (no row of the method at that length). Times are medians per row of the given files' "
+          f"{a.backend} rows.")
     return 0
 
 

@@ -46,3 +46,16 @@ def test_counts_what_is_left(tmp_path):
                           "--tasks", "vt,cwe", "--lengths", "8k:3"], capture_output=True, text=True, check=True).stdout
     # 2 tasks x 3 samples = 6, 3 done: 3 left at 10 s.
     assert "| reform | 3 x 10 s = 0.0 h | 0.0 |" in out, out
+
+
+def test_times_come_from_one_backend(tmp_path):
+    cur = tmp_path / "cur.jsonl"
+    gpu = dict(row("full", "vt", 32768, 1, 5), backend="cuda")
+    write(cur, [row("full", "vt", 32768, 0, 300), dict(row("full", "vt", 32768, 2, 310), backend="cpu"), gpu])
+    rows = eval_plan.load(cur)
+    assert eval_plan.times([rows])[("full", 32768)] == 305          # the CPU rows only
+    assert eval_plan.times([rows], "cuda")[("full", 32768)] == 5
+    out = subprocess.run([sys.executable, str(ROOT / "bench" / "eval_plan.py"), str(cur), "--methods", "full",
+                          "--tasks", "vt", "--lengths", "32k:4"], capture_output=True, text=True, check=True).stdout
+    # 4 samples, 3 done (the cuda row too): 1 left at the CPU's 305 s.
+    assert "| full | 1 x 305 s = 0.1 h | 0.1 |" in out, out
