@@ -388,6 +388,12 @@ std::string method_usage(const std::string &indent) {
 
 namespace lctx::cli {
 
+std::string fmt_num(const char *format, double v) {
+    char b[64];
+    std::snprintf(b, sizeof b, format, v);
+    return b;
+}
+
 double peak_rss_mib() {
     struct rusage ru {};
     getrusage(RUSAGE_SELF, &ru);

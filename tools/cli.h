@@ -99,6 +99,8 @@ std::string read_file(const std::string &path);
 
 // Peak resident set size of this process so far, MiB.
 double peak_rss_mib();
+// One number printed with a printf format of one double ("%.3f"): JSON fields.
+std::string fmt_num(const char *format, double v);
 // The chat prompt around the document: before = template text up to the
 // user's content, after = "\n\n" + question, end of turn and the assistant
 // header. The document goes between them.

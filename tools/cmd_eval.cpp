@@ -135,12 +135,6 @@ std::string shell_quote(const std::string &s) {
     return o + "'";
 }
 
-std::string fmt_num(const char *f, double v) {
-    char b[64];
-    std::snprintf(b, sizeof b, f, v);
-    return b;
-}
-
 // --------------------------------------------------------------------------
 // Child side: one combination, from loading the model to the scored answer.
 

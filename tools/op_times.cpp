@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "cli.h"
 #include "common/json.h"
 
 namespace lctx::cli {
@@ -29,12 +30,6 @@ double sum_seconds(const std::vector<lctx_op_time> &ops) {
     return t;
 }
 
-std::string num(const char *f, double v) {
-    char b[64];
-    std::snprintf(b, sizeof b, f, v);
-    return b;
-}
-
 } // namespace
 
 void enable_op_profile() { setenv("LCTX_PROFILE_OPS", "1", 1); }
@@ -43,11 +38,11 @@ std::string op_times_json(const lctx_session *s) {
     std::vector<lctx_op_time> ops;
     double lifetime = 0;
     if (!read_ops(s, ops, lifetime)) return "";
-    std::string j = "{\"lifetime_s\": " + num("%.4f", lifetime) + ", \"unaccounted_s\": " +
-                    num("%.4f", std::max(0.0, lifetime - sum_seconds(ops))) + ", \"ops\": {";
+    std::string j = "{\"lifetime_s\": " + fmt_num("%.4f", lifetime) + ", \"unaccounted_s\": " +
+                    fmt_num("%.4f", std::max(0.0, lifetime - sum_seconds(ops))) + ", \"ops\": {";
     for (size_t i = 0; i < ops.size(); ++i) {
         j += (i ? ", " : "") + json::quote(ops[i].op) + ": {\"calls\": " + std::to_string(ops[i].calls) +
-             ", \"s\": " + num("%.4f", ops[i].seconds);
+             ", \"s\": " + fmt_num("%.4f", ops[i].seconds);
         if (ops[i].bytes > 0) j += ", \"bytes\": " + std::to_string(ops[i].bytes);
         j += "}";
     }

@@ -27,8 +27,6 @@ constexpr const char *kNames[OpTimingBackend::N_OPS] = {
 OpTimingBackend::OpTimingBackend(std::unique_ptr<Backend> inner)
     : ForwardingBackend(inner.get()), owned_(std::move(inner)), born_(std::chrono::steady_clock::now()) {}
 
-const char *OpTimingBackend::op_name(Op op) { return op >= 0 && op < N_OPS ? kNames[op] : "?"; }
-
 bool OpTimingBackend::requested() {
     const char *v = std::getenv("LCTX_PROFILE_OPS");
     return v && *v && std::strcmp(v, "0") != 0;

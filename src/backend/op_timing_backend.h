@@ -37,7 +37,6 @@ public:
 
     explicit OpTimingBackend(std::unique_ptr<Backend> inner);
 
-    static const char *op_name(Op op);
     // The ops called at least once, in Op order.
     std::vector<Entry> entries() const;
     // Seconds since this backend was made (the session's creation).
