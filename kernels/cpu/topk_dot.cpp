@@ -61,6 +61,9 @@ inline bool better(float as, int64_t ai, float bs, int64_t bi) {
 void merge_into(float *ds, int64_t *di, const float *s, const int64_t *i, int k) {
     float ms[kMaxTopk];
     int64_t mi[kMaxTopk];
+    // check() keeps k in [1, kMaxTopk]; saying so here also tells GCC that the
+    // copies below stay inside ms and mi (it warned of an overflow otherwise).
+    if (k < 1 || k > kMaxTopk) __builtin_unreachable();
     int a = 0, b = 0;
     for (int o = 0; o < k; ++o) {
         if (better(s[b], i[b], ds[a], di[a])) {
