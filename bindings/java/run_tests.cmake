@@ -17,3 +17,12 @@ execute_process(COMMAND ${JAVA} -Xcheck:jni -jar ${launcher} --disable-banner --
 if(rc)
   message(FATAL_ERROR "Java tests failed")
 endif()
+# The per-op times test again, in a process profiled from its start: the JVM
+# cannot set its own environment, so the run above checks only the refusal
+# of an unprofiled session.
+set(ENV{LCTX_PROFILE_OPS} 1)
+execute_process(COMMAND ${JAVA} -Xcheck:jni -jar ${launcher} --disable-banner --details=summary
+  --fail-if-no-tests -cp ${OUT_DIR}:${JAR_FILE} "--select-method=org.lctx.BindingTest#opTimes" RESULT_VARIABLE rc)
+if(rc)
+  message(FATAL_ERROR "Java tests failed (opTimes with LCTX_PROFILE_OPS=1)")
+endif()

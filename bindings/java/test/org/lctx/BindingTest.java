@@ -112,6 +112,7 @@ class BindingTest {
     // Per-op times (lctx_session_op_times): the JVM cannot set its own
     // environment, so a session is profiled only when the test runs with
     // LCTX_PROFILE_OPS set; otherwise the call answers LCTX_ERR_UNSUPPORTED.
+    // run_tests.cmake runs it both ways.
     @Test
     void opTimes() {
         try (Session s = model.newSession(new Session.Params().method(lctx_method.LCTX_METHOD_FULL).nCtx(512).nThreads(1)
