@@ -14,6 +14,12 @@ __global__ void run_body(Args a) {
     Body(c, a);
 }
 
+// A tag's body (attention_launches.h: Kernel::run<Ctx>) as a plain function.
+template <class Args, class Kernel>
+LCTX_HD void run_kernel(DeviceCtx &c, const Args &a) {
+    Kernel::template run<DeviceCtx>(c, a);
+}
+
 template <class Args, void (*Body)(DeviceCtx &, const Args &)>
 void launch(const LaunchDims &d, const Args &a, void *stream) {
     if (d.grid.x == 0 || d.grid.y == 0 || d.grid.z == 0) return;
@@ -42,19 +48,9 @@ void launch_gemv(const GemvArgs &a, void *s) {
     launch<GemvArgs, gemv_body<DeviceCtx>>(gemv_dims(a.n_rows, a.threads_per_row), a, s);
 }
 void launch_attention(const AttnArgs &a, void *s) {
-    if (attention_use_tiled(a)) {
-        dispatch_attention_tiled(a, [&](auto variant) {
-            using T = decltype(variant);
-            launch<AttnArgs, attention_tiled_body<T::rq, T::nc, DeviceCtx>>(
-                attention_tiled_dims<T::rq, T::nc>(a.n_q, a.n_head, a.n_split), a, s);
-        });
-    } else {
-        launch<AttnArgs, attention_body<DeviceCtx>>(attention_dims(a.n_q, a.n_head, a.head_dim, a.n_split), a, s);
-    }
-    if (a.n_split > 1) launch<AttnArgs, attn_combine_body<DeviceCtx>>(attn_combine_dims(a.n_q, a.n_head), a, s);
-    // the column pass needs each row's final (m, l): the combine's, or the tiled kernel's
-    if (a.col_sums && (a.n_split > 1 || attention_use_tiled(a)))
-        launch<AttnArgs, attn_cols_body<DeviceCtx>>(attn_cols_dims(a.n_q, a.n_head, a.head_dim, a.n_split), a, s);
+    for_each_attention_launch(a, [&](const LaunchDims &d, auto kernel) {
+        launch<AttnArgs, run_kernel<AttnArgs, decltype(kernel)>>(d, a, s);
+    });
 }
 void launch_gather_rows(const GatherArgs &a, int64_t n, void *s) {
     launch<GatherArgs, gather_rows_body<DeviceCtx>>(kv_rows_dims(n), a, s);

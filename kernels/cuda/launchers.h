@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/attention_launches.h"
 #include "kernels/cuda/attention_tiled.h"
 #include "kernels/cuda/dequant.h"
 #include "kernels/cuda/elementwise.h"
@@ -26,10 +27,9 @@ void launch_add_bias(const AddBiasArgs &a, void *stream);
 void launch_rope(const RopeArgs &a, int64_t n_tok, int32_t n_heads, void *stream);
 void launch_dequant_rows(const DequantRowsArgs &a, int64_t n_rows, void *stream);
 void launch_gemv(const GemvArgs &a, void *stream);
-// a.tiled: attention_tiled_body, else attention_body; with a.n_split > 1
-// attn_combine_body after it; col_sums: attn_cols_body last (attention_body
-// without a split adds them itself). AttnArgs::row_ml must be set where
-// attention_needs_row_ml says so, part where n_split > 1.
+// The launches of for_each_attention_launch (attention_launches.h).
+// AttnArgs::row_ml must be set where attention_needs_row_ml says so, part
+// where n_split > 1.
 void launch_attention(const AttnArgs &a, void *stream);
 void launch_gather_rows(const GatherArgs &a, int64_t n, void *stream);
 void launch_convert_rows(const RowConvertArgs &a, int64_t n, void *stream);
