@@ -12,17 +12,18 @@ if(rc)
   message(FATAL_ERROR "javac (tests) failed")
 endif()
 set(ENV{LCTX_SOURCE_DIR} ${LCTX_SOURCE_DIR})
-execute_process(COMMAND ${JAVA} -Xcheck:jni -jar ${launcher} --disable-banner --details=summary
-  --fail-if-no-tests -cp ${OUT_DIR}:${JAR_FILE} --select-package org.lctx RESULT_VARIABLE rc)
-if(rc)
-  message(FATAL_ERROR "Java tests failed")
-endif()
+# Runs the tests that `selector` picks (a console launcher option) in a JVM
+# of its own; what fails is named by `what`.
+function(run_junit selector what)
+  execute_process(COMMAND ${JAVA} -Xcheck:jni -jar ${launcher} --disable-banner --details=summary
+    --fail-if-no-tests -cp ${OUT_DIR}:${JAR_FILE} "${selector}" RESULT_VARIABLE rc)
+  if(rc)
+    message(FATAL_ERROR "Java tests failed${what}")
+  endif()
+endfunction()
+run_junit("--select-package=org.lctx" "")
 # The per-op times test again, in a process profiled from its start: the JVM
 # cannot set its own environment, so the run above checks only the refusal
 # of an unprofiled session.
 set(ENV{LCTX_PROFILE_OPS} 1)
-execute_process(COMMAND ${JAVA} -Xcheck:jni -jar ${launcher} --disable-banner --details=summary
-  --fail-if-no-tests -cp ${OUT_DIR}:${JAR_FILE} "--select-method=org.lctx.BindingTest#opTimes" RESULT_VARIABLE rc)
-if(rc)
-  message(FATAL_ERROR "Java tests failed (opTimes with LCTX_PROFILE_OPS=1)")
-endif()
+run_junit("--select-method=org.lctx.BindingTest#opTimes" " (opTimes with LCTX_PROFILE_OPS=1)")
