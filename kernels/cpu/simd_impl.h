@@ -560,6 +560,23 @@ inline bool group_hidden(const int32_t *kv_pos, int64_t at, int32_t qp, int32_t 
     return !any;
 }
 
+// q8 decode: software prefetch of the next 64-key block of K or V, one key's
+// row at a time, issued from inside the current block's arithmetic. Decode
+// reads the cache once per token from DRAM, and each block's first touch
+// (the scales are gathered at its start) otherwise stalls on memory before
+// any of its arithmetic: the hardware prefetcher restarts at each 4 KB page,
+// about once per q8 block. Only q8: a q8 block and the next (2 x 8.7 KB of K
+// and V) fit L1 together; f16's (2 x 16 KB) would evict the current block
+// and measured slower (docs/kv-storage.md, "Decode reads the cache from DRAM").
+struct NextBlockPrefetch {
+    const char *row0 = nullptr;   // the next block's first row; null: nothing to prefetch
+    int64_t ld_bytes = 0, row_bytes = 0;
+    void key(int64_t j) const {
+        if (!row0) return;
+        for (int64_t b = 0; b < row_bytes; b += 64) __builtin_prefetch(row0 + j * ld_bytes + b);
+    }
+};
+
 // s[j] = q . k_j (soft-capped with cap > 0) for visible keys, -inf
 // otherwise; returns the block maximum. k: f32, f16 or q8 rows (q8: the
 // codes' dot times kscale[j], the row's scale). W keys at a
@@ -569,7 +586,7 @@ inline bool group_hidden(const int32_t *kv_pos, int64_t at, int32_t qp, int32_t 
 template <class E>
 inline float block_scores(const float *q, const E *k, int64_t ld, int64_t jb, int64_t nb, int hd,
                           const int32_t *kv_pos, int32_t qp, int32_t window, float cap, bool all_visible,
-                          const float *kscale, float *s) {
+                          const float *kscale, float *s, const NextBlockPrefetch &next = {}) {
     int64_t j = 0;
     if (hd % W == 0) {
         for (; j + W <= nb; j += W) {
@@ -581,6 +598,7 @@ inline float block_scores(const float *q, const E *k, int64_t ld, int64_t jb, in
 #pragma GCC unroll 16
             for (int u = 0; u < W; ++u) {
                 const E *kj = k + (jb + j + u) * ld;
+                if constexpr (std::is_same_v<E, int8_t>) next.key(j + u);
                 F a = V::mul(V::load(q), load_elems(kj));
                 for (int d = W; d < hd; d += W) a = V::fmadd(V::load(q + d), load_elems(kj + d), a);
                 acc[u] = a;
@@ -605,7 +623,8 @@ constexpr int kQ8I16MaxDim = 512;
 template <class VV>
 inline float block_scores_q8_i16(const int16_t *q16, float qscale, const int8_t *k, int64_t ld, int64_t jb,
                                  int64_t nb, int hd, const int32_t *kv_pos, int32_t qp, int32_t window, float cap,
-                                 bool all_visible, const float *kscale, float *s) {
+                                 bool all_visible, const float *kscale, float *s,
+                                 const NextBlockPrefetch &next = {}) {
     int64_t j = 0;
     const F qs = VV::set1(qscale);
     for (; j + W <= nb; j += W) {
@@ -617,6 +636,7 @@ inline float block_scores_q8_i16(const int16_t *q16, float qscale, const int8_t 
 #pragma GCC unroll 16
         for (int u = 0; u < W; ++u) {
             const int8_t *kj = k + (jb + j + u) * ld;
+            next.key(j + u);
             typename VV::I a = VV::madd16(VV::load_i16(q16), VV::i8_to_i16(kj));
             for (int d = 2 * W; d < hd; d += 2 * W)
                 a = VV::addi32(a, VV::madd16(VV::load_i16(q16 + d), VV::i8_to_i16(kj + d)));
@@ -667,7 +687,7 @@ inline bool block_all_visible(const int32_t *kv_pos, int64_t jb, int64_t nb, int
 // visible to every row, p = 0 only by underflow, and no test is made.
 template <int R, bool checked, class E>
 inline void acc_values_rows(float *o, const float *factor, const float *p, int64_t ldp, int64_t nb, const E *v,
-                            int64_t ld, int hd) {
+                            int64_t ld, int hd, const NextBlockPrefetch &next) {
     for (int d = 0; d < hd; d += 2 * W) {
         F a0[R], a1[R];
         for (int r = 0; r < R; ++r) {
@@ -682,6 +702,8 @@ inline void acc_values_rows(float *o, const float *factor, const float *p, int64
                 if (!any) continue;
             }
             const E *vj = v + j * ld + d;
+            if constexpr (std::is_same_v<E, int8_t>)
+                if (d == 0) next.key(j);
             const F v0 = load_elems(vj), v1 = load_elems(vj + W);
             for (int r = 0; r < R; ++r) {
                 const float pr = p[r * ldp + j];
@@ -717,15 +739,15 @@ namespace {
 // acc_values_rows for a run-time row count (1..7).
 template <bool checked, class E>
 inline void acc_rows(int64_t rows, float *o, const float *factor, const float *p, int64_t nb, const E *v, int64_t ld,
-                     int hd) {
+                     int hd, const NextBlockPrefetch &next) {
     switch (rows) {
-    case 1: acc_values_rows<1, checked>(o, factor, p, kAttnKeyBlock, nb, v, ld, hd); break;
-    case 2: acc_values_rows<2, checked>(o, factor, p, kAttnKeyBlock, nb, v, ld, hd); break;
-    case 3: acc_values_rows<3, checked>(o, factor, p, kAttnKeyBlock, nb, v, ld, hd); break;
-    case 4: acc_values_rows<4, checked>(o, factor, p, kAttnKeyBlock, nb, v, ld, hd); break;
-    case 5: acc_values_rows<5, checked>(o, factor, p, kAttnKeyBlock, nb, v, ld, hd); break;
-    case 6: acc_values_rows<6, checked>(o, factor, p, kAttnKeyBlock, nb, v, ld, hd); break;
-    default: acc_values_rows<7, checked>(o, factor, p, kAttnKeyBlock, nb, v, ld, hd); break;
+    case 1: acc_values_rows<1, checked>(o, factor, p, kAttnKeyBlock, nb, v, ld, hd, next); break;
+    case 2: acc_values_rows<2, checked>(o, factor, p, kAttnKeyBlock, nb, v, ld, hd, next); break;
+    case 3: acc_values_rows<3, checked>(o, factor, p, kAttnKeyBlock, nb, v, ld, hd, next); break;
+    case 4: acc_values_rows<4, checked>(o, factor, p, kAttnKeyBlock, nb, v, ld, hd, next); break;
+    case 5: acc_values_rows<5, checked>(o, factor, p, kAttnKeyBlock, nb, v, ld, hd, next); break;
+    case 6: acc_values_rows<6, checked>(o, factor, p, kAttnKeyBlock, nb, v, ld, hd, next); break;
+    default: acc_values_rows<7, checked>(o, factor, p, kAttnKeyBlock, nb, v, ld, hd, next); break;
     }
 }
 
@@ -757,6 +779,7 @@ void attn_partial_rows(const AttentionArgs &a, float scale, int g, int64_t i0, i
     // (after their sum is taken) before the values' codes are accumulated.
     constexpr bool q8 = std::is_same_v<E, int8_t>;
     alignas(64) float kscale[kAttnKeyBlock], vscale[kAttnKeyBlock];
+    const NextBlockPrefetch no_prefetch;
     // q8 keys in integers where the variant can (block_scores_q8_i16): each
     // row's query in int16 after the factors (qscale[r] 0: that row in f32).
     constexpr bool i16_variant = q8 && V::kI16Dot;
@@ -776,6 +799,14 @@ void attn_partial_rows(const AttentionArgs &a, float scale, int g, int64_t i0, i
                 kscale[j] = lctx::q8_row_scale(reinterpret_cast<const uint8_t *>(kg + (jb + j) * a.ld_kv), hd);
                 vscale[j] = lctx::q8_row_scale(reinterpret_cast<const uint8_t *>(vg + (jb + j) * a.ld_kv), hd);
             }
+        // q8: the next block's K rows are prefetched while the first row
+        // scores this one, its V rows while this one's values are summed.
+        NextBlockPrefetch next_k, next_v;
+        if (q8 && jb + nb < j1) {
+            const int64_t row_bytes = lctx::q8_row_bytes(hd);
+            next_k = {reinterpret_cast<const char *>(kg + (jb + nb) * a.ld_kv), a.ld_kv, row_bytes};
+            next_v = {reinterpret_cast<const char *>(vg + (jb + nb) * a.ld_kv), a.ld_kv, row_bytes};
+        }
         bool any = false, all_visible = true;
         for (int64_t i = i0; i < i1; ++i) {
             const int32_t qp = a.q_pos[i];
@@ -784,16 +815,17 @@ void attn_partial_rows(const AttentionArgs &a, float scale, int g, int64_t i0, i
             for (int u = 0; u < ng; ++u) {
                 const int64_t r = (i - i0) * ng + u;
                 float *sr = s + r * kAttnKeyBlock;
+                const NextBlockPrefetch &pf = r == 0 ? next_k : no_prefetch;   // the first row fetches for all
                 float bmax;
                 if constexpr (i16_variant) {
                     bmax = i16 && qscale[r] != 0.0f
                                ? block_scores_q8_i16<V>(q16 + r * hd, qscale[r], kg, a.ld_kv, jb, nb, hd, kv_pos, qp,
-                                                        a.window, a.softcap, visible, kscale, sr)
+                                                        a.window, a.softcap, visible, kscale, sr, pf)
                                : block_scores(qs + r * hd, kg, a.ld_kv, jb, nb, hd, kv_pos, qp, a.window, a.softcap,
-                                              visible, kscale, sr);
+                                              visible, kscale, sr, pf);
                 } else {
                     bmax = block_scores(qs + r * hd, kg, a.ld_kv, jb, nb, hd, kv_pos, qp, a.window, a.softcap, visible,
-                                        q8 ? kscale : nullptr, sr);
+                                        q8 ? kscale : nullptr, sr, pf);
                 }
                 if (a.row_scores)
                     std::memcpy(a.row_scores + (i * a.n_head + g * ng + u) * a.n_kv + jb, sr,
@@ -818,8 +850,8 @@ void attn_partial_rows(const AttentionArgs &a, float scale, int g, int64_t i0, i
         if (!shared_v || !any) continue;
         for (int64_t r = 0; r < rows; ++r) scale_by_values(s + r * kAttnKeyBlock, nb);
         const E *vb = vg + jb * a.ld_kv;
-        if (all_visible) acc_rows<false>(rows, o, factor, s, nb, vb, a.ld_kv, hd);
-        else acc_rows<true>(rows, o, factor, s, nb, vb, a.ld_kv, hd);
+        if (all_visible) acc_rows<false>(rows, o, factor, s, nb, vb, a.ld_kv, hd, next_v);
+        else acc_rows<true>(rows, o, factor, s, nb, vb, a.ld_kv, hd, next_v);
     }
 }
 
