@@ -571,7 +571,7 @@ inline bool group_hidden(const int32_t *kv_pos, int64_t at, int32_t qp, int32_t 
 struct NextBlockPrefetch {
     const char *row0 = nullptr;   // the next block's first row; null: nothing to prefetch
     int64_t ld_bytes = 0, row_bytes = 0;
-    void key(int64_t j) const {
+    void key(int64_t j) const {   // j < 64, the current block's key
         if (!row0) return;
         for (int64_t b = 0; b < row_bytes; b += 64) __builtin_prefetch(row0 + j * ld_bytes + b);
     }
@@ -819,7 +819,9 @@ void attn_partial_rows(const AttentionArgs &a, float scale, int g, int64_t i0, i
         // q8: the next block's K rows are prefetched while the first row
         // scores this one, its V rows while this one's values are summed.
         NextBlockPrefetch next_k, next_v;
-        if (q8 && jb + nb < j1) {
+        // Only a whole next block (key() indexes it by this block's keys);
+        // a short last one is read unprefetched.
+        if (q8 && nb == kAttnKeyBlock && jb + 2 * kAttnKeyBlock <= j1) {
             const int64_t row_bytes = lctx::q8_row_bytes(hd);
             next_k = {reinterpret_cast<const char *>(kg + (jb + nb) * a.ld_kv), a.ld_kv, row_bytes};
             next_v = {reinterpret_cast<const char *>(vg + (jb + nb) * a.ld_kv), a.ld_kv, row_bytes};
