@@ -679,16 +679,14 @@ inline bool block_all_visible(const int32_t *kv_pos, int64_t jb, int64_t nb, int
 }
 
 // acc_values for R rows sharing one block of V (the query heads of a KV
-// group): o_r = o_r * factor[r] + sum_j p[r][j] * v_j, each v_j loaded once
-// for all rows, 2W columns at a time (2R accumulators). Per row and column
-// the same operations in the same order as acc_values. hd % (2W) == 0.
-// checked: some key of the block may be hidden from some row (p = 0 there,
-// and its value is then never read into that row); unchecked: every key is
-// visible to every row, p = 0 only by underflow, and no test is made.
-// o[r] = o[r] * factor[r] + sum_j p[r][j] * v_j for R rows at once, so each
-// value row is loaded (and widened) once for all of them. NV vectors of
-// dimensions per pass over the block: R * NV accumulators plus the NV value
-// vectors stay in registers (acc_rows picks NV).
+// group): o_r = o_r * factor[r] + sum_j p[r][j] * v_j, each v_j loaded (and
+// widened) once for all rows, NV * W columns per pass over the block (R * NV
+// accumulators and the NV value vectors in registers; acc_rows_of picks NV).
+// Per row and column the same operations in the same order as acc_values.
+// hd % (NV * W) == 0. checked: some key of the block may be hidden from some
+// row (p = 0 there, and its value is then never read into that row);
+// unchecked: every key is visible to every row, p = 0 only by underflow, and
+// no test is made. next: the next block's V rows to prefetch (q8 only).
 template <int R, bool checked, int NV, class E>
 inline void acc_values_rows(float *o, const float *factor, const float *p, int64_t ldp, int64_t nb, const E *v,
                             int64_t ld, int hd, const NextBlockPrefetch &next) {
@@ -720,7 +718,6 @@ inline void acc_values_rows(float *o, const float *factor, const float *p, int64
             for (int c = 0; c < NV; ++c) V::store(o + r * hd + d + c * W, acc[r][c]);
     }
 }
-
 
 inline void scaled_query(const AttentionArgs &a, int64_t i, int h, float scale, float *qs) {
     const float *q = a.q + i * a.ldq + static_cast<int64_t>(h) * a.head_dim;
@@ -818,10 +815,10 @@ void attn_partial_rows(const AttentionArgs &a, float scale, int g, int64_t i0, i
             }
         // q8: the next block's K rows are prefetched while the first row
         // scores this one, its V rows while this one's values are summed.
-        NextBlockPrefetch next_k, next_v;
         // Only a whole next block (key() indexes it by this block's keys);
         // a short last one is read unprefetched.
-        if (q8 && nb == kAttnKeyBlock && jb + 2 * kAttnKeyBlock <= j1) {
+        NextBlockPrefetch next_k, next_v;
+        if (q8 && jb + 2 * kAttnKeyBlock <= j1) {
             const int64_t row_bytes = lctx::q8_row_bytes(hd);
             next_k = {reinterpret_cast<const char *>(kg + (jb + nb) * a.ld_kv), a.ld_kv, row_bytes};
             next_v = {reinterpret_cast<const char *>(vg + (jb + nb) * a.ld_kv), a.ld_kv, row_bytes};
