@@ -131,20 +131,31 @@ def q8_section(runs, series, decode_ctx):
     """Decode with the opt-in q8 KV store against llama.cpp's default f16
     cache and its own q8_0 cache (flash attention on: llama.cpp quantizes V
     only with it)."""
+    # With --matmul-int8 too: q8 storage and int8 matmuls together (runs
+    # "q8_int8"), the closest to llama.cpp's own arithmetic (it rounds the
+    # activations of its 4-bit matmuls to 8 bits).
+    both = bool(runs["q8_int8"]) and runs["q8_int8"][0].get("matmul") == "int8"
     md = ["", "## Decode with a q8 KV store (opt-in, lossy: `lctx bench --kv q8`, docs/kv-storage.md)", "",
           "Same repeats, medians. llama.cpp runs its default f16 K/V cache (the table above) and, for the same "
-          "storage, its q8_0 K/V cache.", "",
+          "storage, its q8_0 K/V cache." + (" The last three columns add int8 matmuls (`--matmul int8`, "
+                                            "docs/int8.md) to the q8 store." if both else ""), "",
           "| measurement | lctx q8 | lctx f32 | llama.cpp f16 | llama.cpp q8_0 | lctx q8 / llama.cpp f16 | "
-          "lctx q8 / llama.cpp q8_0 |",
-          "|---|---:|---:|---:|---:|---:|---:|"]
+          "lctx q8 / llama.cpp q8_0 |" + (" lctx q8 + int8 | q8 + int8 / llama.cpp f16 | q8 + int8 / llama.cpp q8_0 |"
+                                          if both else ""),
+          "|---|---:|---:|---:|---:|---:|---:|" + ("---:|---:|---:|" if both else "")]
     q8, f32 = stats(series("q8", "decode"))[1], stats(series("lctx", "decode"))[1]
     l16 = stats(series("llama.cpp", "decode"))[1] if runs["llama.cpp"] else float("nan")
     l8 = stats(series("llama_q8", "decode"))[1] if runs["llama_q8"] else float("nan")
     ratio = lambda a, b: f"**{a / b:.2f}x**" if b == b and b > 0 else "not measured"
-    md.append(f"| decode after {decode_ctx} tokens (tok/s) | {q8:.1f} | {f32:.1f} | {l16:.1f} | {l8:.1f} | "
-              f"{ratio(q8, l16)} | {ratio(q8, l8)} |")
+    row = (f"| decode after {decode_ctx} tokens (tok/s) | {q8:.1f} | {f32:.1f} | {l16:.1f} | {l8:.1f} | "
+           f"{ratio(q8, l16)} | {ratio(q8, l8)} |")
+    if both:
+        qi = stats(series("q8_int8", "decode"))[1]
+        row += f" {qi:.1f} | {ratio(qi, l16)} | {ratio(qi, l8)} |"
+    md.append(row)
     pr = lambda k: max((r["peak_rss_mib"] for r in runs[k]), default=float("nan"))
-    md.append(f"| peak RSS (MiB) | {pr('q8'):.0f} | {pr('lctx'):.0f} | {pr('llama.cpp'):.0f} | {pr('llama_q8'):.0f} | | |")
+    md.append(f"| peak RSS (MiB) | {pr('q8'):.0f} | {pr('lctx'):.0f} | {pr('llama.cpp'):.0f} | {pr('llama_q8'):.0f} | | |"
+              + (f" {pr('q8_int8'):.0f} | | |" if both else ""))
     return md
 
 
@@ -200,7 +211,7 @@ def main():
 
     load_before = loadavg()
     runs = {"lctx": [], "llama.cpp": [], "before": [], "f16": [], "before_f16": [], "backend": [], "bf16": [], "bf16_all": [],
-            "int8": [], "q8": [], "llama_q8": []}
+            "int8": [], "q8": [], "llama_q8": [], "q8_int8": []}
     other = args.backend if args.backend and args.backend != "cpu" else None
     for r in range(args.repeats):
         print(f"repeat {r + 1}/{args.repeats}: lctx", file=sys.stderr, flush=True)
@@ -226,6 +237,10 @@ def main():
                    str(args.n_decode), "-r", "1"]
             print(f"repeat {r + 1}/{args.repeats}: lctx (q8 KV)", file=sys.stderr, flush=True)
             runs["q8"].append(json.loads(sh([str(lctx), "bench", "--backend", "cpu", "--kv", "q8"] + dec)))
+            if args.matmul_int8:
+                print(f"repeat {r + 1}/{args.repeats}: lctx (q8 KV, int8 matmuls)", file=sys.stderr, flush=True)
+                runs["q8_int8"].append(json.loads(sh([str(lctx), "bench", "--backend", "cpu", "--kv", "q8", "--matmul",
+                                                      "int8"] + dec)))
             if not args.no_llama:
                 print(f"repeat {r + 1}/{args.repeats}: llama.cpp (q8_0 KV)", file=sys.stderr, flush=True)
                 runs["llama_q8"].append(json.loads(sh([py, str(ROOT / "bench" / "llama_cpp_bench.py"), "--flash-attn",

@@ -27,15 +27,17 @@ double read_bandwidth_gb_s(ThreadPool &pool);
 // Name of the SIMD variant chosen for this CPU ("avx512bf16", "avx512", "avx2", "scalar").
 const char *simd_variant();
 
-// The arithmetic of matmul's packed GEMM of many tokens (4 or more; one to
-// three tokens, and every arithmetic's fallback, are exact f32):
+// The arithmetic of matmul (every arithmetic's fallback is exact f32):
 //   F32:  exact (the default).
 //   BF16: opt-in, lossy: the dequantized weights and the activations rounded
-//         to bf16, sums in f32, where the CPU has AVX512_BF16 (matmul_bf16_available).
+//         to bf16, sums in f32, where the CPU has AVX512_BF16
+//         (matmul_bf16_available); the packed GEMM of 4 or more tokens only.
 //   INT8: opt-in, lossy: the activations rounded to int8 in blocks of 32 with
 //         an f32 scale each, integer dot products with the weights' 4- or
-//         5-bit codes (Q4_0, Q4_1, Q4_K, Q5_0, Q5_1; other types stay f32), where the active
-//         SIMD variant is AVX2 or AVX-512 (matmul_int8_available); docs/int8.md.
+//         5-bit codes, where the active SIMD variant is AVX2 or AVX-512
+//         (matmul_int8_available); docs/int8.md. Two or more tokens: Q4_0,
+//         Q4_1, Q4_K, Q5_0, Q5_1; one token (decode): Q4_0 and Q4_1; other
+//         types stay f32.
 enum class MatmulArith { F32, BF16, INT8 };
 
 // y[t * n_rows + r] = sum_c W[r, c] * x[t * ldx + c]   for t < n_tok, r < W.n_rows.

@@ -90,6 +90,7 @@ lctx::cpu::KernelTable make_table_avx512() {
     k.gemv = gemv_avx512;
     k.gemm_i8 = gemm_i8_avx2;
     k.quantize_i8 = quantize_act_row_avx2;
+    k.gemv_i8 = gemv_i8_avx2;
     if (lctx::cpu::cpu_has_avx512_bf16()) {
         k.attn_partial_bf16 = attn_partial_tiled_bf16;
         k.gemm_bf16 = gemm_bf16;

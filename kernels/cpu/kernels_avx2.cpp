@@ -113,6 +113,7 @@ const KernelTable &kernel_table_avx2() {
         KernelTable k = kTable;
         k.gemm_i8 = gemm_i8_avx2;
         k.quantize_i8 = quantize_act_row_avx2;
+        k.gemv_i8 = gemv_i8_avx2;
         return k;
     }();
     return table;

@@ -67,11 +67,36 @@ void block_sums(const float *x, int64_t n, float *xbsum) {
 // two jobs), one pool job for all of them.
 constexpr int64_t kGemvChunk = 16;
 
-void gemv_multi(ThreadPool &pool, const KernelTable &kt, const MatmulJob *jobs, int n_jobs, const float *x) {
+// int8: the token is rounded to int8 blocks once (xq, and xds: each block's
+// scale and scaled code sum, interleaved), and the weights the table's
+// gemv_i8 takes are multiplied in integers; the others stay f32.
+void gemv_multi(ThreadPool &pool, const KernelTable &kt, const MatmulJob *jobs, int n_jobs, const float *x,
+                bool int8) {
     const int64_t K = jobs[0].W->n_cols;
     thread_local std::vector<float> xbsum_buf;
     float *xbsum = scratch(xbsum_buf, static_cast<size_t>(K / 32 + 1));
     block_sums(x, K % 32 == 0 ? K : 0, xbsum);
+    thread_local std::vector<int8_t> xq_buf;
+    thread_local std::vector<float> xds_buf;
+    int8_t *xl = nullptr;
+    float *xds = nullptr;
+    if (int8 && kt.gemv_i8 && K % kI8Block == 0) {
+        const int64_t nb = K / kI8Block, pairs = (nb + 1) / 2;
+        xq_buf.resize(static_cast<size_t>(K + pairs * 2 * kI8Block));
+        int8_t *xq = xq_buf.data();
+        xl = xq + K;
+        // [xd, xs] per block, then a zero pair (read by an unpaired last
+        // block), then the quantizer's d and s.
+        xds = scratch(xds_buf, static_cast<size_t>(4 * nb + 2));
+        float *d = xds + 2 * nb + 2, *s = d + nb;
+        kt.quantize_i8(x, K, xq, d, s);
+        for (int64_t b = 0; b < nb; ++b) {
+            xds[2 * b] = d[b];
+            xds[2 * b + 1] = s[b];
+        }
+        xds[2 * nb] = xds[2 * nb + 1] = 0.0f;
+        gemv_i8_token_layout(xq, nb, xl);
+    }
     int64_t first[kMaxMatmulJobs + 1];
     first[0] = 0;
     for (int j = 0; j < n_jobs; ++j) first[j + 1] = first[j] + (jobs[j].W->n_rows + kGemvChunk - 1) / kGemvChunk;
@@ -82,7 +107,9 @@ void gemv_multi(ThreadPool &pool, const KernelTable &kt, const MatmulJob *jobs, 
             const WeightView &W = *jobs[j].W;
             const int64_t c1 = std::min(e, first[j + 1]);   // chunks of job j in this range
             const int64_t r0 = (c - first[j]) * kGemvChunk, r1 = std::min(W.n_rows, (c1 - first[j]) * kGemvChunk);
-            if (!kt.gemv(W.type, W.row(r0), W.row_bytes, r1 - r0, W.n_cols, x, xbsum, jobs[j].y + r0))
+            if (xl && kt.gemv_i8(W.type, W.row(r0), W.row_bytes, r1 - r0, W.n_cols, xl, xds, jobs[j].y + r0)) {
+                // int8 path taken
+            } else if (!kt.gemv(W.type, W.row(r0), W.row_bytes, r1 - r0, W.n_cols, x, xbsum, jobs[j].y + r0))
                 rows_dot(kt, W, x, W.n_cols, 1, jobs[j].y, r0, r1);
             c = c1;
         }
@@ -201,23 +228,29 @@ void matmul_multi(ThreadPool &pool, const MatmulJob *jobs, int n_jobs, const flo
         fail(LCTX_ERR_INVALID_ARG, "matmul: bad activations (ldx %lld < %lld columns or null pointer)",
              static_cast<long long>(ldx), static_cast<long long>(jobs[0].W->n_cols));
     const KernelTable &kt = active_kernels();
-    if (n_tok == 1) {
-        gemv_multi(pool, kt, jobs, n_jobs, x);
-    } else if (n_tok < kMinGemmTokens) {
-        for (int j = 0; j < n_jobs; ++j) {
-            const WeightView &W = *jobs[j].W;
+    const bool int8 = arith == MatmulArith::INT8 && kt.gemm_i8;
+    auto few_tokens = [&](const MatmulJob *js, int n) {
+        for (int j = 0; j < n; ++j) {
+            const WeightView &W = *js[j].W;
             pool.parallel_for((W.n_rows + 15) / 16, [&](int64_t b, int64_t e, int) {
-                rows_dot(kt, W, x, ldx, n_tok, jobs[j].y, b * 16, std::min(W.n_rows, e * 16));
+                rows_dot(kt, W, x, ldx, n_tok, js[j].y, b * 16, std::min(W.n_rows, e * 16));
             });
         }
-    } else if (arith == MatmulArith::INT8 && kt.gemm_i8) {
-        // The jobs whose weights have 4- or 5-bit codes take the int8 GEMM,
-        // the others (q8_0, f16, q5_k, q6_k...) the f32 one.
+    };
+    if (n_tok == 1) {
+        gemv_multi(pool, kt, jobs, n_jobs, x, int8);
+    } else if (n_tok < kMinGemmTokens && !int8) {
+        few_tokens(jobs, n_jobs);
+    } else if (int8) {
+        // The jobs whose weights have 4- or 5-bit codes take the int8 GEMM
+        // (also for 2 or 3 tokens: one padded tile), the others (q8_0, f16,
+        // q5_k, q6_k...) the f32 path of their token count.
         MatmulJob i8[kMaxMatmulJobs], f32[kMaxMatmulJobs];
         int n_i8 = 0, n_f32 = 0;
         for (int j = 0; j < n_jobs; ++j) (int8_weight_type(jobs[j].W->type) ? i8[n_i8++] : f32[n_f32++]) = jobs[j];
         if (n_i8) gemm_int8_multi(pool, kt, i8, n_i8, x, ldx, n_tok);
-        if (n_f32) gemm_multi(pool, kt, f32, n_f32, x, ldx, n_tok, false);
+        if (n_f32 && n_tok < kMinGemmTokens) few_tokens(f32, n_f32);
+        else if (n_f32) gemm_multi(pool, kt, f32, n_f32, x, ldx, n_tok, false);
     } else {
         const bool bf16 = arith == MatmulArith::BF16 && kt.gemm_bf16 && jobs[0].W->n_cols % 2 == 0;
         gemm_multi(pool, kt, jobs, n_jobs, x, ldx, n_tok, bf16);

@@ -115,6 +115,20 @@ void quantize_act_row(const float *x, int64_t K, int8_t *q, float *d, float *s) 
     }
 }
 
+void gemv_i8_token_layout(const int8_t *xq, int64_t nb, int8_t *xl) {
+    for (int64_t b = 0; b < nb; b += 2) {
+        const int8_t *x0 = xq + b * kI8Block, *x1 = x0 + kI8Block;
+        int8_t *o = xl + b * kI8Block;
+        const bool pair = b + 1 < nb;
+        for (int j = 0; j < 16; ++j) {
+            o[j] = x0[j];
+            o[16 + j] = pair ? x1[j] : int8_t{0};
+            o[32 + j] = x0[16 + j];
+            o[48 + j] = pair ? x1[16 + j] : int8_t{0};
+        }
+    }
+}
+
 void gemm_int8_multi(ThreadPool &pool, const KernelTable &kt, const MatmulJob *jobs, int n_jobs, const float *x,
                      int64_t ldx, int64_t n_tok) {
     const int64_t K = jobs[0].W->n_cols, nb = K / kI8Block;

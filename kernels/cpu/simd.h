@@ -82,6 +82,15 @@ struct KernelTable {
     // quantize_act_row (matmul_int8.h) with the same results bit for bit.
     // Null with gemm_i8.
     void (*quantize_i8)(const float *x, int64_t K, int8_t *q, float *d, float *s);
+    // The same arithmetic for one token (decode) on the weight rows as
+    // stored: y[r] = sum over blocks b of d_w * xds[2b] * (codes . token
+    // codes) + m_w * xds[2b + 1] for r < n_rows of w, K columns. xl: the
+    // token's codes in gemv_i8_token_layout's order; xds: each block's scale
+    // and scaled code sum, interleaved, 2 * K / 32 floats plus 2 readable
+    // past the end. false when t has no such path here (then the token is
+    // multiplied in f32). Null with gemm_i8.
+    bool (*gemv_i8)(GgmlType t, const uint8_t *w, size_t row_bytes, int64_t n_rows, int64_t K, const int8_t *xl,
+                    const float *xds, float *y);
 };
 
 // Keys per block in the attention kernels; queries per work item at most

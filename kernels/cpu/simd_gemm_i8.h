@@ -91,6 +91,97 @@ void gemm_i8_avx2(const uint8_t *wq, const float *wd, const float *wm, const int
     else gemm_i8_groups<4>(wq, wd, wm, xq, xd, xs, nb, n_tok, y, ldy, rows);
 }
 
+// One token (decode): Q4_0 / Q4_1 rows read as stored, no panel, two blocks
+// at a time. The 16 code bytes of blocks b and b + 1 fill one vector: its
+// low nibbles are elements 0..15 of each block, its high nibbles elements
+// 16..31. The token's codes are laid out to match once per call
+// (gemv_i8_token_layout), so `vpmaddubsw` meets them without a shuffle per
+// block; `vpmaddwd` with ones leaves four int32 sums per block, scaled in
+// f32 by d_w * xd. The four scales of a pair take one f16 conversion and one
+// product: {d0, m0, d1, m1} (Q4_0: {d0, d0, d1, d1}) times {xd0, xs0, xd1,
+// xs1}; lanes 0 and 2 are the code terms' factors, lanes 1 and 3 the min
+// terms, which a 128-bit accumulator sums (Q4_0's min is -8 d_w, so those
+// lanes are multiplied by -8 at the end, an exact power of two). The f32
+// GEMV spends about 6 cycles a block on a Zen 4 and reads its weights from
+// L3 no faster than from DRAM: it is bound by its instructions, not by
+// memory (docs/int8.md, "Decode").
+
+template <GgmlType T>
+inline uint32_t gemv_i8_scales(const uint8_t *blk) {   // f16 {d, m} (Q4_0: {d, d}) as one word
+    uint32_t dm = 0;
+    if constexpr (T == GgmlType::Q4_1) {
+        __builtin_memcpy(&dm, blk, 4);
+    } else {
+        uint16_t d = 0;
+        __builtin_memcpy(&d, blk, 2);
+        dm = d | (static_cast<uint32_t>(d) << 16);
+    }
+    return dm;
+}
+
+// Blocks at b0 and b1 (b1 null: a last unpaired block, its codes and scales zero).
+template <GgmlType T>
+inline void gemv_i8_pair(const uint8_t *b0, const uint8_t *b1, const int8_t *xl, const float *xds, __m256 &acc,
+                         __m128 &accm) {
+    constexpr int kCodes = T == GgmlType::Q4_1 ? 4 : 2;   // bytes of f16 scales before the codes
+    const __m128i q0 = _mm_loadu_si128(reinterpret_cast<const __m128i *>(b0 + kCodes));
+    const __m256i q = b1 ? _mm256_inserti128_si256(_mm256_castsi128_si256(q0),
+                                                   _mm_loadu_si128(reinterpret_cast<const __m128i *>(b1 + kCodes)), 1)
+                         : _mm256_zextsi128_si256(q0);
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    const __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+    const __m256i p = _mm256_add_epi16(
+        _mm256_maddubs_epi16(lo, _mm256_loadu_si256(reinterpret_cast<const __m256i *>(xl))),
+        _mm256_maddubs_epi16(hi, _mm256_loadu_si256(reinterpret_cast<const __m256i *>(xl + 32))));
+    const __m256i sums = _mm256_madd_epi16(p, _mm256_set1_epi16(1));   // lanes 0..3: block b0, 4..7: b1
+    const __m128i dm = _mm_insert_epi32(_mm_cvtsi32_si128(static_cast<int>(gemv_i8_scales<T>(b0))),
+                                        b1 ? static_cast<int>(gemv_i8_scales<T>(b1)) : 0, 1);
+    const __m128 f = _mm_mul_ps(_mm_cvtph_ps(dm), _mm_loadu_ps(xds));   // {d0 xd0, m0 xs0, d1 xd1, m1 xs1}
+    const __m256 scale = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(f), _mm256_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, acc);
+    accm = _mm_add_ps(accm, f);
+}
+
+template <GgmlType T>
+inline float gemv_i8_row(const uint8_t *w, const int8_t *xl, const float *xds, int64_t nb) {
+    constexpr int kBytes = T == GgmlType::Q4_1 ? 20 : 18;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
+    __m128 accm0 = _mm_setzero_ps(), accm1 = accm0;
+    int64_t b = 0;
+    for (; b + 4 <= nb; b += 4) {
+        // Weights stream from DRAM once per token: prefetched 2 KB ahead, as
+        // the f32 GEMV does (gemv_avx512.h; 4 and 8 KB measured no better here).
+        _mm_prefetch(reinterpret_cast<const char *>(w + b * kBytes) + 2048, _MM_HINT_T0);
+        gemv_i8_pair<T>(w + b * kBytes, w + (b + 1) * kBytes, xl + b * 32, xds + 2 * b, acc0, accm0);
+        gemv_i8_pair<T>(w + (b + 2) * kBytes, w + (b + 3) * kBytes, xl + b * 32 + 64, xds + 2 * b + 4, acc1, accm1);
+    }
+    for (; b < nb; b += 2)
+        gemv_i8_pair<T>(w + b * kBytes, b + 1 < nb ? w + (b + 1) * kBytes : nullptr, xl + b * 32, xds + 2 * b, acc0,
+                        accm0);
+    const __m256 a = _mm256_add_ps(acc0, acc1);
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_add_ss(h, _mm_movehdup_ps(h));
+    __m128 m = _mm_add_ps(accm0, accm1);
+    m = _mm_add_ss(_mm_movehdup_ps(m), _mm_movehl_ps(m, _mm_movehdup_ps(m)));   // lanes 1 + 3
+    const float mins = _mm_cvtss_f32(m);
+    return _mm_cvtss_f32(h) + (T == GgmlType::Q4_0 ? -8.0f * mins : mins);
+}
+
+bool gemv_i8_avx2(GgmlType t, const uint8_t *w, size_t row_bytes, int64_t n_rows, int64_t K, const int8_t *xl,
+                  const float *xds, float *y) {
+    const int64_t nb = K / 32;
+    switch (t) {
+    case GgmlType::Q4_0:
+        for (int64_t r = 0; r < n_rows; ++r) y[r] = gemv_i8_row<GgmlType::Q4_0>(w + r * row_bytes, xl, xds, nb);
+        return true;
+    case GgmlType::Q4_1:
+        for (int64_t r = 0; r < n_rows; ++r) y[r] = gemv_i8_row<GgmlType::Q4_1>(w + r * row_bytes, xl, xds, nb);
+        return true;
+    default: return false;
+    }
+}
+
 // quantize_act_row (matmul_int8.cpp, the scalar rule) in AVX2: the same
 // codes, scales and sums bit for bit (cvtps_epi32 rounds to nearest even in
 // the default MXCSR mode, as nearbyint does).

@@ -1,9 +1,10 @@
 // matmul's int8 arithmetic (MatmulArith::INT8, docs/int8.md) against a brute
 // force reference written here: the activations rounded to int8 per block of
 // 32 by the rule of the docs, multiplied in double with the weights as the
-// scalar reference dequantizer gives them. Also: which shapes and types stay
-// exact f32, the 4-bit unpacking against the dequantizer, non-finite inputs,
-// and the variant without a kernel (scalar) staying exact.
+// scalar reference dequantizer gives them, for one token (decode's GEMV) and
+// many (the GEMM). Also: which shapes and types stay exact f32, the 4-bit
+// unpacking against the dequantizer, non-finite inputs, and the variant
+// without a kernel (scalar) staying exact.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -39,8 +40,11 @@ std::vector<double> int8_rounded(const float *x, int64_t K) {
     return out;
 }
 
+// Where the int8 arithmetic applies: two or more tokens (the GEMM) for every
+// type with 4- or 5-bit codes; one token (decode's GEMV) for Q4_0 and Q4_1.
 bool int8_runs(int64_t n_tok, GgmlType t) {
-    return cpu::matmul_int8_available() && n_tok >= 4 && cpu::int8_weight_type(t);
+    if (!cpu::matmul_int8_available() || !cpu::int8_weight_type(t)) return false;
+    return n_tok >= 2 || t == GgmlType::Q4_0 || t == GgmlType::Q4_1;
 }
 
 // y against the reference: |y - sum w * x_rounded| <= 1e-5 * sum |w * x_rounded|.
@@ -70,6 +74,7 @@ TEST(KernelsMatmulInt8, MatchesInt8RoundedReference) {
     std::vector<RandomWeight> ws;
     ws.emplace_back(GgmlType::Q4_1, 75, 608, rng);   // 75 rows: a last panel of 3
     ws.emplace_back(GgmlType::Q4_0, 64, 576, rng);
+    ws.emplace_back(GgmlType::Q4_0, 13, 96, rng);    // 3 blocks: one pair and an unpaired last block (one token)
     ws.emplace_back(GgmlType::Q4_K, 13, 512, rng);   // two super blocks, a last panel of 5
     ws.emplace_back(GgmlType::Q5_0, 21, 576, rng);   // 5-bit codes: block sums in two halves
     ws.emplace_back(GgmlType::Q5_1, 16, 608, rng);
@@ -77,7 +82,7 @@ TEST(KernelsMatmulInt8, MatchesInt8RoundedReference) {
     ws.emplace_back(GgmlType::F16, 9, 608, rng);
     test::for_each_variant([&](cpu::SimdVariant, const char *name) {
         for (const RandomWeight &w : ws)
-            for (int64_t n_tok : {1, 3, 4, 5, 37}) {
+            for (int64_t n_tok : {1, 2, 3, 4, 5, 37}) {
                 const WeightView &W = w.view;
                 const int64_t ldx = W.n_cols + 3;
                 auto x = test::random_floats(static_cast<size_t>(ldx * n_tok), rng);
@@ -169,6 +174,15 @@ TEST(KernelsMatmulInt8, NonFiniteActivationsGiveNaNNotGarbage) {
             if (t == 1 || t == 3) EXPECT_TRUE(std::isnan(y[t * 16 + r])) << t << " " << r;
             else EXPECT_TRUE(std::isfinite(y[t * 16 + r])) << t << " " << r;
         }
+    // One token at a time (decode's GEMV) gives the same verdicts.
+    for (int t = 0; t < 6; ++t) {
+        std::vector<float> y1(16);
+        cpu::matmul(pool, w.view, x.data() + t * 64, 64, 1, y1.data(), cpu::MatmulArith::INT8);
+        for (int r = 0; r < 16; ++r) {
+            if (t == 1 || t == 3) EXPECT_TRUE(std::isnan(y1[r])) << "one token " << t << " " << r;
+            else EXPECT_TRUE(std::isfinite(y1[r])) << "one token " << t << " " << r;
+        }
+    }
 }
 
 TEST(KernelsMatmulInt8, AvailableWithAvx2AndAboveOnly) {
@@ -228,11 +242,13 @@ TEST(KernelsMatmulInt8, LargestCodesAndActivationsDoNotOverflow) {
         const size_t first_code_byte = t == GgmlType::Q4_1 || t == GgmlType::Q5_1 ? 4 : 2;
         for (int64_t b = 0; b < 16 * 64 / 32; ++b)
             for (size_t i = first_code_byte; i < info->type_size; ++i) w.bytes[b * info->type_size + i] = 0xff;
-        for (float sign : {1.0f, -1.0f}) {
-            std::vector<float> x(64 * 4, sign);
-            std::vector<float> y(16 * 4);
-            cpu::matmul(pool, w.view, x.data(), 64, 4, y.data(), cpu::MatmulArith::INT8);
-            expect_int8_result(w.view, x.data(), 64, 4, y.data(), std::string(ggml_type_name(t)) + " all max");
-        }
+        for (float sign : {1.0f, -1.0f})
+            for (int64_t n_tok : {1, 4}) {
+                std::vector<float> x(64 * n_tok, sign);
+                std::vector<float> y(16 * n_tok);
+                cpu::matmul(pool, w.view, x.data(), 64, n_tok, y.data(), cpu::MatmulArith::INT8);
+                expect_int8_result(w.view, x.data(), 64, n_tok, y.data(),
+                                   std::string(ggml_type_name(t)) + " all max, tokens " + std::to_string(n_tok));
+            }
     }
 }
