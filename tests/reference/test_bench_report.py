@@ -86,3 +86,47 @@ def test_no_llama_report_has_no_llama_columns(monkeypatch, tmp_path):
     assert float(decode[1].split(" / ")[1]) == round(med, 1)
     f16 = table(md, "## lctx with an f16 KV store")
     assert f16[0] == ["measurement", "this build (f32 KV)", "f16 KV", "f32 / f16"]
+
+
+def test_q8_and_int8_decode_columns_are_the_medians(monkeypatch, tmp_path):
+    # A recorded run with both opt-in options: the q8 table gains the "q8 +
+    # int8" columns, each the median of its own runs, and its ratios divide
+    # the medians they name.
+    rec = json.loads((ROOT / "docs" / "results" / "bench-avx512-zen4-smollm2-int8-decode.json").read_text())
+    queues = {k: list(v) for k, v in rec["runs"].items()}
+
+    def fake_sh(cmd, err=None):
+        opt = lambda flag: cmd[cmd.index(flag) + 1] if flag in cmd else None
+        if any("llama_cpp_bench.py" in c for c in cmd):
+            key = "llama_q8" if opt("--kv-type") == "q8_0" else "llama.cpp"
+        elif opt("--kv") == "q8":
+            key = "q8_int8" if opt("--matmul") == "int8" else "q8"
+        else:
+            key = "int8" if opt("--matmul") == "int8" else "lctx"
+        return json.dumps(queues[key].pop(0))
+
+    mod = load_run_py()
+    monkeypatch.setattr(mod, "sh", fake_sh)
+    monkeypatch.setattr(mod, "machine", lambda *a, **k: rec["machine"])
+    loads = [rec["load_before"], rec["load_after"]]
+    monkeypatch.setattr(mod, "loadavg", lambda: loads.pop(0))
+    fake_bin = tmp_path / "lctx"
+    fake_bin.write_text("")
+    fake_model = tmp_path / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    fake_model.write_text("")
+    out = tmp_path / "report.md"
+    monkeypatch.setattr(sys, "argv", ["run.py", "--lctx", str(fake_bin), "-m", str(fake_model), "-o", str(out), "-t",
+                                      "2", "-p", "512,2048", "--decode-ctx", "8192", "-r", "3", "--kv-q8",
+                                      "--matmul-int8", "--no-profile"])
+    mod.main()
+    assert all(not q for q in queues.values())   # every recorded run replayed, none missing
+    md = out.read_text()
+    assert "nan" not in md
+    rows = table(md, "## Decode with a q8 KV store")
+    assert rows[0][-3:] == ["lctx q8 + int8", "q8 + int8 / llama.cpp f16", "q8 + int8 / llama.cpp q8_0"]
+    decode = rows[2]
+    med = lambda k: statistics.median(v for run in rec["runs"][k] for v in run["decode"]["tok_s"])
+    assert float(decode[1]) == round(med("q8"), 1)
+    assert float(decode[7]) == round(med("q8_int8"), 1)
+    assert float(re.sub(r"[*x]", "", decode[8])) == round(med("q8_int8") / med("llama.cpp"), 2)
+    assert float(re.sub(r"[*x]", "", decode[9])) == round(med("q8_int8") / med("llama_q8"), 2)
