@@ -146,6 +146,9 @@ TEST(KvQ8, AttentionMatchesTheReferenceOverTheSameCodes) {
     cpu::ThreadPool pool2(2), pool3(3);
     const Q8Case cases[] = {
         {9, 3, 64, 1, 5000, 0},  // decode: int16 scoring, key splits
+        {9, 3, 64, 1, 1001, 0},  // an odd last block
+        {7, 1, 64, 1, 333, 0},   // 7 rows of a group: the most the shared value pass takes
+        {4, 2, 32, 1, 129, 0},   // 2 rows, hd 32: two vectors of dims per value pass on AVX-512
         {9, 3, 64, 2, 700, 1},   // 6 rows: still the few-row kernel
         {8, 1, 128, 1, 2100, 0}, {4, 4, 256, 1, 900, 0},
         {4, 2, 13, 1, 300, 0},   // head_dim not a multiple of the vector: the f32 path on q8 codes
