@@ -183,9 +183,10 @@ const std::vector<std::string> kPrecisionFlags = {"--attn", "--matmul"};
 const char *const kPrecisionUsage =
     "  --attn P             attention's products: f32 (default, exact) or bf16 (opt-in, lossy; CPUs with\n"
     "                       AVX512_BF16, elsewhere f32; docs/bf16.md)\n"
-    "  --matmul P           the weight matrix products of prefill and encoding: f32 (default), bf16 (the same)\n"
-    "                       or int8 (opt-in, lossy; CPUs with AVX2: int8 activations with the 4-bit weight\n"
-    "                       codes, as llama.cpp; docs/int8.md)\n";
+    "  --matmul P           the weight matrix products: f32 (default), bf16 (opt-in, lossy; AVX512_BF16\n"
+    "                       CPUs, prefill and encoding) or int8 (opt-in, lossy; CPUs with AVX2: int8 activations\n"
+    "                       with the 4-bit weight codes, as llama.cpp, in prefill, encoding and decode;\n"
+    "                       docs/int8.md)\n";
 
 lctx_precision precision_arg(const Args &a, const char *flag) {
     const std::string v = a.get(flag, "f32");

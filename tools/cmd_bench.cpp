@@ -255,7 +255,7 @@ int cmd_bench(int argc, char **argv) {
         "  --attn f32|bf16        attention's products (default f32; bf16: opt-in, lossy, CPUs with AVX512_BF16;\n"
         "                         \"attn\" in the JSON names what ran)\n"
         "  --matmul f32|bf16|int8 the weight matrix products of prefill and encoding, the same (\"matmul\");\n"
-        "                         int8: opt-in, lossy, CPUs with AVX2 (docs/int8.md)\n"
+        "                         int8: opt-in, lossy, CPUs with AVX2, also decode's (docs/int8.md)\n"
         "  --backend NAME         cpu, or a backend module's name (cuda); default: $LCTX_BACKEND, else the best\n"
         "                         available. One that cannot run here falls back to the CPU with a line on\n"
         "                         stderr; \"backend\" in the JSON names the one that ran\n"
