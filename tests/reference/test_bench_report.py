@@ -19,18 +19,24 @@ def load_run_py():
     return mod
 
 
-def replay(mod, monkeypatch, tmp_path, argv):
-    rec = json.loads(RECORDED.read_text())
+def route_f16_run(cmd):
+    """The runs key of a command of bench-avx2-zen3-smollm2-decode-f16.json."""
+    if any("llama_cpp_bench.py" in c for c in cmd):
+        return "llama.cpp"
+    if "--profile" in cmd:
+        return "profile"
+    return "f16" if "--kv" in cmd and cmd[cmd.index("--kv") + 1] == "f16" else "lctx"
+
+
+def replay(mod, monkeypatch, tmp_path, argv, recorded=RECORDED, route=route_f16_run):
+    """Runs bench/run.py's main with each command answered, in order, by the
+    recorded run of the key route(cmd) names ("profile": the recorded profile)."""
+    rec = json.loads(recorded.read_text())
     queues = {k: list(v) for k, v in rec["runs"].items()}
 
     def fake_sh(cmd, err=None):
-        if any("llama_cpp_bench.py" in c for c in cmd):
-            return json.dumps(queues["llama.cpp"].pop(0))
-        if "--profile" in cmd:
-            return json.dumps(rec["profile"])
-        if "--kv" in cmd and cmd[cmd.index("--kv") + 1] == "f16":
-            return json.dumps(queues["f16"].pop(0))
-        return json.dumps(queues["lctx"].pop(0))
+        key = route(cmd)
+        return json.dumps(rec["profile"] if key == "profile" else queues[key].pop(0))
 
     monkeypatch.setattr(mod, "sh", fake_sh)
     monkeypatch.setattr(mod, "machine", lambda *a, **k: rec["machine"])
@@ -43,6 +49,7 @@ def replay(mod, monkeypatch, tmp_path, argv):
     out = tmp_path / "report.md"
     monkeypatch.setattr(sys, "argv", ["run.py", "--lctx", str(fake_bin), "-m", str(fake_model), "-o", str(out)] + argv)
     mod.main()
+    rec["unreplayed"] = {k: len(v) for k, v in queues.items() if v}
     return rec, out.read_text()
 
 
@@ -92,35 +99,19 @@ def test_q8_and_int8_decode_columns_are_the_medians(monkeypatch, tmp_path):
     # A recorded run with both opt-in options: the q8 table gains the "q8 +
     # int8" columns, each the median of its own runs, and its ratios divide
     # the medians they name.
-    rec = json.loads((ROOT / "docs" / "results" / "bench-avx512-zen4-smollm2-int8-decode.json").read_text())
-    queues = {k: list(v) for k, v in rec["runs"].items()}
-
-    def fake_sh(cmd, err=None):
+    def route(cmd):
         opt = lambda flag: cmd[cmd.index(flag) + 1] if flag in cmd else None
         if any("llama_cpp_bench.py" in c for c in cmd):
-            key = "llama_q8" if opt("--kv-type") == "q8_0" else "llama.cpp"
-        elif opt("--kv") == "q8":
-            key = "q8_int8" if opt("--matmul") == "int8" else "q8"
-        else:
-            key = "int8" if opt("--matmul") == "int8" else "lctx"
-        return json.dumps(queues[key].pop(0))
+            return "llama_q8" if opt("--kv-type") == "q8_0" else "llama.cpp"
+        if opt("--kv") == "q8":
+            return "q8_int8" if opt("--matmul") == "int8" else "q8"
+        return "int8" if opt("--matmul") == "int8" else "lctx"
 
     mod = load_run_py()
-    monkeypatch.setattr(mod, "sh", fake_sh)
-    monkeypatch.setattr(mod, "machine", lambda *a, **k: rec["machine"])
-    loads = [rec["load_before"], rec["load_after"]]
-    monkeypatch.setattr(mod, "loadavg", lambda: loads.pop(0))
-    fake_bin = tmp_path / "lctx"
-    fake_bin.write_text("")
-    fake_model = tmp_path / "SmolLM2-135M-Instruct.Q4_1.gguf"
-    fake_model.write_text("")
-    out = tmp_path / "report.md"
-    monkeypatch.setattr(sys, "argv", ["run.py", "--lctx", str(fake_bin), "-m", str(fake_model), "-o", str(out), "-t",
-                                      "2", "-p", "512,2048", "--decode-ctx", "8192", "-r", "3", "--kv-q8",
-                                      "--matmul-int8", "--no-profile"])
-    mod.main()
-    assert all(not q for q in queues.values())   # every recorded run replayed, none missing
-    md = out.read_text()
+    rec, md = replay(mod, monkeypatch, tmp_path, ["-t", "2", "-p", "512,2048", "--decode-ctx", "8192", "-r", "3",
+                                                  "--kv-q8", "--matmul-int8", "--no-profile"],
+                     recorded=ROOT / "docs" / "results" / "bench-avx512-zen4-smollm2-int8-decode.json", route=route)
+    assert rec["unreplayed"] == {}   # every recorded run asked for, none missing
     assert "nan" not in md
     rows = table(md, "## Decode with a q8 KV store")
     assert rows[0][-3:] == ["lctx q8 + int8", "q8 + int8 / llama.cpp f16", "q8 + int8 / llama.cpp q8_0"]
