@@ -306,14 +306,15 @@ std::string run_combo(const Options &o, const Combo &c) {
         const int64_t target = ppl ? fit_len - eval::answer_tokens(c.task) : fit_len;
         if (target <= 0)
             throw RunError("length " + std::to_string(c.length) + " leaves no room for the prompt of task " + c.task);
-        sample = eval::generate({c.task, sseed, target, c.sample, o.samples}, count);
+        // A plain prompt ends with the sample's answer prefix: fitted with it.
+        sample = eval::generate({c.task, sseed, target, c.sample, o.samples, plain && !ppl}, count);
         have_sample = true;
         t_gen = now_s() - t;
 
         t = now_s();
         std::string after;
         if (ppl) after = "\n\n" + sample.question;
-        else if (plain) after = "\n\n" + sample.question + "\n";
+        else if (plain) after = "\n\n" + sample.question + "\n" + sample.answer_prefix;
         else chat_parts(m, sample.question, before, after);
         std::vector<lctx_token> doc = tokenize(m, before, plain, true);
         const std::vector<lctx_token> body = tokenize(m, sample.document, false, false);

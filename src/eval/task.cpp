@@ -46,7 +46,11 @@ const char *score_mode_name(ScoreMode m) {
     }
 }
 
-std::string prompt_text(const Sample &s) { return s.document + "\n\n" + s.question; }
+std::string prompt_text(const Sample &s, bool with_prefix) {
+    std::string text = s.document + "\n\n" + s.question;
+    if (with_prefix && !s.answer_prefix.empty()) text += "\n" + s.answer_prefix;
+    return text;
+}
 
 const std::vector<std::string> &task_names() {
     static const std::vector<std::string> v = [] {
@@ -87,7 +91,8 @@ Sample generate(const SampleRequest &req, const TokenCounter &count_tokens) {
     int64_t best_units = -1;
     auto measure = [&](int64_t units) {
         Sample s = t->build(in, units);
-        s.n_tokens = count_tokens(prompt_text(s));
+        if (s.answer_prefix.empty() && !t->perplexity) s.answer_prefix = "Answer:";
+        s.n_tokens = count_tokens(prompt_text(s, req.with_prefix));
         if (s.n_tokens <= target && (best_units < 0 || s.n_tokens > best.n_tokens)) {
             best = s;
             best_units = units;

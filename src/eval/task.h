@@ -25,6 +25,12 @@ struct Sample {
     uint64_t seed = 0;                 // the sample's own seed (sample_seed())
     std::string document;              // task instructions + context: goes where the document goes
     std::string question;              // the question after the document
+    // How the answer of a model without a chat template starts: the plain
+    // prompt ends with it (a base model otherwise tends to go on with the
+    // document). niah, vt, cwe, fwe: the question restated ("The special
+    // magic number for X mentioned in the provided text is"), the others
+    // "Answer:", the perplexity task none. Chat prompts do not use it.
+    std::string answer_prefix;
     std::vector<std::string> answers;  // expected strings
     ScoreMode mode = ScoreMode::kMatchAll;
     int answer_tokens = 32;            // tokens to generate
@@ -32,8 +38,9 @@ struct Sample {
     int64_t n_tokens = 0;              // counter(prompt_text()) of the final sample
 };
 
-// document + "\n\n" + question: the text whose length is fitted.
-std::string prompt_text(const Sample &s);
+// document + "\n\n" + question (+ "\n" + answer_prefix with
+// with_prefix): the text whose length is fitted.
+std::string prompt_text(const Sample &s, bool with_prefix = false);
 
 using TokenCounter = std::function<int64_t(const std::string &)>;
 
@@ -43,6 +50,7 @@ struct SampleRequest {
     int64_t target_tokens = 0;  // the prompt must not exceed this
     int sample_index = 0;       // i of n: depth (i + 0.5) / n
     int n_samples = 1;
+    bool with_prefix = false;   // the answer prefix is part of the prompt (a plain prompt)
 };
 
 // The task names, in the order of the report.

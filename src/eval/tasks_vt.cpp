@@ -51,6 +51,7 @@ Sample build_vt(const BuildInput &in, int64_t units) {
                  join_haystack(Haystack::kNoise, in.seed, sentences, inserts);
     s.question = "Question: Find all variables that are assigned the value " + std::to_string(values[0]) +
                  " in the text above. Answer with the variable names only.";
+    s.answer_prefix = "Answer: The variables assigned the value " + std::to_string(values[0]) + " are:";
     s.answers = chains[0];
     s.mode = ScoreMode::kMatchAll;
     return s;

@@ -48,6 +48,7 @@ Sample build_cwe(const BuildInput &in, int64_t units) {
     s.document = "Below is a numbered list of words. In these words, some appear more often than others. "
                  "Memorize the ones that appear most often.\n" + ctx;
     s.question = "Question: What are the 10 most common words in the above list? Answer with the 10 words only.";
+    s.answer_prefix = "Answer: The 10 most common words in the list are:";
     s.answers.assign(pool.begin(), pool.begin() + kCommon);
     s.mode = ScoreMode::kMatchAll;
     return s;
@@ -81,6 +82,7 @@ Sample build_fwe(const BuildInput &in, int64_t units) {
                  "frequently appeared coded words.\n" + ctx;
     s.question = "Question: Do not provide any explanation. Please ignore the dots '....'. What are the three most "
                  "frequently appeared words in the above coded text? Answer with the three words only.";
+    s.answer_prefix = "Answer: The three most frequent words in the coded text are:";
     s.answers = {vocab[1], vocab[2], vocab[3]};
     s.mode = ScoreMode::kMatchAll;
     return s;

@@ -184,6 +184,41 @@ TEST(EvalTasks, NamesAndBudgets) {
     EXPECT_THROW(make("cwe", 1, 20), lctx::Error);   // too short for the task
 }
 
+TEST(EvalTasks, AnswerPrefixForPromptsWithoutAChatTemplate) {
+    // niah restates its question up to the value (with the key asked, or
+    // every key of a multi-query sample), vt, cwe and fwe theirs after
+    // "Answer:", the others are just "Answer:",
+    // and the perplexity task, a plain continuation, has none.
+    use_fixture_essays();
+    // "What is the special magic T for K mentioned ...?" -> "The special magic T for K mentioned ... is"
+    const Sample single = make("niah_single", 3);
+    const std::string what = single.question.substr(std::string("What is the").size(),
+                                                    single.question.find("?") - std::string("What is the").size());
+    EXPECT_EQ(single.answer_prefix, "The" + what + " is");
+    // "What are all the special magic Ts for K1, K2 mentioned ...?" -> "The special magic Ts for K1, K2 mentioned ... are"
+    const Sample multi = make("niah_multiquery", 3);
+    const std::string all = multi.question.substr(std::string("What are all the").size(),
+                                                  multi.question.find("?") - std::string("What are all the").size());
+    EXPECT_EQ(multi.answer_prefix, "The" + all + " are");
+    EXPECT_NE(multi.answer_prefix.find(", "), std::string::npos) << "several keys: " << multi.answer_prefix;
+    const Sample vt = make("vt", 3, 3000);
+    const std::string value = vt.question.substr(vt.question.find("the value ") + 10,
+                                                 vt.question.find(" in the text") - vt.question.find("the value ") - 10);
+    EXPECT_EQ(vt.answer_prefix, "Answer: The variables assigned the value " + value + " are:");
+    EXPECT_EQ(make("cwe", 3, 3000).answer_prefix, "Answer: The 10 most common words in the list are:");
+    EXPECT_EQ(make("fwe", 3, 3000).answer_prefix, "Answer: The three most frequent words in the coded text are:");
+    for (const char *t : {"qa", "essay_niah", "kv_list"}) EXPECT_EQ(make(t, 3, 3000).answer_prefix, "Answer:") << t;
+    EXPECT_EQ(make("ppl", 3, 3000).answer_prefix, "");
+    // Fitted with the prefix (a plain prompt): the whole text, prefix included, fits the length.
+    for (const char *t : {"niah_multiquery", "vt", "cwe", "qa"}) {
+        const Sample s = generate({t, 3, 2000, 0, 1, true}, whitespace_tokens);
+        EXPECT_EQ(s.n_tokens, whitespace_tokens(prompt_text(s, true))) << t;
+        EXPECT_LE(s.n_tokens, 2000) << t;
+        EXPECT_GE(s.n_tokens, 2000 - length_tolerance(2000)) << t;
+        EXPECT_GT(s.n_tokens, whitespace_tokens(prompt_text(s))) << t;
+    }
+}
+
 TEST(EvalTasks, SameSeedSameSampleOtherSeedOther) {
     use_fixture_essays();
     for (const auto &t : task_names()) {
