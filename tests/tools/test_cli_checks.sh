@@ -231,7 +231,7 @@ fi
 expect_ok "${RUN[@]}" --method full --profile-ops && { grep -q "ops over the session's" "$T/err" &&
     grep -Eq '^  attention +[0-9]+ ' "$T/err" && grep -q '(no op)' "$T/err" || fail "run --profile-ops table: $(cat "$T/err")"; }
 expect_ok "${RUN[@]}" --method full --json && { grep -q '"op_times"' "$T/out" && fail "op_times without --profile-ops"; }
-expect_ok eval -m "$MODEL" --methods full --tasks niah_single --lengths 256 --samples 1 -t 1 --profile-ops \
+expect_ok eval -m "$MODEL" --methods full --tasks niah_single --lengths 384 --samples 1 -t 1 --profile-ops \
     --out "$T/prof.jsonl" && { grep '"method"' "$T/prof.jsonl" | grep -q '"op_times": {"lifetime_s"' ||
     fail "eval --profile-ops row: $(tail -c 600 "$T/prof.jsonl")"; }
 
