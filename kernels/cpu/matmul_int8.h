@@ -51,9 +51,9 @@ void quantize_act_row(const float *x, int64_t K, int8_t *q, float *d, float *s);
 // the table's gemv_i8 reads them: per pair of blocks (b, b + 1) 64 bytes,
 // elements 0..15 of b, 0..15 of b + 1, 16..31 of b, 16..31 of b + 1 (a last
 // unpaired block: zeros for b + 1). xl holds (nb + 1) / 2 * 64 bytes. This
-// matches the nibble order of Q4_0/Q4_1 blocks: one vector of two blocks'
-// code bytes holds elements 0..15 of each in its low nibbles, 16..31 in its
-// high ones.
+// matches the nibble order of Q4_0, Q4_1, Q5_0 and Q5_1 blocks: one vector
+// of two blocks' code bytes holds elements 0..15 of each in its low nibbles,
+// 16..31 in its high ones.
 void gemv_i8_token_layout(const int8_t *xq, int64_t nb, int8_t *xl);
 
 // The GEMM of matmul_multi with every job of an int8_weight_type and the

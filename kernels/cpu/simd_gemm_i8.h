@@ -91,25 +91,44 @@ void gemm_i8_avx2(const uint8_t *wq, const float *wd, const float *wm, const int
     else gemm_i8_groups<4>(wq, wd, wm, xq, xd, xs, nb, n_tok, y, ldy, rows);
 }
 
-// One token (decode): Q4_0 / Q4_1 rows read as stored, no panel, two blocks
-// at a time. The 16 code bytes of blocks b and b + 1 fill one vector: its
-// low nibbles are elements 0..15 of each block, its high nibbles elements
-// 16..31. The token's codes are laid out to match once per call
+// One token (decode): Q4_0, Q4_1, Q5_0 and Q5_1 rows read as stored, no
+// panel, two blocks at a time. The 16 code bytes of blocks b and b + 1 fill
+// one vector: its low nibbles are elements 0..15 of each block, its high
+// nibbles elements 16..31 (the Q5 types add each element's fifth bit as
+// 0x10). The token's codes are laid out to match once per call
 // (gemv_i8_token_layout), so `vpmaddubsw` meets them without a shuffle per
-// block; `vpmaddwd` with ones leaves four int32 sums per block, scaled in
-// f32 by d_w * xd. The four scales of a pair take one f16 conversion and one
-// product: {d0, m0, d1, m1} (Q4_0: {d0, d0, d1, d1}) times {xd0, xs0, xd1,
-// xs1}; lanes 0 and 2 are the code terms' factors, lanes 1 and 3 the min
-// terms, which a 128-bit accumulator sums (Q4_0's min is -8 d_w, so those
-// lanes are multiplied by -8 at the end, an exact power of two). The f32
-// GEMV spends about 6 cycles a block on a Zen 4 and reads its weights from
-// L3 no faster than from DRAM: it is bound by its instructions, not by
-// memory (docs/int8.md, "Decode").
+// block (two products of codes <= 31 and |x| <= 127, then lo + hi: at most
+// 15,748 in int16); `vpmaddwd` with ones leaves four int32 sums per block,
+// scaled in f32 by d_w * xd. The four scales of a pair take one f16
+// conversion and one product: {d0, m0, d1, m1} (no min: {d0, d0, d1, d1})
+// times {xd0, xs0, xd1, xs1}; lanes 0 and 2 are the code terms' factors,
+// lanes 1 and 3 the min terms, which a 128-bit accumulator sums (Q4_0's
+// min is -8 d_w, Q5_0's -16 d_w: those lanes are multiplied by -8 or -16 at
+// the end, exact powers of two). The f32 GEMV spends about 6 cycles a
+// block on a Zen 4 and reads its weights from L3 no faster than from DRAM:
+// it is bound by its instructions, not by memory (docs/int8.md, "Decode").
+
+// The decode GEMV's types: Q4_0 and Q5_0 (w = d * (code - 8 or 16)), Q4_1
+// and Q5_1 (w = d * code + m); the Q5 types keep each element's fifth bit
+// in a 32-bit word after the scales.
+template <GgmlType T> constexpr bool kGemvI8Min = T == GgmlType::Q4_1 || T == GgmlType::Q5_1;
+template <GgmlType T> constexpr bool kGemvI8Q5 = T == GgmlType::Q5_0 || T == GgmlType::Q5_1;
+template <GgmlType T> constexpr int kGemvI8Bytes = (kGemvI8Min<T> ? 4 : 2) + (kGemvI8Q5<T> ? 4 : 0) + 16;
+template <GgmlType T> constexpr float kGemvI8Offset = T == GgmlType::Q4_0 ? -8.0f : T == GgmlType::Q5_0 ? -16.0f : 1.0f;
+
+// 32 bytes, 0x10 where bit k of `bits` is set (byte k), 0 elsewhere.
+inline __m256i gemv_i8_fifth_bits(uint32_t bits) {
+    const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(bits)),
+                                               _mm256_setr_epi64x(0, 0x0101010101010101LL, 0x0202020202020202LL,
+                                                                  0x0303030303030303LL));
+    const __m256i select = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ULL));
+    return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, select), select), _mm256_set1_epi8(0x10));
+}
 
 template <GgmlType T>
-inline uint32_t gemv_i8_scales(const uint8_t *blk) {   // f16 {d, m} (Q4_0: {d, d}) as one word
+inline uint32_t gemv_i8_scales(const uint8_t *blk) {   // f16 {d, m} (no min: {d, d}) as one word
     uint32_t dm = 0;
-    if constexpr (T == GgmlType::Q4_1) {
+    if constexpr (kGemvI8Min<T>) {
         __builtin_memcpy(&dm, blk, 4);
     } else {
         uint16_t d = 0;
@@ -123,13 +142,20 @@ inline uint32_t gemv_i8_scales(const uint8_t *blk) {   // f16 {d, m} (Q4_0: {d, 
 template <GgmlType T>
 inline void gemv_i8_pair(const uint8_t *b0, const uint8_t *b1, const int8_t *xl, const float *xds, __m256 &acc,
                          __m128 &accm) {
-    constexpr int kCodes = T == GgmlType::Q4_1 ? 4 : 2;   // bytes of f16 scales before the codes
+    constexpr int kCodes = kGemvI8Bytes<T> - 16;   // bytes of scales (and fifth bits) before the codes
     const __m128i q0 = _mm_loadu_si128(reinterpret_cast<const __m128i *>(b0 + kCodes));
     const __m256i q = b1 ? _mm256_inserti128_si256(_mm256_castsi128_si256(q0),
                                                    _mm_loadu_si128(reinterpret_cast<const __m128i *>(b1 + kCodes)), 1)
                          : _mm256_zextsi128_si256(q0);
     const __m256i m4 = _mm256_set1_epi8(0x0f);
-    const __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+    __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+    if constexpr (kGemvI8Q5<T>) {   // bit j of qh: element j's fifth bit (elements 0..15 in lo, 16..31 in hi)
+        uint32_t h0 = 0, h1 = 0;
+        __builtin_memcpy(&h0, b0 + kCodes - 4, 4);
+        if (b1) __builtin_memcpy(&h1, b1 + kCodes - 4, 4);
+        lo = _mm256_or_si256(lo, gemv_i8_fifth_bits((h0 & 0xffffu) | (h1 << 16)));
+        hi = _mm256_or_si256(hi, gemv_i8_fifth_bits((h0 >> 16) | (h1 & 0xffff0000u)));
+    }
     const __m256i p = _mm256_add_epi16(
         _mm256_maddubs_epi16(lo, _mm256_loadu_si256(reinterpret_cast<const __m256i *>(xl))),
         _mm256_maddubs_epi16(hi, _mm256_loadu_si256(reinterpret_cast<const __m256i *>(xl + 32))));
@@ -144,7 +170,7 @@ inline void gemv_i8_pair(const uint8_t *b0, const uint8_t *b1, const int8_t *xl,
 
 template <GgmlType T>
 inline float gemv_i8_row(const uint8_t *w, const int8_t *xl, const float *xds, int64_t nb) {
-    constexpr int kBytes = T == GgmlType::Q4_1 ? 20 : 18;
+    constexpr int kBytes = kGemvI8Bytes<T>;
     __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
     __m128 accm0 = _mm_setzero_ps(), accm1 = accm0;
     int64_t b = 0;
@@ -165,7 +191,7 @@ inline float gemv_i8_row(const uint8_t *w, const int8_t *xl, const float *xds, i
     __m128 m = _mm_add_ps(accm0, accm1);
     m = _mm_add_ss(_mm_movehdup_ps(m), _mm_movehl_ps(m, _mm_movehdup_ps(m)));   // lanes 1 + 3
     const float mins = _mm_cvtss_f32(m);
-    return _mm_cvtss_f32(h) + (T == GgmlType::Q4_0 ? -8.0f * mins : mins);
+    return _mm_cvtss_f32(h) + kGemvI8Offset<T> * mins;
 }
 
 bool gemv_i8_avx2(GgmlType t, const uint8_t *w, size_t row_bytes, int64_t n_rows, int64_t K, const int8_t *xl,
@@ -177,6 +203,12 @@ bool gemv_i8_avx2(GgmlType t, const uint8_t *w, size_t row_bytes, int64_t n_rows
         return true;
     case GgmlType::Q4_1:
         for (int64_t r = 0; r < n_rows; ++r) y[r] = gemv_i8_row<GgmlType::Q4_1>(w + r * row_bytes, xl, xds, nb);
+        return true;
+    case GgmlType::Q5_0:
+        for (int64_t r = 0; r < n_rows; ++r) y[r] = gemv_i8_row<GgmlType::Q5_0>(w + r * row_bytes, xl, xds, nb);
+        return true;
+    case GgmlType::Q5_1:
+        for (int64_t r = 0; r < n_rows; ++r) y[r] = gemv_i8_row<GgmlType::Q5_1>(w + r * row_bytes, xl, xds, nb);
         return true;
     default: return false;
     }

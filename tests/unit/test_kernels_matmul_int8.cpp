@@ -41,10 +41,10 @@ std::vector<double> int8_rounded(const float *x, int64_t K) {
 }
 
 // Where the int8 arithmetic applies: two or more tokens (the GEMM) for every
-// type with 4- or 5-bit codes; one token (decode's GEMV) for Q4_0 and Q4_1.
+// type with 4- or 5-bit codes; one token (decode's GEMV) for all but Q4_K.
 bool int8_runs(int64_t n_tok, GgmlType t) {
     if (!cpu::matmul_int8_available() || !cpu::int8_weight_type(t)) return false;
-    return n_tok >= 2 || t == GgmlType::Q4_0 || t == GgmlType::Q4_1;
+    return n_tok >= 2 || t != GgmlType::Q4_K;
 }
 
 // y against the reference: |y - sum w * x_rounded| <= 1e-5 * sum |w * x_rounded|.
@@ -78,6 +78,7 @@ TEST(KernelsMatmulInt8, MatchesInt8RoundedReference) {
     ws.emplace_back(GgmlType::Q4_K, 13, 512, rng);   // two super blocks, a last panel of 5
     ws.emplace_back(GgmlType::Q5_0, 21, 576, rng);   // 5-bit codes: block sums in two halves
     ws.emplace_back(GgmlType::Q5_1, 16, 608, rng);
+    ws.emplace_back(GgmlType::Q5_0, 7, 96, rng);     // 3 blocks: one pair and an unpaired last block (one token)
     ws.emplace_back(GgmlType::Q8_0, 16, 576, rng);   // no int8 path: exact f32
     ws.emplace_back(GgmlType::F16, 9, 608, rng);
     test::for_each_variant([&](cpu::SimdVariant, const char *name) {
