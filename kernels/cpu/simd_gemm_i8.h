@@ -194,22 +194,21 @@ inline float gemv_i8_row(const uint8_t *w, const int8_t *xl, const float *xds, i
     return _mm_cvtss_f32(h) + kGemvI8Offset<T> * mins;
 }
 
+template <GgmlType T>
+bool gemv_i8_rows(const uint8_t *w, size_t row_bytes, int64_t n_rows, int64_t nb, const int8_t *xl, const float *xds,
+                  float *y) {
+    for (int64_t r = 0; r < n_rows; ++r) y[r] = gemv_i8_row<T>(w + r * row_bytes, xl, xds, nb);
+    return true;
+}
+
 bool gemv_i8_avx2(GgmlType t, const uint8_t *w, size_t row_bytes, int64_t n_rows, int64_t K, const int8_t *xl,
                   const float *xds, float *y) {
     const int64_t nb = K / 32;
     switch (t) {
-    case GgmlType::Q4_0:
-        for (int64_t r = 0; r < n_rows; ++r) y[r] = gemv_i8_row<GgmlType::Q4_0>(w + r * row_bytes, xl, xds, nb);
-        return true;
-    case GgmlType::Q4_1:
-        for (int64_t r = 0; r < n_rows; ++r) y[r] = gemv_i8_row<GgmlType::Q4_1>(w + r * row_bytes, xl, xds, nb);
-        return true;
-    case GgmlType::Q5_0:
-        for (int64_t r = 0; r < n_rows; ++r) y[r] = gemv_i8_row<GgmlType::Q5_0>(w + r * row_bytes, xl, xds, nb);
-        return true;
-    case GgmlType::Q5_1:
-        for (int64_t r = 0; r < n_rows; ++r) y[r] = gemv_i8_row<GgmlType::Q5_1>(w + r * row_bytes, xl, xds, nb);
-        return true;
+    case GgmlType::Q4_0: return gemv_i8_rows<GgmlType::Q4_0>(w, row_bytes, n_rows, nb, xl, xds, y);
+    case GgmlType::Q4_1: return gemv_i8_rows<GgmlType::Q4_1>(w, row_bytes, n_rows, nb, xl, xds, y);
+    case GgmlType::Q5_0: return gemv_i8_rows<GgmlType::Q5_0>(w, row_bytes, n_rows, nb, xl, xds, y);
+    case GgmlType::Q5_1: return gemv_i8_rows<GgmlType::Q5_1>(w, row_bytes, n_rows, nb, xl, xds, y);
     default: return false;
     }
 }
