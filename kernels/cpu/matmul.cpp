@@ -67,9 +67,10 @@ void block_sums(const float *x, int64_t n, float *xbsum) {
 // two jobs), one pool job for all of them.
 constexpr int64_t kGemvChunk = 16;
 
-// int8: the token is rounded to int8 blocks once (xq, and xds: each block's
-// scale and scaled code sum, interleaved), and the weights the table's
-// gemv_i8 takes are multiplied in integers; the others stay f32.
+// int8: the token is rounded to int8 blocks once (xl, in the order
+// gemv_i8_token_layout gives, and xds: each block's scale and scaled code
+// sum, interleaved), and the weights the table's gemv_i8 takes are
+// multiplied in integers; the others stay f32.
 void gemv_multi(ThreadPool &pool, const KernelTable &kt, const MatmulJob *jobs, int n_jobs, const float *x,
                 bool int8) {
     const int64_t K = jobs[0].W->n_cols;
@@ -107,9 +108,9 @@ void gemv_multi(ThreadPool &pool, const KernelTable &kt, const MatmulJob *jobs, 
             const WeightView &W = *jobs[j].W;
             const int64_t c1 = std::min(e, first[j + 1]);   // chunks of job j in this range
             const int64_t r0 = (c - first[j]) * kGemvChunk, r1 = std::min(W.n_rows, (c1 - first[j]) * kGemvChunk);
-            if (xl && kt.gemv_i8(W.type, W.row(r0), W.row_bytes, r1 - r0, W.n_cols, xl, xds, jobs[j].y + r0)) {
-                // int8 path taken
-            } else if (!kt.gemv(W.type, W.row(r0), W.row_bytes, r1 - r0, W.n_cols, x, xbsum, jobs[j].y + r0))
+            const bool in_int8 =
+                xl && kt.gemv_i8(W.type, W.row(r0), W.row_bytes, r1 - r0, W.n_cols, xl, xds, jobs[j].y + r0);
+            if (!in_int8 && !kt.gemv(W.type, W.row(r0), W.row_bytes, r1 - r0, W.n_cols, x, xbsum, jobs[j].y + r0))
                 rows_dot(kt, W, x, W.n_cols, 1, jobs[j].y, r0, r1);
             c = c1;
         }
