@@ -35,9 +35,8 @@ const char *simd_variant();
 //   INT8: opt-in, lossy: the activations rounded to int8 in blocks of 32 with
 //         an f32 scale each, integer dot products with the weights' 4- or
 //         5-bit codes, where the active SIMD variant is AVX2 or AVX-512
-//         (matmul_int8_available); docs/int8.md. Two or more tokens: Q4_0,
-//         Q4_1, Q4_K, Q5_0, Q5_1; one token (decode): the same but Q4_K;
-//         other types stay f32.
+//         (matmul_int8_available); docs/int8.md. Any token count: Q4_0,
+//         Q4_1, Q4_K, Q5_0, Q5_1; other types stay f32.
 enum class MatmulArith { F32, BF16, INT8 };
 
 // y[t * n_rows + r] = sum_c W[r, c] * x[t * ldx + c]   for t < n_tok, r < W.n_rows.

@@ -91,8 +91,8 @@ void gemm_i8_avx2(const uint8_t *wq, const float *wd, const float *wm, const int
     else gemm_i8_groups<4>(wq, wd, wm, xq, xd, xs, nb, n_tok, y, ldy, rows);
 }
 
-// One token (decode): Q4_0, Q4_1, Q5_0 and Q5_1 rows read as stored, no
-// panel, two blocks at a time. The 16 code bytes of blocks b and b + 1 fill
+// One token (decode): Q4_0, Q4_1, Q5_0 and Q5_1 rows (Q4_K below) read as
+// stored, no panel, two blocks at a time. The 16 code bytes of blocks b and b + 1 fill
 // one vector: its low nibbles are elements 0..15 of each block, its high
 // nibbles elements 16..31 (the Q5 types add each element's fifth bit as
 // 0x10). The token's codes are laid out to match once per call
@@ -168,6 +168,16 @@ inline void gemv_i8_pair(const uint8_t *b0, const uint8_t *b1, const int8_t *xl,
     accm = _mm_add_ps(accm, f);
 }
 
+// A row's total: the 8 lanes of the code terms, plus offset times lanes 1
+// and 3 of the min terms.
+inline float gemv_i8_sum(__m256 a, __m128 m, float offset) {
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_add_ss(h, _mm_movehdup_ps(h));
+    m = _mm_add_ss(_mm_movehdup_ps(m), _mm_movehl_ps(m, _mm_movehdup_ps(m)));   // lanes 1 + 3
+    return _mm_cvtss_f32(h) + offset * _mm_cvtss_f32(m);
+}
+
 template <GgmlType T>
 inline float gemv_i8_row(const uint8_t *w, const int8_t *xl, const float *xds, int64_t nb) {
     constexpr int kBytes = kGemvI8Bytes<T>;
@@ -184,14 +194,48 @@ inline float gemv_i8_row(const uint8_t *w, const int8_t *xl, const float *xds, i
     for (; b < nb; b += 2)
         gemv_i8_pair<T>(w + b * kBytes, b + 1 < nb ? w + (b + 1) * kBytes : nullptr, xl + b * 32, xds + 2 * b, acc0,
                         accm0);
-    const __m256 a = _mm256_add_ps(acc0, acc1);
-    __m128 h = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
-    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-    h = _mm_add_ss(h, _mm_movehdup_ps(h));
-    __m128 m = _mm_add_ps(accm0, accm1);
-    m = _mm_add_ss(_mm_movehdup_ps(m), _mm_movehl_ps(m, _mm_movehdup_ps(m)));   // lanes 1 + 3
-    const float mins = _mm_cvtss_f32(m);
-    return _mm_cvtss_f32(h) + kGemvI8Offset<T> * mins;
+    return gemv_i8_sum(_mm256_add_ps(acc0, acc1), _mm_add_ps(accm0, accm1), kGemvI8Offset<T>);
+}
+
+// Q4_K: super blocks of 256 elements, 8 sub-blocks of 32 with their own
+// 6-bit scale and min (w = dd * sc * code - dmin * mn). Sub-blocks 2j and
+// 2j + 1 share 32 code bytes, low and high nibbles, each in element order;
+// a 128-bit lane swap puts them in the pair order of the token layout. Their
+// scales are unpacked per pair, as the GEMM's unpack_codes_row does.
+inline float gemv_i8_row_q4k(const uint8_t *w, const int8_t *xl, const float *xds, int64_t nb) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+    const __m256i order = _mm256_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2);
+    __m256 acc = _mm256_setzero_ps();
+    __m128 accm = _mm_setzero_ps();
+    for (int64_t sb = 0; sb < nb / 8; ++sb) {
+        const uint8_t *blk = w + sb * 144, *scales = blk + 4, *qs = blk + 16;
+        _mm_prefetch(reinterpret_cast<const char *>(blk) + 2048, _MM_HINT_T0);
+        uint16_t hd = 0, hm = 0;
+        __builtin_memcpy(&hd, blk, 2);
+        __builtin_memcpy(&hm, blk + 2, 2);
+        const float dd = _cvtsh_ss(hd), dmin = _cvtsh_ss(hm);
+        for (int j = 0; j < 4; ++j) {
+            const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(qs + 32 * j));
+            const __m256i c0 = _mm256_and_si256(q, m4), c1 = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            const int64_t b = sb * 8 + 2 * j;   // the pair's first block of 32
+            const int8_t *x = xl + b * 32;
+            const __m256i p = _mm256_add_epi16(
+                _mm256_maddubs_epi16(_mm256_permute2x128_si256(c0, c1, 0x20),
+                                     _mm256_loadu_si256(reinterpret_cast<const __m256i *>(x))),
+                _mm256_maddubs_epi16(_mm256_permute2x128_si256(c0, c1, 0x31),
+                                     _mm256_loadu_si256(reinterpret_cast<const __m256i *>(x + 32))));
+            int sc0 = 0, mn0 = 0, sc1 = 0, mn1 = 0;
+            scale_min_k4(2 * j, scales, sc0, mn0);
+            scale_min_k4(2 * j + 1, scales, sc1, mn1);
+            const __m128 f = _mm_mul_ps(_mm_setr_ps(dd * static_cast<float>(sc0), -(dmin * static_cast<float>(mn0)),
+                                                    dd * static_cast<float>(sc1), -(dmin * static_cast<float>(mn1))),
+                                        _mm_loadu_ps(xds + 2 * b));
+            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones)),
+                                  _mm256_permutevar8x32_ps(_mm256_castps128_ps256(f), order), acc);
+            accm = _mm_add_ps(accm, f);
+        }
+    }
+    return gemv_i8_sum(acc, accm, 1.0f);
 }
 
 template <GgmlType T>
@@ -209,6 +253,9 @@ bool gemv_i8_avx2(GgmlType t, const uint8_t *w, size_t row_bytes, int64_t n_rows
     case GgmlType::Q4_1: return gemv_i8_rows<GgmlType::Q4_1>(w, row_bytes, n_rows, nb, xl, xds, y);
     case GgmlType::Q5_0: return gemv_i8_rows<GgmlType::Q5_0>(w, row_bytes, n_rows, nb, xl, xds, y);
     case GgmlType::Q5_1: return gemv_i8_rows<GgmlType::Q5_1>(w, row_bytes, n_rows, nb, xl, xds, y);
+    case GgmlType::Q4_K:
+        for (int64_t r = 0; r < n_rows; ++r) y[r] = gemv_i8_row_q4k(w + r * row_bytes, xl, xds, nb);
+        return true;
     default: return false;
     }
 }

@@ -41,10 +41,9 @@ std::vector<double> int8_rounded(const float *x, int64_t K) {
 }
 
 // Where the int8 arithmetic applies: two or more tokens (the GEMM) for every
-// type with 4- or 5-bit codes; one token (decode's GEMV) for all but Q4_K.
+// type with 4- or 5-bit codes, and one token (decode's GEMV) for the same.
 bool int8_runs(int64_t n_tok, GgmlType t) {
-    if (!cpu::matmul_int8_available() || !cpu::int8_weight_type(t)) return false;
-    return n_tok >= 2 || t != GgmlType::Q4_K;
+    return n_tok >= 1 && cpu::matmul_int8_available() && cpu::int8_weight_type(t);
 }
 
 // y against the reference: |y - sum w * x_rounded| <= 1e-5 * sum |w * x_rounded|.
