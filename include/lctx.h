@@ -487,7 +487,8 @@ typedef enum lctx_precision {
     LCTX_PRECISION_INT8 = 2   /* matmul_precision only; opt-in, lossy, CPUs with AVX2: the activations rounded to
                                  int8 in blocks of 32 (one f32 scale each), summed in integers with the
                                  weights' own codes (Q4_0, Q4_1, Q4_K, Q5_0, Q5_1; others stay f32), as
-                                 llama.cpp multiplies them, in prefill, encoding and decode steps. Other CPUs and other backends stay f32 (docs/int8.md) */
+                                 llama.cpp multiplies them, in prefill, encoding and decode steps. Other
+                                 CPUs and other backends stay f32 (docs/int8.md) */
 } lctx_precision;
 
 typedef struct lctx_session_params {

@@ -92,10 +92,10 @@ void gemm_i8_avx2(const uint8_t *wq, const float *wd, const float *wm, const int
 }
 
 // One token (decode): Q4_0, Q4_1, Q5_0 and Q5_1 rows (Q4_K below) read as
-// stored, no panel, two blocks at a time. The 16 code bytes of blocks b and b + 1 fill
-// one vector: its low nibbles are elements 0..15 of each block, its high
-// nibbles elements 16..31 (the Q5 types add each element's fifth bit as
-// 0x10). The token's codes are laid out to match once per call
+// stored, no panel, two blocks at a time. The 16 code bytes of blocks b and
+// b + 1 fill one vector: its low nibbles are elements 0..15 of each block,
+// its high nibbles elements 16..31 (the Q5 types add each element's fifth
+// bit as 0x10). The token's codes are laid out to match once per call
 // (gemv_i8_token_layout), so `vpmaddubsw` meets them without a shuffle per
 // block (two products of codes <= 31 and |x| <= 127, then lo + hi: at most
 // 15,748 in int16); `vpmaddwd` with ones leaves four int32 sums per block,
@@ -138,6 +138,22 @@ inline uint32_t gemv_i8_scales(const uint8_t *blk) {   // f16 {d, m} (no min: {d
     return dm;
 }
 
+// One pair of blocks of 32: lo holds elements 0..15 of both blocks, hi
+// elements 16..31 (codes <= 31), against the token's codes at xl (its pair
+// layout); f = {code factor, min term} of each block, {f0, m0, f1, m1}. The
+// int32 sums of each block are scaled by its code factor into acc (lanes
+// 0..3: the first block, 4..7: the second); accm sums f (its lanes 1 and 3
+// are the min terms).
+inline void gemv_i8_accumulate(__m256i lo, __m256i hi, const int8_t *xl, __m128 f, __m256 &acc, __m128 &accm) {
+    const __m256i p = _mm256_add_epi16(
+        _mm256_maddubs_epi16(lo, _mm256_loadu_si256(reinterpret_cast<const __m256i *>(xl))),
+        _mm256_maddubs_epi16(hi, _mm256_loadu_si256(reinterpret_cast<const __m256i *>(xl + 32))));
+    const __m256i sums = _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+    const __m256 scale = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(f), _mm256_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, acc);
+    accm = _mm_add_ps(accm, f);
+}
+
 // Blocks at b0 and b1 (b1 null: a last unpaired block, its codes and scales zero).
 template <GgmlType T>
 inline void gemv_i8_pair(const uint8_t *b0, const uint8_t *b1, const int8_t *xl, const float *xds, __m256 &acc,
@@ -156,16 +172,10 @@ inline void gemv_i8_pair(const uint8_t *b0, const uint8_t *b1, const int8_t *xl,
         lo = _mm256_or_si256(lo, gemv_i8_fifth_bits((h0 & 0xffffu) | (h1 << 16)));
         hi = _mm256_or_si256(hi, gemv_i8_fifth_bits((h0 >> 16) | (h1 & 0xffff0000u)));
     }
-    const __m256i p = _mm256_add_epi16(
-        _mm256_maddubs_epi16(lo, _mm256_loadu_si256(reinterpret_cast<const __m256i *>(xl))),
-        _mm256_maddubs_epi16(hi, _mm256_loadu_si256(reinterpret_cast<const __m256i *>(xl + 32))));
-    const __m256i sums = _mm256_madd_epi16(p, _mm256_set1_epi16(1));   // lanes 0..3: block b0, 4..7: b1
     const __m128i dm = _mm_insert_epi32(_mm_cvtsi32_si128(static_cast<int>(gemv_i8_scales<T>(b0))),
                                         b1 ? static_cast<int>(gemv_i8_scales<T>(b1)) : 0, 1);
     const __m128 f = _mm_mul_ps(_mm_cvtph_ps(dm), _mm_loadu_ps(xds));   // {d0 xd0, m0 xs0, d1 xd1, m1 xs1}
-    const __m256 scale = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(f), _mm256_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2));
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, acc);
-    accm = _mm_add_ps(accm, f);
+    gemv_i8_accumulate(lo, hi, xl, f, acc, accm);
 }
 
 // A row's total: the 8 lanes of the code terms, plus offset times lanes 1
@@ -202,9 +212,9 @@ inline float gemv_i8_row(const uint8_t *w, const int8_t *xl, const float *xds, i
 // 2j + 1 share 32 code bytes, low and high nibbles, each in element order;
 // a 128-bit lane swap puts them in the pair order of the token layout. Their
 // scales are unpacked per pair, as the GEMM's unpack_codes_row does.
-inline float gemv_i8_row_q4k(const uint8_t *w, const int8_t *xl, const float *xds, int64_t nb) {
-    const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
-    const __m256i order = _mm256_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2);
+template <>
+inline float gemv_i8_row<GgmlType::Q4_K>(const uint8_t *w, const int8_t *xl, const float *xds, int64_t nb) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
     __m256 acc = _mm256_setzero_ps();
     __m128 accm = _mm_setzero_ps();
     for (int64_t sb = 0; sb < nb / 8; ++sb) {
@@ -218,21 +228,14 @@ inline float gemv_i8_row_q4k(const uint8_t *w, const int8_t *xl, const float *xd
             const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(qs + 32 * j));
             const __m256i c0 = _mm256_and_si256(q, m4), c1 = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
             const int64_t b = sb * 8 + 2 * j;   // the pair's first block of 32
-            const int8_t *x = xl + b * 32;
-            const __m256i p = _mm256_add_epi16(
-                _mm256_maddubs_epi16(_mm256_permute2x128_si256(c0, c1, 0x20),
-                                     _mm256_loadu_si256(reinterpret_cast<const __m256i *>(x))),
-                _mm256_maddubs_epi16(_mm256_permute2x128_si256(c0, c1, 0x31),
-                                     _mm256_loadu_si256(reinterpret_cast<const __m256i *>(x + 32))));
             int sc0 = 0, mn0 = 0, sc1 = 0, mn1 = 0;
             scale_min_k4(2 * j, scales, sc0, mn0);
             scale_min_k4(2 * j + 1, scales, sc1, mn1);
             const __m128 f = _mm_mul_ps(_mm_setr_ps(dd * static_cast<float>(sc0), -(dmin * static_cast<float>(mn0)),
                                                     dd * static_cast<float>(sc1), -(dmin * static_cast<float>(mn1))),
                                         _mm_loadu_ps(xds + 2 * b));
-            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones)),
-                                  _mm256_permutevar8x32_ps(_mm256_castps128_ps256(f), order), acc);
-            accm = _mm_add_ps(accm, f);
+            gemv_i8_accumulate(_mm256_permute2x128_si256(c0, c1, 0x20), _mm256_permute2x128_si256(c0, c1, 0x31),
+                               xl + b * 32, f, acc, accm);
         }
     }
     return gemv_i8_sum(acc, accm, 1.0f);
@@ -253,9 +256,7 @@ bool gemv_i8_avx2(GgmlType t, const uint8_t *w, size_t row_bytes, int64_t n_rows
     case GgmlType::Q4_1: return gemv_i8_rows<GgmlType::Q4_1>(w, row_bytes, n_rows, nb, xl, xds, y);
     case GgmlType::Q5_0: return gemv_i8_rows<GgmlType::Q5_0>(w, row_bytes, n_rows, nb, xl, xds, y);
     case GgmlType::Q5_1: return gemv_i8_rows<GgmlType::Q5_1>(w, row_bytes, n_rows, nb, xl, xds, y);
-    case GgmlType::Q4_K:
-        for (int64_t r = 0; r < n_rows; ++r) y[r] = gemv_i8_row_q4k(w + r * row_bytes, xl, xds, nb);
-        return true;
+    case GgmlType::Q4_K: return gemv_i8_rows<GgmlType::Q4_K>(w, row_bytes, n_rows, nb, xl, xds, y);
     default: return false;
     }
 }

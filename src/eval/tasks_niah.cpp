@@ -95,17 +95,15 @@ Sample build_niah(const BuildInput &in, int64_t units, const NiahSpec &spec) {
                  " are hidden within the following text. Make sure to memorize it. I will quiz you about the " +
                  types + " afterwards.\n" + join_haystack(spec.haystack, in.seed, sentences, inserts);
     const std::vector<std::string> asked(keys.begin(), keys.begin() + spec.n_query);
-    if (spec.n_query == 1 && spec.n_values == 1) {
-        s.question = "What is the special magic " + std::string(type_name(spec.value, false)) + " for " + keys[0] +
-                     " mentioned in the provided text? Answer with the " + type_name(spec.value, false) + " only.";
-        s.answer_prefix = "The special magic " + std::string(type_name(spec.value, false)) + " for " + keys[0] +
-                          " mentioned in the provided text is";
-    } else {
-        s.question = "What are all the special magic " + std::string(types) + " for " + join_keys(asked) +
-                     " mentioned in the provided text? Answer with the " + types + " only.";
-        s.answer_prefix = "The special magic " + std::string(types) + " for " + join_keys(asked) +
-                          " mentioned in the provided text are";
-    }
+    // The question, and restated as the start of an answer (Sample::answer_prefix).
+    const bool one = spec.n_query == 1 && spec.n_values == 1;
+    const std::string what = one ? type_name(spec.value, false) : types;
+    std::string subject = "special magic " + what + " for ";
+    subject += one ? keys[0] : join_keys(asked);
+    subject += " mentioned in the provided text";
+    s.question = std::string(one ? "What is the " : "What are all the ") + subject + "? Answer with the " + what +
+                 " only.";
+    s.answer_prefix = "The " + subject + (one ? " is" : " are");
     s.mode = ScoreMode::kMatchAll;
     return s;
 }
