@@ -156,6 +156,11 @@ def q8_section(runs, series, decode_ctx):
     pr = lambda k: max((r["peak_rss_mib"] for r in runs[k]), default=float("nan"))
     md.append(f"| peak RSS (MiB) | {pr('q8'):.0f} | {pr('lctx'):.0f} | {pr('llama.cpp'):.0f} | {pr('llama_q8'):.0f} | | |"
               + (f" {pr('q8_int8'):.0f} | | |" if both else ""))
+    if runs.get("before_q8"):   # --before: the previous build's q8 decode, in the same repeats
+        bq = stats(series("before_q8", "decode"))[1]
+        md += ["", "| measurement | lctx q8, this build | lctx q8, previous build | this / previous |",
+               "|---|---:|---:|---:|",
+               f"| decode after {decode_ctx} tokens (tok/s) | {q8:.1f} | {bq:.1f} | **{q8 / bq:.3f}x** |"]
     return md
 
 
@@ -176,7 +181,8 @@ def main():
     ap.add_argument("--reform-baseline", action="store_true",
                     help="also llama.cpp full prefill of each REFORM length, once (slow: hours at 128K on 2 cores)")
     ap.add_argument("--before", default=None,
-                    help="the lctx binary of a previous build: measured in the same repeats, reported as a ratio")
+                    help="the lctx binary of a previous build: measured in the same repeats, reported as a ratio "
+                         "(with --kv-q8, its q8 decode too)")
     ap.add_argument("--kv-f16", action="store_true",
                     help="also lctx with an f16 KV store (lctx bench --kv f16); with --before, the previous build too")
     ap.add_argument("--kv-q8", action="store_true",
@@ -211,7 +217,7 @@ def main():
 
     load_before = loadavg()
     runs = {"lctx": [], "llama.cpp": [], "before": [], "f16": [], "before_f16": [], "backend": [], "bf16": [], "bf16_all": [],
-            "int8": [], "q8": [], "llama_q8": [], "q8_int8": []}
+            "int8": [], "q8": [], "llama_q8": [], "q8_int8": [], "before_q8": []}
     other = args.backend if args.backend and args.backend != "cpu" else None
     for r in range(args.repeats):
         print(f"repeat {r + 1}/{args.repeats}: lctx", file=sys.stderr, flush=True)
@@ -237,6 +243,9 @@ def main():
                    str(args.n_decode), "-r", "1"]
             print(f"repeat {r + 1}/{args.repeats}: lctx (q8 KV)", file=sys.stderr, flush=True)
             runs["q8"].append(json.loads(sh([str(lctx), "bench", "--backend", "cpu", "--kv", "q8"] + dec)))
+            if args.before:
+                print(f"repeat {r + 1}/{args.repeats}: lctx (previous build, q8 KV)", file=sys.stderr, flush=True)
+                runs["before_q8"].append(json.loads(sh([args.before, "bench", "--backend", "cpu", "--kv", "q8"] + dec)))
             if args.matmul_int8:
                 print(f"repeat {r + 1}/{args.repeats}: lctx (q8 KV, int8 matmuls)", file=sys.stderr, flush=True)
                 runs["q8_int8"].append(json.loads(sh([str(lctx), "bench", "--backend", "cpu", "--kv", "q8", "--matmul",

@@ -80,6 +80,19 @@ struct V {
     static I load_i16(const int16_t *p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)); }
     static I madd16(I a, I b) { return _mm256_madd_epi16(a, b); }
     static I addi32(I a, I b) { return _mm256_add_epi32(a, b); }
+    // reduce_rows in int32 (exact, wrapping): lane j = the sum of acc[j]'s lanes.
+    static I reduce_rows_i(const I *acc) {
+        I t[4], u[2];
+        for (int i = 0; i < 4; ++i)
+            t[i] = _mm256_add_epi32(_mm256_unpacklo_epi32(acc[2 * i], acc[2 * i + 1]),
+                                    _mm256_unpackhi_epi32(acc[2 * i], acc[2 * i + 1]));
+        for (int i = 0; i < 2; ++i)
+            u[i] = _mm256_add_epi32(_mm256_unpacklo_epi64(t[2 * i], t[2 * i + 1]),
+                                    _mm256_unpackhi_epi64(t[2 * i], t[2 * i + 1]));
+        return _mm256_add_epi32(_mm256_permute2x128_si256(u[0], u[1], 0x20),
+                                _mm256_permute2x128_si256(u[0], u[1], 0x31));
+    }
+    static constexpr bool kQ8Vnni = false;
     static F f16(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p))); }
     static float h2f(uint16_t h) { return _cvtsh_ss(h); }
     // exp with ~1 ulp-level relative error (Cephes polynomial); 0 below -87.3.

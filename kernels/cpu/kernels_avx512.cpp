@@ -88,6 +88,25 @@ struct V {
     static I load_i16(const int16_t *p) { return _mm512_loadu_si512(p); }
     static I madd16(I a, I b) { return _mm512_madd_epi16(a, b); }
     static I addi32(I a, I b) { return _mm512_add_epi32(a, b); }
+    // reduce_rows in int32 (exact, wrapping): lane j = the sum of acc[j]'s lanes.
+    static I reduce_rows_i(const I *acc) {
+        I t[8], u[4], w[2];
+        for (int i = 0; i < 8; ++i)
+            t[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(acc[2 * i], acc[2 * i + 1]),
+                                    _mm512_unpackhi_epi32(acc[2 * i], acc[2 * i + 1]));
+        for (int i = 0; i < 4; ++i)
+            u[i] = _mm512_add_epi32(_mm512_unpacklo_epi64(t[2 * i], t[2 * i + 1]),
+                                    _mm512_unpackhi_epi64(t[2 * i], t[2 * i + 1]));
+        for (int i = 0; i < 2; ++i)
+            w[i] = _mm512_add_epi32(_mm512_shuffle_i32x4(u[2 * i], u[2 * i + 1], 0x44),
+                                    _mm512_shuffle_i32x4(u[2 * i], u[2 * i + 1], 0xEE));
+        return _mm512_add_epi32(_mm512_shuffle_i32x4(w[0], w[1], 0x88), _mm512_shuffle_i32x4(w[0], w[1], 0xDD));
+    }
+    // q8 keys scored with AVX512-VNNI where the CPU has it (simd_attn_q8_vnni.h).
+    static constexpr bool kQ8Vnni = true;
+    static void q8_block_scores_vnni(const uint8_t *qparts, const float *qscale, int rows, const int8_t *k, int64_t ld,
+                                     int64_t nb, int hd, const float *kscale, unsigned hidden_groups, float *s,
+                                     const int8_t *next, int64_t row_bytes);
     static F f16(const uint16_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(p))); }
     static float h2f(uint16_t h) { return _cvtsh_ss(h); }
     // exp with ~1 ulp-level relative error (Cephes polynomial); 0 below -87.3.
@@ -112,6 +131,7 @@ struct V {
 };
 } // namespace
 
+#include "simd_attn_q8_vnni.h"
 #include "simd_impl.h"
 #include "simd_bf16.h"
 #include "simd_gemm_i8.h"

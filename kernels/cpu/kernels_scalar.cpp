@@ -41,6 +41,7 @@ struct V {
     template <int S> static I sll(I a) { return static_cast<I>(static_cast<uint32_t>(a) << S); }
     static F cvt(I a) { return static_cast<float>(a); }
     static constexpr bool kI16Dot = false;   // q8 keys take the f32 path (one lane has no pairs to add)
+    static constexpr bool kQ8Vnni = false;
     static F f16(const uint16_t *p) { return lctx::fp16_to_fp32(*p); }
     static float h2f(uint16_t h) { return lctx::fp16_to_fp32(h); }
     static F exp(F x) { return std::exp(x); }

@@ -113,6 +113,13 @@ inline int64_t attn_scratch_floats(const AttentionArgs &a) {
 }
 // Whether this CPU and OS run AVX512_BF16 (cpuid leaf 7, subleaf 1).
 bool cpu_has_avx512_bf16();
+// Whether this CPU and OS run AVX512_VNNI (cpuid leaf 7, ecx bit 11).
+bool cpu_has_avx512_vnni();
+// Whether the AVX-512 attention kernel scores q8 keys with VNNI
+// (simd_attn_q8_vnni.h): where the CPU has it, unless a test turned it off
+// (the same scores either way; tests compare the two paths).
+bool q8_vnni_enabled();
+void set_q8_vnni_for_testing(bool on);
 
 const KernelTable &kernel_table_scalar();
 const KernelTable &kernel_table_avx2();

@@ -77,6 +77,28 @@ bool cpu_has_avx512_bf16() {
     return has;
 }
 
+bool cpu_has_avx512_vnni() {
+    static const bool has = [] {
+#if defined(__x86_64__) || defined(__i386__)
+        if (best_supported_variant() != SimdVariant::AVX512) return false;
+        unsigned a, b, c, d;
+        __cpuid_count(7, 0, a, b, c, d);
+        return (c & (1u << 11)) != 0;   // AVX512_VNNI
+#else
+        return false;
+#endif
+    }();
+    return has;
+}
+
+namespace {
+std::atomic<bool> g_q8_vnni_off{false};
+}
+
+bool q8_vnni_enabled() { return cpu_has_avx512_vnni() && !g_q8_vnni_off.load(std::memory_order_relaxed); }
+
+void set_q8_vnni_for_testing(bool on) { g_q8_vnni_off.store(!on, std::memory_order_relaxed); }
+
 SimdVariant best_supported_variant() {
     static const SimdVariant best = detect();
     return best;

@@ -121,3 +121,32 @@ def test_q8_and_int8_decode_columns_are_the_medians(monkeypatch, tmp_path):
     assert float(decode[7]) == round(med("q8_int8"), 1)
     assert float(re.sub(r"[*x]", "", decode[8])) == round(med("q8_int8") / med("llama.cpp"), 2)
     assert float(re.sub(r"[*x]", "", decode[9])) == round(med("q8_int8") / med("llama_q8"), 2)
+
+
+def test_previous_build_q8_decode_is_its_own_median(monkeypatch, tmp_path):
+    # --before with --kv-q8: the previous build decodes with a q8 store in the
+    # same repeats, and the q8 section's last table divides the two medians.
+    before = str(tmp_path / "lctx-before")
+
+    def route(cmd):
+        opt = lambda flag: cmd[cmd.index(flag) + 1] if flag in cmd else None
+        if any("llama_cpp_bench.py" in c for c in cmd):
+            return "llama_q8" if opt("--kv-type") == "q8_0" else "llama.cpp"
+        if cmd[0] == before:
+            return "before_q8" if opt("--kv") == "q8" else "before"
+        return "q8" if opt("--kv") == "q8" else "lctx"
+
+    mod = load_run_py()
+    rec, md = replay(mod, monkeypatch, tmp_path, ["-t", "2", "-p", "512", "--decode-ctx", "8192", "-r", "3",
+                                                  "--kv-q8", "--before", before, "--no-profile"],
+                     recorded=ROOT / "docs" / "results" / "bench-avx512-zen4-smollm2-q8-vnni.json", route=route)
+    assert rec["unreplayed"] == {}
+    assert "nan" not in md
+    rows = table(md, "| measurement | lctx q8, this build |")
+    med = lambda k: statistics.median(v for run in rec["runs"][k] for v in run["decode"]["tok_s"])
+    decode = rows[1]   # rows[0]: the line under the header
+    assert decode[0].startswith("decode after 8192")
+    assert med("q8") != med("before_q8")
+    assert float(decode[1]) == round(med("q8"), 1)
+    assert float(decode[2]) == round(med("before_q8"), 1)
+    assert float(re.sub(r"[*x]", "", decode[3])) == round(med("q8") / med("before_q8"), 3)

@@ -184,3 +184,75 @@ TEST(KvQ8, AttentionRejectsTwoElementTypesAndShortRows) {
     a.k = nullptr;
     EXPECT_NO_THROW(cpu::attention(pool, a));
 }
+
+// The AVX512-VNNI scoring of q8 keys (simd_attn_q8_vnni.h) computes the same
+// integer dot products as the int16 path, so turning it off must leave every
+// output bit as it is: groups of rows past one pass (7 rows), head_dim 256,
+// short last groups, windows that hide whole groups of keys, several queries
+// and soft-capping.
+TEST(KvQ8, VnniScoresMatchTheInt16PathBitForBit) {
+    if (!cpu::cpu_has_avx512_vnni()) GTEST_SKIP() << "this CPU has no AVX512_VNNI";
+    struct Case {
+        int n_head, n_head_kv, head_dim;
+        int64_t n_q, n_kv;
+        int32_t window;
+        float softcap;
+        bool shuffled;
+    };
+    const Case cases[] = {
+        {9, 3, 64, 1, 5000, 0, 0.0f, true},  {4, 1, 256, 1, 1000, 0, 0.0f, true},
+        {7, 1, 64, 1, 333, 0, 0.0f, true},   {5, 1, 128, 1, 77, 0, 0.0f, false},
+        {8, 2, 64, 1, 2000, 300, 0.0f, false}, {9, 3, 64, 2, 700, 0, 0.0f, false},
+        {4, 2, 64, 1, 900, 0, 30.0f, true},  {6, 1, 192, 1, 150, 40, 0.0f, false},
+    };
+    std::mt19937 rng(7);
+    cpu::ThreadPool pool(2);
+    const cpu::SimdVariant saved = cpu::active_variant();
+    cpu::set_simd_variant_for_testing(cpu::SimdVariant::AVX512);
+    for (const Case &c : cases) {
+        const int64_t ldq = c.n_head * c.head_dim, ld_kv = q8_row_bytes(c.head_dim) + 3, stride = ld_kv * c.n_kv;
+        auto q = test::random_floats(ldq * c.n_q, rng, -2.0f, 2.0f);
+        for (int64_t i = 0; i < ldq * c.n_q; i += 37) q[i] = -9.0f;   // the largest magnitude negative: q16 = -32767
+        std::vector<uint8_t> k8(static_cast<size_t>(stride * c.n_head_kv)), v8(k8.size());
+        for (int g = 0; g < c.n_head_kv; ++g) {
+            auto k = test::random_floats(c.n_kv * c.head_dim, rng, -3.0f, 3.0f);
+            auto v = test::random_floats(c.n_kv * c.head_dim, rng, -1.0f, 1.0f);
+            const auto kq = quantize_rows(k, c.n_kv, c.head_dim, ld_kv), vq = quantize_rows(v, c.n_kv, c.head_dim, ld_kv);
+            std::copy(kq.begin(), kq.end(), k8.begin() + g * stride);
+            std::copy(vq.begin(), vq.end(), v8.begin() + g * stride);
+        }
+        std::vector<int32_t> kv_pos(c.n_kv), q_pos(c.n_q);
+        std::iota(kv_pos.begin(), kv_pos.end(), 0);
+        if (c.shuffled) std::shuffle(kv_pos.begin(), kv_pos.end(), rng);
+        for (int64_t i = 0; i < c.n_q; ++i) q_pos[i] = static_cast<int32_t>(c.n_kv - c.n_q + i);
+        cpu::AttentionArgs a;
+        a.q = q.data(); a.ldq = ldq; a.ldo = ldq;
+        a.k8 = k8.data(); a.v8 = v8.data(); a.ld_kv = ld_kv; a.kv_head_stride = stride;
+        a.n_q = c.n_q; a.n_kv = c.n_kv;
+        a.n_head = c.n_head; a.n_head_kv = c.n_head_kv; a.head_dim = c.head_dim;
+        a.q_pos = q_pos.data(); a.kv_pos = kv_pos.data();
+        a.window = c.window; a.softcap = c.softcap;
+        auto run = [&](bool vnni, std::vector<float> &out, std::vector<float> &cs) {
+            cpu::set_q8_vnni_for_testing(vnni);
+            out.assign(static_cast<size_t>(ldq * c.n_q), 7.0f);
+            cs.assign(static_cast<size_t>(c.n_head_kv * c.n_kv), 0.0f);
+            cpu::AttentionArgs f = a;
+            f.out = out.data();
+            f.col_sums = cs.data();
+            cpu::attention(pool, f);
+        };
+        std::vector<float> on, on_cs, off, off_cs;
+        run(true, on, on_cs);
+        run(false, off, off_cs);
+        cpu::set_q8_vnni_for_testing(true);
+        const std::string what = "hd " + std::to_string(c.head_dim) + " heads " + std::to_string(c.n_head) + "/" +
+                                 std::to_string(c.n_head_kv) + " n_q " + std::to_string(c.n_q) + " n_kv " +
+                                 std::to_string(c.n_kv) + " window " + std::to_string(c.window);
+        EXPECT_EQ(0, std::memcmp(on.data(), off.data(), on.size() * sizeof(float))) << what;
+        EXPECT_EQ(0, std::memcmp(on_cs.data(), off_cs.data(), on_cs.size() * sizeof(float))) << what;
+        bool finite = true;
+        for (float x : on) finite = finite && std::isfinite(x);
+        EXPECT_TRUE(finite) << what;
+    }
+    cpu::set_simd_variant_for_testing(saved);
+}
