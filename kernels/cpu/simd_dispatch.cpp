@@ -60,39 +60,32 @@ SimdVariant initial_variant() {
 }
 
 std::atomic<int> g_variant{-1};
+std::atomic<bool> g_q8_vnni_off{false};   // set_q8_vnni_for_testing(false)
+
+// An AVX-512 extension's bit of cpuid leaf 7 (subleaf, register eax or ecx),
+// false where the AVX-512 variant cannot run at all.
+bool avx512_leaf7_bit(unsigned subleaf, bool in_eax, unsigned bit) {
+#if defined(__x86_64__) || defined(__i386__)
+    if (best_supported_variant() != SimdVariant::AVX512 || __get_cpuid_max(0, nullptr) < 7) return false;
+    unsigned a, b, c, d;
+    __cpuid_count(7, subleaf, a, b, c, d);
+    return ((in_eax ? a : c) & (1u << bit)) != 0;
+#else
+    (void)subleaf, (void)in_eax, (void)bit;
+    return false;
+#endif
+}
 
 } // namespace
 
 bool cpu_has_avx512_bf16() {
-    static const bool has = [] {
-#if defined(__x86_64__) || defined(__i386__)
-        if (best_supported_variant() != SimdVariant::AVX512 || __get_cpuid_max(0, nullptr) < 7) return false;
-        unsigned a, b, c, d;
-        __cpuid_count(7, 1, a, b, c, d);
-        return (a & (1u << 5)) != 0;   // AVX512_BF16
-#else
-        return false;
-#endif
-    }();
+    static const bool has = avx512_leaf7_bit(1, true, 5);   // AVX512_BF16: leaf 7.1, eax bit 5
     return has;
 }
 
 bool cpu_has_avx512_vnni() {
-    static const bool has = [] {
-#if defined(__x86_64__) || defined(__i386__)
-        if (best_supported_variant() != SimdVariant::AVX512) return false;
-        unsigned a, b, c, d;
-        __cpuid_count(7, 0, a, b, c, d);
-        return (c & (1u << 11)) != 0;   // AVX512_VNNI
-#else
-        return false;
-#endif
-    }();
+    static const bool has = avx512_leaf7_bit(0, false, 11);   // AVX512_VNNI: leaf 7.0, ecx bit 11
     return has;
-}
-
-namespace {
-std::atomic<bool> g_q8_vnni_off{false};
 }
 
 bool q8_vnni_enabled() { return cpu_has_avx512_vnni() && !g_q8_vnni_off.load(std::memory_order_relaxed); }

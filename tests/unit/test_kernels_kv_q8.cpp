@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -29,6 +30,38 @@ std::vector<uint8_t> quantize_rows(const std::vector<float> &x, int64_t n, int64
     std::vector<uint8_t> out(static_cast<size_t>(n * ld), 0xAB);
     for (int64_t i = 0; i < n; ++i) cpu::q8_quantize_row(x.data() + i * d, d, out.data() + i * ld);
     return out;
+}
+
+// Random keys in [-3, 3] and values in [-1, 1] for each of n_head_kv heads,
+// quantized into k8 / v8 (rows ld bytes apart, heads stride bytes apart);
+// plant(k) may change a head's keys before they are quantized.
+void fill_q8_heads(int n_head_kv, int64_t n_kv, int hd, int64_t ld, int64_t stride, std::mt19937 &rng,
+                   std::vector<uint8_t> &k8, std::vector<uint8_t> &v8,
+                   const std::function<void(std::vector<float> &)> &plant = {}) {
+    k8.assign(static_cast<size_t>(stride * n_head_kv), 0);
+    v8.assign(k8.size(), 0);
+    for (int g = 0; g < n_head_kv; ++g) {
+        auto k = test::random_floats(n_kv * hd, rng, -3.0f, 3.0f);
+        auto v = test::random_floats(n_kv * hd, rng, -1.0f, 1.0f);
+        if (plant) plant(k);
+        const auto kq = quantize_rows(k, n_kv, hd, ld), vq = quantize_rows(v, n_kv, hd, ld);
+        std::copy(kq.begin(), kq.end(), k8.begin() + g * stride);
+        std::copy(vq.begin(), vq.end(), v8.begin() + g * stride);
+    }
+}
+
+// Attention arguments over q8 rows: queries q (ldq = n_head * hd), q_pos and
+// kv_pos as given, rows ld bytes apart, heads stride bytes apart.
+cpu::AttentionArgs q8_args(const std::vector<float> &q, const std::vector<uint8_t> &k8, const std::vector<uint8_t> &v8,
+                           const std::vector<int32_t> &q_pos, const std::vector<int32_t> &kv_pos, int n_head,
+                           int n_head_kv, int hd, int64_t ld, int64_t stride) {
+    cpu::AttentionArgs a;
+    a.q = q.data(); a.ldq = a.ldo = static_cast<int64_t>(n_head) * hd;
+    a.k8 = k8.data(); a.v8 = v8.data(); a.ld_kv = ld; a.kv_head_stride = stride;
+    a.n_q = static_cast<int64_t>(q_pos.size()); a.n_kv = static_cast<int64_t>(kv_pos.size());
+    a.n_head = n_head; a.n_head_kv = n_head_kv; a.head_dim = hd;
+    a.q_pos = q_pos.data(); a.kv_pos = kv_pos.data();
+    return a;
 }
 
 } // namespace
@@ -91,26 +124,16 @@ void run_q8_case(const Q8Case &c, int cols, cpu::ThreadPool &pool, std::mt19937 
     const int64_t ldq = c.n_head * c.head_dim, ld_kv = q8_row_bytes(c.head_dim) + 5;   // strided rows
     const int64_t stride = ld_kv * c.n_kv + 7;
     auto q = test::random_floats(ldq * c.n_q, rng, -2.0f, 2.0f);
-    std::vector<uint8_t> k8(static_cast<size_t>(stride * c.n_head_kv)), v8(k8.size());
-    for (int g = 0; g < c.n_head_kv; ++g) {
-        auto k = test::random_floats(c.n_kv * c.head_dim, rng, -3.0f, 3.0f);
-        auto v = test::random_floats(c.n_kv * c.head_dim, rng, -1.0f, 1.0f);
+    std::vector<uint8_t> k8, v8;
+    fill_q8_heads(c.n_head_kv, c.n_kv, c.head_dim, ld_kv, stride, rng, k8, v8, [&](std::vector<float> &k) {
         for (int64_t j = 0; j < c.n_kv; j += 97) k[j * c.head_dim] = 25.0f;   // outlier channels
         for (int64_t j = 5; j < c.n_kv; j += 211) std::fill(k.begin() + j * c.head_dim, k.begin() + (j + 1) * c.head_dim, 0.0f);
-        const auto kq = quantize_rows(k, c.n_kv, c.head_dim, ld_kv), vq = quantize_rows(v, c.n_kv, c.head_dim, ld_kv);
-        std::copy(kq.begin(), kq.end(), k8.begin() + g * stride);
-        std::copy(vq.begin(), vq.end(), v8.begin() + g * stride);
-    }
+    });
     std::vector<int32_t> kv_pos(c.n_kv), q_pos(c.n_q);
     std::iota(kv_pos.begin(), kv_pos.end(), 0);
     std::shuffle(kv_pos.begin(), kv_pos.end(), rng);
     for (int64_t i = 0; i < c.n_q; ++i) q_pos[i] = static_cast<int32_t>(c.n_kv - c.n_q + i);
-    cpu::AttentionArgs a;
-    a.q = q.data(); a.ldq = ldq; a.ldo = ldq;
-    a.k8 = k8.data(); a.v8 = v8.data(); a.ld_kv = ld_kv; a.kv_head_stride = stride;
-    a.n_q = c.n_q; a.n_kv = c.n_kv;
-    a.n_head = c.n_head; a.n_head_kv = c.n_head_kv; a.head_dim = c.head_dim;
-    a.q_pos = q_pos.data(); a.kv_pos = kv_pos.data();
+    cpu::AttentionArgs a = q8_args(q, k8, v8, q_pos, kv_pos, c.n_head, c.n_head_kv, c.head_dim, ld_kv, stride);
     a.obs_begin = c.obs_begin;
     a.col_max = cols == 2;
     std::vector<float> ref(ldq * c.n_q), ref_cs(c.n_head_kv * c.n_kv, 0.0f);
@@ -213,24 +236,13 @@ TEST(KvQ8, VnniScoresMatchTheInt16PathBitForBit) {
         const int64_t ldq = c.n_head * c.head_dim, ld_kv = q8_row_bytes(c.head_dim) + 3, stride = ld_kv * c.n_kv;
         auto q = test::random_floats(ldq * c.n_q, rng, -2.0f, 2.0f);
         for (int64_t i = 0; i < ldq * c.n_q; i += 37) q[i] = -9.0f;   // the largest magnitude negative: q16 = -32767
-        std::vector<uint8_t> k8(static_cast<size_t>(stride * c.n_head_kv)), v8(k8.size());
-        for (int g = 0; g < c.n_head_kv; ++g) {
-            auto k = test::random_floats(c.n_kv * c.head_dim, rng, -3.0f, 3.0f);
-            auto v = test::random_floats(c.n_kv * c.head_dim, rng, -1.0f, 1.0f);
-            const auto kq = quantize_rows(k, c.n_kv, c.head_dim, ld_kv), vq = quantize_rows(v, c.n_kv, c.head_dim, ld_kv);
-            std::copy(kq.begin(), kq.end(), k8.begin() + g * stride);
-            std::copy(vq.begin(), vq.end(), v8.begin() + g * stride);
-        }
+        std::vector<uint8_t> k8, v8;
+        fill_q8_heads(c.n_head_kv, c.n_kv, c.head_dim, ld_kv, stride, rng, k8, v8);
         std::vector<int32_t> kv_pos(c.n_kv), q_pos(c.n_q);
         std::iota(kv_pos.begin(), kv_pos.end(), 0);
         if (c.shuffled) std::shuffle(kv_pos.begin(), kv_pos.end(), rng);
         for (int64_t i = 0; i < c.n_q; ++i) q_pos[i] = static_cast<int32_t>(c.n_kv - c.n_q + i);
-        cpu::AttentionArgs a;
-        a.q = q.data(); a.ldq = ldq; a.ldo = ldq;
-        a.k8 = k8.data(); a.v8 = v8.data(); a.ld_kv = ld_kv; a.kv_head_stride = stride;
-        a.n_q = c.n_q; a.n_kv = c.n_kv;
-        a.n_head = c.n_head; a.n_head_kv = c.n_head_kv; a.head_dim = c.head_dim;
-        a.q_pos = q_pos.data(); a.kv_pos = kv_pos.data();
+        cpu::AttentionArgs a = q8_args(q, k8, v8, q_pos, kv_pos, c.n_head, c.n_head_kv, c.head_dim, ld_kv, stride);
         a.window = c.window; a.softcap = c.softcap;
         auto run = [&](bool vnni, std::vector<float> &out, std::vector<float> &cs) {
             cpu::set_q8_vnni_for_testing(vnni);
