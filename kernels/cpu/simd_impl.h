@@ -857,11 +857,13 @@ void attn_partial_rows(const AttentionArgs &a, float scale, int g, int64_t i0, i
             next_v = {reinterpret_cast<const char *>(vg + (jb + nb) * a.ld_kv), a.ld_kv, row_bytes};
         }
         bool any = false, all_visible = true;
+        bool visible_q[lctx::cpu::kAttnTiledMinRows];   // per query of the item: every key of the block visible
+        for (int64_t i = i0; i < i1; ++i) visible_q[i - i0] = block_all_visible(kv_pos, jb, nb, a.q_pos[i], a.window);
         if constexpr (vnni_variant)
             if (vnni) {
                 unsigned hidden = (1u << (nb / W)) - 1;   // whole groups of W keys no query sees
                 for (int64_t i = i0; i < i1 && hidden; ++i) {
-                    if (block_all_visible(kv_pos, jb, nb, a.q_pos[i], a.window)) hidden = 0;
+                    if (visible_q[i - i0]) hidden = 0;
                     for (int64_t j = 0; j + W <= nb && hidden; j += W)
                         if (!group_hidden(kv_pos, jb + j, a.q_pos[i], a.window, false)) hidden &= ~(1u << (j / W));
                 }
@@ -870,7 +872,7 @@ void attn_partial_rows(const AttentionArgs &a, float scale, int g, int64_t i0, i
             }
         for (int64_t i = i0; i < i1; ++i) {
             const int32_t qp = a.q_pos[i];
-            const bool visible = block_all_visible(kv_pos, jb, nb, qp, a.window);
+            const bool visible = visible_q[i - i0];
             all_visible = all_visible && visible;
             for (int u = 0; u < ng; ++u) {
                 const int64_t r = (i - i0) * ng + u;
