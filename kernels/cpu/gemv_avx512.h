@@ -95,6 +95,7 @@ lctx::cpu::KernelTable make_table_avx512() {
         k.attn_partial_bf16 = attn_partial_tiled_bf16;
         k.gemm_bf16 = gemm_bf16;
         k.to_bf16_words = to_bf16_words;
+        k.topk_item_screened = topk_item_screened;
     }
     return k;
 }

@@ -15,6 +15,55 @@ namespace lctx::cpu {
 
 enum class SimdVariant { SCALAR = 0, AVX2 = 1, AVX512 = 2 };
 
+// The query rows of one topk_dot call as the bf16 screen reads them
+// (simd_topk_bf16.h): row r is q + r * ldq in f32 (for the exact scores) and
+// q2 + r * ldq2 as bf16 pairs; its bound on |bf16 score - exact score| for a
+// key of norm |k| is bound_k[r] * |k| + bound_1[r].
+struct TopkScreenRows {
+    const float *q = nullptr;
+    int64_t ldq = 0;
+    const uint32_t *q2 = nullptr;
+    int64_t ldq2 = 0;
+    const float *bound_k = nullptr, *bound_1 = nullptr;
+};
+
+// One work item of the screened top-k: rows [r0, r1) against the keys of
+// n_tiles tiles, in order (tile i: n <= T keys, ld_keys apart from keys,
+// indices idx0 ..), into the rows' lists bs/bi (k entries a row, empty on
+// entry).
+struct TopkScreenItem {
+    struct Tile {
+        const void *keys = nullptr;
+        int64_t n = 0, idx0 = 0;
+    };
+    const Tile *tiles = nullptr;
+    int64_t n_tiles = 0, T = 0;
+    bool keys_f16 = false;
+    int64_t ld_keys = 0;
+    int32_t d = 0, k = 0;
+    int64_t r0 = 0, r1 = 0;
+    float *bs = nullptr;
+    int64_t *bi = nullptr;
+};
+
+// A key that passed the screen and waits for its exact score: its tile and
+// column in the item, and its bf16 score + bound.
+struct TopkPending {
+    float upper;
+    int32_t tile, col;
+};
+constexpr int kTopkPendingCap = 32;   // pending keys per row before a flush
+
+// Scratch of one thread for TopkScreenItem (floats and words as named):
+// kt and tmp T * d, kt2 T * d / 2, kn T; lb k per row, pending
+// kTopkPendingCap per row, n_pending one per row (rows of the item).
+struct TopkScreenScratch {
+    float *kt = nullptr, *tmp = nullptr, *kn = nullptr, *lb = nullptr;
+    uint32_t *kt2 = nullptr;
+    TopkPending *pending = nullptr;
+    int32_t *n_pending = nullptr;
+};
+
 struct KernelTable {
     const char *name;
     int mr;   // weight rows per packed GEMM panel
@@ -91,6 +140,11 @@ struct KernelTable {
     // multiplied in f32). Null with gemm_i8.
     bool (*gemv_i8)(GgmlType t, const uint8_t *w, size_t row_bytes, int64_t n_rows, int64_t K, const int8_t *xl,
                     const float *xds, float *y);
+    // The bf16 screen of exact top-k (simd_topk_bf16.h, driven by
+    // topk_dot.cpp): one work item's lists, the same bit for bit as
+    // keys_transposed + topk_tile over its tiles in order. d even. Null where
+    // the CPU has no AVX512_BF16.
+    void (*topk_item_screened)(const TopkScreenRows &s, const TopkScreenItem &it, const TopkScreenScratch &w);
 };
 
 // Keys per block in the attention kernels; queries per work item at most
@@ -120,6 +174,11 @@ bool cpu_has_avx512_vnni();
 // (the same scores either way; tests compare the two paths).
 bool q8_vnni_enabled();
 void set_q8_vnni_for_testing(bool on);
+// Whether topk_dot screens keys in bf16 (simd_topk_bf16.h): where the active
+// table has the screen, unless a test turned it off (the same lists either
+// way; tests compare the two paths).
+bool topk_screen_enabled();
+void set_topk_screen_for_testing(bool on);
 
 const KernelTable &kernel_table_scalar();
 const KernelTable &kernel_table_avx2();

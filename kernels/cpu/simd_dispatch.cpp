@@ -61,6 +61,7 @@ SimdVariant initial_variant() {
 
 std::atomic<int> g_variant{-1};
 std::atomic<bool> g_q8_vnni_off{false};   // set_q8_vnni_for_testing(false)
+std::atomic<bool> g_topk_screen_off{false};   // set_topk_screen_for_testing(false)
 
 // An AVX-512 extension's bit of cpuid leaf 7 (subleaf, register eax or ecx),
 // false where the AVX-512 variant cannot run at all.
@@ -91,6 +92,12 @@ bool cpu_has_avx512_vnni() {
 bool q8_vnni_enabled() { return cpu_has_avx512_vnni() && !g_q8_vnni_off.load(std::memory_order_relaxed); }
 
 void set_q8_vnni_for_testing(bool on) { g_q8_vnni_off.store(!on, std::memory_order_relaxed); }
+
+bool topk_screen_enabled() {
+    return active_kernels().topk_item_screened != nullptr && !g_topk_screen_off.load(std::memory_order_relaxed);
+}
+
+void set_topk_screen_for_testing(bool on) { g_topk_screen_off.store(!on, std::memory_order_relaxed); }
 
 SimdVariant best_supported_variant() {
     static const SimdVariant best = detect();

@@ -25,6 +25,11 @@ namespace {
 
 using lctx::GgmlType;
 using lctx::cpu::AttentionArgs;
+using lctx::cpu::TopkPending;
+using lctx::cpu::TopkScreenItem;
+using lctx::cpu::TopkScreenRows;
+using lctx::cpu::TopkScreenScratch;
+using lctx::cpu::kTopkPendingCap;
 using lctx::cpu::key_visible;
 using lctx::cpu::softcap_score;
 using lctx::cpu::kAttnKeyBlock;
@@ -1156,7 +1161,7 @@ void max_dot_tile(const float *q, int64_t ldq, int rows, const float *kt, int64_
 
 const lctx::cpu::KernelTable kTable = {
     V::name, MR, NR, dequant_row, gemv, dot, gemm, transpose, rms_norm, swiglu, geglu, attn_partial, attn_colsum,
-    keys_transposed, topk_tile, max_dot_tile, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+    keys_transposed, topk_tile, max_dot_tile, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
 };
 
 } // namespace

@@ -4,6 +4,11 @@
 // order. Each score is computed by the same register code whatever the split,
 // and the merge orders by (score, index), so the result does not depend on
 // the thread count. topk_dot_ref is the one-key-at-a-time reference.
+//
+// Where the CPU has AVX512_BF16, a work item screens its keys in bf16
+// (simd_topk_bf16.h): only keys that may still enter a list are scored
+// exactly, so the lists are the same bit for bit, for about half the
+// arithmetic.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -83,6 +88,48 @@ void clear_lists(float *s, int64_t *i, int64_t n) {
     std::fill(i, i + n, int64_t{-1});
 }
 
+// Head dims the screen takes (its error bound assumes at most this many).
+constexpr int32_t kScreenMaxDim = 1024;
+
+// The queries of a call prepared for the bf16 screen: bf16 pairs and each
+// row's error bound (simd_topk_bf16.h). Empty (ok false) when the screen is
+// off, the dim is odd or too large, or a query value is not finite or beyond
+// the screen's range: then every tile is scored exactly.
+struct ScreenQueries {
+    bool ok = false;
+    std::vector<uint32_t> q2;
+    std::vector<float> bound_k, bound_1;
+    TopkScreenRows rows;
+};
+
+ScreenQueries screen_queries(const KernelTable &kt, const TopkDotArgs &a) {
+    ScreenQueries s;
+    if (a.tile_max || !topk_screen_enabled() || !kt.topk_item_screened || !kt.to_bf16_words || a.dim % 2 != 0 ||
+        a.dim > kScreenMaxDim)
+        return s;
+    const int64_t R = a.n_rows, ldq2 = (a.dim / 2 + 15) / 16 * 16;
+    // rel = 2u + u^2 + 2.2 d 2^-24 + 2^-18 with u = 2^-8 (simd_topk_bf16.h).
+    const double rel = 0x1p-7 + 0x1p-16 + 2.2 * a.dim * 0x1p-24 + 0x1p-18;
+    s.q2.resize(static_cast<size_t>(R * ldq2));
+    s.bound_k.resize(static_cast<size_t>(R));
+    s.bound_1.resize(static_cast<size_t>(R));
+    for (int64_t r = 0; r < R; ++r) {
+        const float *q = a.q + r * a.ldq;
+        double sq = 0;
+        for (int32_t c = 0; c < a.dim; ++c) {
+            if (!(std::fabs(q[c]) <= 0x1p56f)) return s;   // also NaN
+            sq += double(q[c]) * q[c];
+        }
+        const double qn = std::sqrt(sq) * (1.0 + 0x1p-20);   // rounded up, as the keys' norms
+        s.bound_k[static_cast<size_t>(r)] = static_cast<float>((rel * qn + 0x1p-110) * (1.0 + 0x1p-20));
+        s.bound_1[static_cast<size_t>(r)] = static_cast<float>(0x1p-110 * (1.0 + qn) * (1.0 + 0x1p-20));
+        kt.to_bf16_words(q, a.dim, s.q2.data() + r * ldq2, ldq2);
+    }
+    s.rows = {a.q, a.ldq, s.q2.data(), ldq2, s.bound_k.data(), s.bound_1.data()};
+    s.ok = true;
+    return s;
+}
+
 } // namespace
 
 void topk_dot(ThreadPool &pool, const TopkDotArgs &a) {
@@ -97,9 +144,13 @@ void topk_dot(ThreadPool &pool, const TopkDotArgs &a) {
     const KernelTable &kt = active_kernels();
     const int64_t k = a.k, R = a.n_rows, n_tiles = static_cast<int64_t>(tiles.size());
     const int64_t threads = pool.size();
+    const ScreenQueries screen = screen_queries(kt, a);
     // Key ranges for long inputs (decode: few rows, many keys), row groups
-    // for short ones (a prefill chunk against a short middle).
-    const int64_t n_ranges = std::clamp<int64_t>(n_tiles * T / 1024, 1, 4 * threads);
+    // for short ones (a prefill chunk against a short middle). Each range
+    // starts its lists empty, and a screened list lets through every key
+    // until it fills, so with the screen many rows prefer fewer ranges.
+    const int64_t max_ranges = screen.ok && R >= 48 * 4 * threads ? threads : 4 * threads;
+    const int64_t n_ranges = std::clamp<int64_t>(n_tiles * T / 1024, 1, max_ranges);
     const int64_t n_groups = std::clamp<int64_t>((4 * threads + n_ranges - 1) / n_ranges, 1, (R + 47) / 48);
     const int64_t rows_per_group = (R + n_groups - 1) / n_groups;
     std::vector<float> ls(static_cast<size_t>(n_ranges * R * k));
@@ -111,17 +162,50 @@ void topk_dot(ThreadPool &pool, const TopkDotArgs &a) {
     const int64_t n_items = n_ranges * n_groups;
     pool.parallel_for(std::min<int64_t>(threads, n_items), [&](int64_t, int64_t, int) {
         std::vector<float> ktile(static_cast<size_t>(T * a.dim)), tmp(static_cast<size_t>(T * a.dim));
+        // The screen's scratch (simd.h, TopkScreenScratch), for the largest item.
+        const size_t nr_max = screen.ok ? static_cast<size_t>(rows_per_group) : 0;
+        std::vector<uint32_t> kt2(screen.ok ? static_cast<size_t>(T * a.dim / 2) : 0);
+        std::vector<float> kn(screen.ok ? static_cast<size_t>(T) : 0), lb(nr_max * static_cast<size_t>(k));
+        std::vector<TopkPending> pending(nr_max * kTopkPendingCap);
+        std::vector<int32_t> n_pending(nr_max);
+        std::vector<TopkScreenItem::Tile> item_tiles;
+        const TopkScreenScratch scratch{ktile.data(), tmp.data(), kn.data(), lb.data(), kt2.data(), pending.data(),
+                                        n_pending.data()};
         for (int64_t item; (item = next.fetch_add(1, std::memory_order_relaxed)) < n_items;) {
             const int64_t range = item / n_groups, group = item % n_groups;
             const int64_t r0 = group * rows_per_group, r1 = std::min(R, r0 + rows_per_group);
             if (r0 >= r1) continue;
             float *bs = ls.data() + (range * R + r0) * k;
             int64_t *bi = li.data() + (range * R + r0) * k;
-            for (int64_t ti = n_tiles * range / n_ranges; ti < n_tiles * (range + 1) / n_ranges; ++ti) {
+            const int64_t ti0 = n_tiles * range / n_ranges, ti1 = n_tiles * (range + 1) / n_ranges;
+            auto tile_keys = [&](const Tile &t) {
+                return static_cast<const uint8_t *>(a.segments[t.seg].keys) + static_cast<size_t>(t.j0 * a.ld_keys) * esize;
+            };
+            if (screen.ok) {
+                item_tiles.clear();
+                for (int64_t ti = ti0; ti < ti1; ++ti) {
+                    const Tile &t = tiles[static_cast<size_t>(ti)];
+                    item_tiles.push_back({tile_keys(t), t.j1 - t.j0, a.segments[t.seg].index_base + t.j0});
+                }
+                TopkScreenItem it;
+                it.tiles = item_tiles.data();
+                it.n_tiles = static_cast<int64_t>(item_tiles.size());
+                it.T = T;
+                it.keys_f16 = a.keys_f16;
+                it.ld_keys = a.ld_keys;
+                it.d = a.dim;
+                it.k = a.k;
+                it.r0 = r0;
+                it.r1 = r1;
+                it.bs = bs;
+                it.bi = bi;
+                kt.topk_item_screened(screen.rows, it, scratch);
+                continue;
+            }
+            for (int64_t ti = ti0; ti < ti1; ++ti) {
                 const Tile &t = tiles[static_cast<size_t>(ti)];
                 const TopkDotArgs::Segment &sg = a.segments[t.seg];
-                const void *src = static_cast<const uint8_t *>(sg.keys) + static_cast<size_t>(t.j0 * a.ld_keys) * esize;
-                kt.keys_transposed(src, a.keys_f16, a.ld_keys, t.j1 - t.j0, a.dim, ktile.data(), T, tmp.data());
+                kt.keys_transposed(tile_keys(t), a.keys_f16, a.ld_keys, t.j1 - t.j0, a.dim, ktile.data(), T, tmp.data());
                 for (int64_t r = r0; r < r1; r += 48) {
                     const int rows = static_cast<int>(std::min<int64_t>(48, r1 - r));
                     kt.topk_tile(a.q + r * a.ldq, a.ldq, rows, ktile.data(), T, t.j1 - t.j0, a.dim,

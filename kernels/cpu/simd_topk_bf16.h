@@ -1,0 +1,260 @@
+// Exact top-k dot products with a bf16 screen (topk_dot.cpp drives it;
+// docs/methods/reattention.md, "Scoring the middle"). The lists come out the
+// same bit for bit as topk_tile's; the screen only skips keys that cannot
+// enter them.
+//
+// A key enters a row's list only if its exact score (the f32 chain of FMAs
+// of topk_rows, simd_impl.h) beats the list's last entry. The screen scores
+// every key of a tile in bf16 with VDPBF16PS, twice the multiply-adds of an
+// f32 FMA per instruction, and bounds how far that score can be from the
+// exact one:
+//
+//     |bf16 score - exact score| <= B = rel * |q| |k| + 2^-110 (1 + |q| + |k|)
+//
+// (|.| the Euclidean norm). Keys whose bf16 score + B is below the last entry
+// are skipped; every other key is scored again by the exact chain and
+// offered to the list as topk_rows would. Why B holds, with u = 2^-8 the
+// unit roundoff of bf16 (round to nearest even) and every value within
+// +-kScreenMaxAbs (checked, else the tile or the call goes the exact way):
+// - Rounding q_e and k_e to bf16 moves the product q_e k_e by at most
+//   (2u + u^2)|q_e k_e|; a denormal input is flushed to zero, moving it by
+//   at most 2^-126 (1 + u)(|q_e| + |k_e|).
+// - The product of two bf16 is exact in f32. VDPBF16PS and the exact chain
+//   each add d products with rounding: each result is within d 2^-24
+//   sum|q_e k_e| of the real sum (first order), plus 2^-126 per flushed
+//   denormal product or sum.
+// - sum |q_e k_e| <= |q| |k| (Cauchy-Schwarz), sum |q_e| <= sqrt(d) |q|.
+// So rel = 2u + u^2 + 2.2 d 2^-24 + 2^-18 (the last term covers rounding B
+// itself and bf16 score + B in f32), and with d <= kScreenMaxDim the
+// absolute terms stay under 2^-110 (1 + |q| + |k|). The norms are computed
+// in double and rounded up. The range limit keeps every product, sum and B
+// finite in f32.
+//
+// Included by kernels_avx512.cpp after simd_impl.h and simd_bf16.h; the
+// functions carry the bf16 target attribute and are in the table only where
+// cpuid reports AVX512_BF16.
+#pragma once
+
+namespace {
+
+// Each key and query value must lie within +-kScreenMaxAbs for the screen
+// (then |q| |k| <= d 2^112 and no sum overflows f32).
+constexpr float kScreenMaxAbs = 0x1p56f;
+
+// Rounds a non-negative double up to a float that is not below it.
+inline float round_up_to_float(double x) {
+    const float f = static_cast<float>(x * (1.0 + 0x1p-20));
+    return static_cast<double>(f) >= x ? f : std::nextafter(f, INFINITY);
+}
+
+// Builds the screen's tile from a transposed f32 key tile kt[e * T + t]
+// (keys_transposed): kt2[p * T + t] = (k_t[2p], k_t[2p + 1]) as bf16, low
+// half first, for p < d / 2 (d even), and kn[t] >= |k_t|. False when a value
+// is not finite or beyond kScreenMaxAbs (the tile must then be scored
+// exactly). T a multiple of 16.
+LCTX_TARGET_BF16 bool topk_screen_keys(const float *kt, int64_t T, int d, uint32_t *kt2, float *kn) {
+    const __m512 lim = _mm512_set1_ps(kScreenMaxAbs);
+    for (int64_t t0 = 0; t0 < T; t0 += 16) {
+        __m512d s0 = _mm512_setzero_pd(), s1 = _mm512_setzero_pd();
+        __mmask16 ok = 0xFFFF;
+        for (int e = 0; e < d; ++e) {
+            const __m512 x = _mm512_loadu_ps(kt + e * T + t0);
+            ok &= _mm512_cmp_ps_mask(_mm512_abs_ps(x), lim, _CMP_LE_OQ);   // NaN fails too
+            const __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(x));
+            const __m512d hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)));
+            s0 = _mm512_fmadd_pd(lo, lo, s0);
+            s1 = _mm512_fmadd_pd(hi, hi, s1);
+        }
+        if (ok != 0xFFFF) return false;
+        alignas(64) double sq[16];
+        _mm512_store_pd(sq, s0);
+        _mm512_store_pd(sq + 8, s1);
+        for (int j = 0; j < 16; ++j) kn[t0 + j] = round_up_to_float(std::sqrt(sq[j]));
+    }
+    const __m512i lo16 = _mm512_set1_epi32(0xFFFF);
+    for (int p = 0; p < d / 2; ++p)
+        for (int64_t t0 = 0; t0 < T; t0 += 16) {
+            const __m256bh h0 = _mm512_cvtneps_pbh(_mm512_loadu_ps(kt + (2 * p) * T + t0));
+            const __m256bh h1 = _mm512_cvtneps_pbh(_mm512_loadu_ps(kt + (2 * p + 1) * T + t0));
+            const __m512i w0 = _mm512_cvtepu16_epi32(reinterpret_cast<const __m256i &>(h0));
+            const __m512i w1 = _mm512_cvtepu16_epi32(reinterpret_cast<const __m256i &>(h1));
+            _mm512_storeu_si512(kt2 + p * T + t0, _mm512_or_si512(_mm512_and_si512(w0, lo16), _mm512_slli_epi32(w1, 16)));
+        }
+    return true;
+}
+
+// The exact score of topk_rows for a key row of the store (f32, or f16
+// widened exactly) against query q: the same FMAs in the same order from +0.
+// Eight at a time: the chains are independent, so they overlap instead of
+// waiting d FMA latencies each.
+struct TopkExactJob {
+    const void *key;
+    const float *q;
+    float x;
+};
+
+inline void topk_exact_scores(TopkExactJob *job, int n, bool f16, int d) {
+    for (int i = 0; i < n; i += 8) {
+        const void *kp[8];
+        const float *qp[8];
+        for (int u = 0; u < 8; ++u) {   // a short last batch repeats its last job
+            const int j = i + u < n ? i + u : n - 1;
+            kp[u] = job[j].key;
+            qp[u] = job[j].q;
+        }
+        float sc[8] = {};
+        if (f16) {
+            for (int e = 0; e < d; ++e)
+#pragma GCC unroll 8
+                for (int u = 0; u < 8; ++u)
+                    sc[u] = std::fma(_cvtsh_ss(static_cast<const uint16_t *>(kp[u])[e]), qp[u][e], sc[u]);
+        } else {
+            for (int e = 0; e < d; ++e)
+#pragma GCC unroll 8
+                for (int u = 0; u < 8; ++u) sc[u] = std::fma(static_cast<const float *>(kp[u])[e], qp[u][e], sc[u]);
+        }
+        for (int u = 0; u < 8 && i + u < n; ++u) job[i + u].x = sc[u];
+    }
+}
+
+// Offers the pending keys of item rows [ra, rb) that can still enter their
+// lists (bf16 score + bound at least the row's k-th best lower bound) to the
+// lists after scoring them exactly, each row's in the order they were
+// screened (key order, as topk_rows offers them); empties them.
+inline void topk_flush_pending(const TopkScreenRows &s, const TopkScreenItem &it, const TopkScreenScratch &w,
+                               int64_t ra, int64_t rb) {
+    constexpr int kBatch = 256;
+    TopkExactJob job[kBatch];
+    int32_t row[kBatch], tile[kBatch], col[kBatch];
+    const size_t esize = it.keys_f16 ? 2 : 4;
+    int n = 0;
+    auto offer = [&] {
+        topk_exact_scores(job, n, it.keys_f16, it.d);
+        for (int i = 0; i < n; ++i) {
+            float *rs = it.bs + row[i] * it.k;
+            if (job[i].x > rs[it.k - 1])
+                topk_insert(rs, it.bi + row[i] * it.k, it.k, job[i].x, it.tiles[tile[i]].idx0 + col[i]);
+        }
+        n = 0;
+    };
+    for (int64_t r = ra; r < rb; ++r) {
+        const float floor = w.lb[r * it.k + it.k - 1];
+        const TopkPending *p = w.pending + r * kTopkPendingCap;
+        for (int32_t i = 0; i < w.n_pending[r]; ++i) {
+            if (!(p[i].upper >= floor)) continue;
+            if (n == kBatch) offer();
+            const TopkScreenItem::Tile &t = it.tiles[p[i].tile];
+            job[n] = {static_cast<const uint8_t *>(t.keys) + static_cast<size_t>(p[i].col * it.ld_keys) * esize,
+                      s.q + (it.r0 + r) * s.ldq, 0.0f};
+            row[n] = static_cast<int32_t>(r);
+            tile[n] = p[i].tile;
+            col[n++] = p[i].col;
+        }
+        w.n_pending[r] = 0;
+    }
+    offer();
+}
+
+// Inserts x into a descending list of k lower bounds (x above its last).
+inline void topk_lb_insert(float *lb, int k, float x) {
+    int p = k - 1;
+    while (p > 0 && lb[p - 1] < x) {
+        lb[p] = lb[p - 1];
+        --p;
+    }
+    lb[p] = x;
+}
+
+// RB item rows from row r against one screened tile (item tile ti), 2W keys
+// per register strip: the bf16 scores; every key whose bf16 score + bound
+// reaches its row's k-th best lower bound is kept pending, and its bf16
+// score - bound joins the row's lower bounds.
+template <int RB>
+LCTX_TARGET_BF16 inline void topk_rows_screened(const TopkScreenRows &s, const TopkScreenItem &it,
+                                                const TopkScreenScratch &w, int64_t r, int32_t ti, int64_t n_valid) {
+    const int64_t T = it.T;
+    const int k = it.k, n_pairs = it.d / 2;
+    const uint32_t *q2 = s.q2 + (it.r0 + r) * s.ldq2;
+    for (int64_t t = 0; t < n_valid; t += 2 * W) {
+        __m512 c[RB][2];
+#pragma GCC unroll 8
+        for (int u = 0; u < RB; ++u) c[u][0] = c[u][1] = _mm512_setzero_ps();
+        for (int p = 0; p < n_pairs; ++p) {
+            const __m512bh b0 = as_bh(_mm512_loadu_si512(w.kt2 + p * T + t));
+            const __m512bh b1 = as_bh(_mm512_loadu_si512(w.kt2 + p * T + t + W));
+#pragma GCC unroll 8
+            for (int u = 0; u < RB; ++u) {
+                const __m512bh a = as_bh(_mm512_set1_epi32(static_cast<int>(q2[u * s.ldq2 + p])));
+                c[u][0] = _mm512_dpbf16_ps(c[u][0], a, b0);
+                c[u][1] = _mm512_dpbf16_ps(c[u][1], a, b1);
+            }
+        }
+        const __m512 kn0 = _mm512_loadu_ps(w.kn + t), kn1 = _mm512_loadu_ps(w.kn + t + W);
+        for (int u = 0; u < RB; ++u) {
+            const int64_t row = r + u;
+            float *lb = w.lb + row * k;
+            const __m512 ka = _mm512_set1_ps(s.bound_k[it.r0 + row]), b1 = _mm512_set1_ps(s.bound_1[it.r0 + row]);
+            for (int v = 0; v < 2; ++v) {
+                const int64_t t0 = t + v * W;
+                const __m512 bound = _mm512_fmadd_ps(ka, v ? kn1 : kn0, b1);
+                const __m512 upper = _mm512_add_ps(c[u][v], bound);
+                unsigned m = _mm512_cmp_ps_mask(upper, _mm512_set1_ps(lb[k - 1]), _CMP_GE_OQ) & valid_lanes(t0, n_valid);
+                if (!m) continue;
+                alignas(64) float up[16], lo[16];
+                _mm512_store_ps(up, upper);
+                _mm512_store_ps(lo, _mm512_sub_ps(c[u][v], bound));
+                for (; m; m &= m - 1) {
+                    const int j = __builtin_ctz(m);
+                    if (!(up[j] >= lb[k - 1])) continue;   // the floor rose within this strip
+                    TopkPending *p = w.pending + row * kTopkPendingCap;
+                    if (w.n_pending[row] == kTopkPendingCap) {
+                        // Drop what the floor has passed; still half full: score them now.
+                        int32_t kept = 0;
+                        for (int32_t i = 0; i < kTopkPendingCap; ++i)
+                            if (p[i].upper >= lb[k - 1]) p[kept++] = p[i];
+                        w.n_pending[row] = kept;
+                        if (kept > kTopkPendingCap / 2) topk_flush_pending(s, it, w, row, row + 1);
+                    }
+                    p[w.n_pending[row]++] = {up[j], ti, static_cast<int32_t>(t0 + j)};
+                    if (lo[j] > lb[k - 1]) topk_lb_insert(lb, k, lo[j]);
+                }
+            }
+        }
+    }
+}
+
+// topk_item_screened (simd.h): each tile is transposed, screened and its
+// candidates kept pending; a tile with a value out of the screen's range is
+// scored exactly by topk_tile after the pending keys are offered, so every
+// row's offers stay in key order.
+LCTX_TARGET_BF16 void topk_item_screened(const TopkScreenRows &s, const TopkScreenItem &it, const TopkScreenScratch &w) {
+    const int64_t nr = it.r1 - it.r0;
+    std::fill(w.lb, w.lb + nr * it.k, -INFINITY);
+    std::fill(w.n_pending, w.n_pending + nr, 0);
+    for (int64_t ti = 0; ti < it.n_tiles; ++ti) {
+        const TopkScreenItem::Tile &t = it.tiles[ti];
+        keys_transposed(t.keys, it.keys_f16, it.ld_keys, t.n, it.d, w.kt, it.T, w.tmp);
+        if (!topk_screen_keys(w.kt, it.T, it.d, w.kt2, w.kn)) {
+            topk_flush_pending(s, it, w, 0, nr);
+            for (int64_t r = 0; r < nr; r += 48)
+                topk_tile(s.q + (it.r0 + r) * s.ldq, s.ldq, static_cast<int>(std::min<int64_t>(48, nr - r)), w.kt,
+                          it.T, t.n, it.d, t.idx0, it.k, false, it.bs + r * it.k, it.bi + r * it.k);
+            continue;
+        }
+        constexpr int RB = 6;
+        const int32_t t32 = static_cast<int32_t>(ti);
+        int64_t r = 0;
+        for (; r + RB <= nr; r += RB) topk_rows_screened<RB>(s, it, w, r, t32, t.n);
+        switch (nr - r) {
+        case 5: topk_rows_screened<5>(s, it, w, r, t32, t.n); break;
+        case 4: topk_rows_screened<4>(s, it, w, r, t32, t.n); break;
+        case 3: topk_rows_screened<3>(s, it, w, r, t32, t.n); break;
+        case 2: topk_rows_screened<2>(s, it, w, r, t32, t.n); break;
+        case 1: topk_rows_screened<1>(s, it, w, r, t32, t.n); break;
+        default: break;
+        }
+    }
+    topk_flush_pending(s, it, w, 0, nr);
+}
+
+} // namespace
