@@ -17,14 +17,17 @@ enum class SimdVariant { SCALAR = 0, AVX2 = 1, AVX512 = 2 };
 
 // The query rows of one topk_dot call as the bf16 screen reads them
 // (simd_topk_bf16.h): row r is q + r * ldq in f32 (for the exact scores) and
-// q2 + r * ldq2 as bf16 pairs; its bound on |bf16 score - exact score| for a
-// key of norm |k| is bound_k[r] * |k| + bound_1[r].
+// q2 + r * ldq2 as bf16 pairs. The screen scores q . (k - mu) in bf16, mu a
+// vector common to the call (the keys' mean: subtracting it removes the part
+// of the scores that every key shares); its bound for row r and a key k is
+// bound_k[r] * |k - mu| + bound_f[r] * |k| + bound_1[r].
 struct TopkScreenRows {
     const float *q = nullptr;
     int64_t ldq = 0;
     const uint32_t *q2 = nullptr;
     int64_t ldq2 = 0;
-    const float *bound_k = nullptr, *bound_1 = nullptr;
+    const float *mu = nullptr;
+    const float *bound_k = nullptr, *bound_f = nullptr, *bound_1 = nullptr;
 };
 
 // One work item of the screened top-k: rows [r0, r1) against the keys of
@@ -55,10 +58,10 @@ struct TopkPending {
 constexpr int kTopkPendingCap = 32;   // pending keys per row before a flush
 
 // Scratch of one thread for TopkScreenItem (floats and words as named):
-// kt and tmp T * d, kt2 T * d / 2, kn T; lb k per row, pending
+// kt and tmp T * d, kt2 T * d / 2, kn and kn_f T; lb k per row, pending
 // kTopkPendingCap per row, n_pending one per row (rows of the item).
 struct TopkScreenScratch {
-    float *kt = nullptr, *tmp = nullptr, *kn = nullptr, *lb = nullptr;
+    float *kt = nullptr, *tmp = nullptr, *kn = nullptr, *kn_f = nullptr, *lb = nullptr;
     uint32_t *kt2 = nullptr;
     TopkPending *pending = nullptr;
     int32_t *n_pending = nullptr;

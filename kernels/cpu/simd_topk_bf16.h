@@ -3,31 +3,36 @@
 // same bit for bit as topk_tile's; the screen only skips keys that cannot
 // enter them.
 //
-// A key enters a row's list only if its exact score (the f32 chain of FMAs
-// of topk_rows, simd_impl.h) beats the list's last entry. The screen scores
-// every key of a tile in bf16 with VDPBF16PS, twice the multiply-adds of an
-// f32 FMA per instruction, and bounds how far that score can be from the
-// exact one:
+// A key enters a row's list only if its exact score e (the f32 chain of
+// FMAs of topk_rows, simd_impl.h) beats the list's last entry. The screen
+// scores every key of a tile in bf16 with VDPBF16PS, twice the multiply-adds
+// of an f32 FMA per instruction. It scores q . (k - mu), mu a vector common
+// to the call (the keys' mean): keys share a large common part, which would
+// dominate |k| and so the bound below, and subtracting it shifts every
+// score of a row by the same c = q . mu, which changes no order. With
+// |.| the Euclidean norm, the bf16 score a of a key satisfies
 //
-//     |bf16 score - exact score| <= B = rel * |q| |k| + 2^-110 (1 + |q| + |k|)
+//     |a - (e - c)| <= B = rel |q| |k - mu| + relf |q| |k| + 2^-110 (1 + |q| + |k| + |k - mu|)
 //
-// (|.| the Euclidean norm). Keys whose bf16 score + B is below the last entry
-// are skipped; every other key is scored again by the exact chain and
-// offered to the list as topk_rows would. Why B holds, with u = 2^-8 the
-// unit roundoff of bf16 (round to nearest even) and every value within
-// +-kScreenMaxAbs (checked, else the tile or the call goes the exact way):
-// - Rounding q_e and k_e to bf16 moves the product q_e k_e by at most
-//   (2u + u^2)|q_e k_e|; a denormal input is flushed to zero, moving it by
-//   at most 2^-126 (1 + u)(|q_e| + |k_e|).
-// - The product of two bf16 is exact in f32. VDPBF16PS and the exact chain
-//   each add d products with rounding: each result is within d 2^-24
-//   sum|q_e k_e| of the real sum (first order), plus 2^-126 per flushed
-//   denormal product or sum.
-// - sum |q_e k_e| <= |q| |k| (Cauchy-Schwarz), sum |q_e| <= sqrt(d) |q|.
-// So rel = 2u + u^2 + 2.2 d 2^-24 + 2^-18 (the last term covers rounding B
-// itself and bf16 score + B in f32), and with d <= kScreenMaxDim the
-// absolute terms stay under 2^-110 (1 + |q| + |k|). The norms are computed
-// in double and rounded up. The range limit keeps every product, sum and B
+// Per row the screen keeps the k best lower bounds a - B seen so far: k keys
+// score at least the k-th of them, so a key with a + B below it cannot be in
+// the top k and is skipped; every other key is scored again by the exact
+// chain and offered to the list in key order, as topk_rows would. Why B
+// holds, with u = 2^-8 the unit roundoff of bf16 (round to nearest even),
+// every value within +-kScreenMaxAbs (checked, else the tile or the call
+// goes the exact way) and d <= kScreenMaxDim:
+// - k - mu is rounded to f32 (2^-24 |k_e - mu_e| each), then q and k - mu
+//   to bf16: the products move by at most (2u + u^2 + 2^-23)|q_e||k_e - mu_e|;
+//   a denormal flushed to zero adds at most 2^-126 (1 + u)(|q_e| + |k_e - mu_e|).
+// - Products of two bf16 are exact in f32. VDPBF16PS adds d of them with
+//   rounding: within 2.2 d 2^-24 sum|q_e (k_e - mu_e)| of their real sum.
+//   The exact chain likewise: e is within 2.2 d 2^-24 sum|q_e k_e| of q . k.
+//   Flushed denormal products and sums add 2^-126 each.
+// - sum |q_e x_e| <= |q| |x| (Cauchy-Schwarz), sum |q_e| <= sqrt(d) |q|.
+// So rel = 2u + u^2 + 2^-23 + 2.2 d 2^-24 + 2^-18 (the last term covers
+// rounding B itself and a + B in f32), relf = 2.2 d 2^-24 + 2^-30, and the
+// absolute terms stay under the 2^-110 term. The norms are computed in
+// double and rounded up. The range limit keeps every product, sum and B
 // finite in f32.
 //
 // Included by kernels_avx512.cpp after simd_impl.h and simd_bf16.h; the
@@ -37,8 +42,8 @@
 
 namespace {
 
-// Each key and query value must lie within +-kScreenMaxAbs for the screen
-// (then |q| |k| <= d 2^112 and no sum overflows f32).
+// Each key, query and mu value must lie within +-kScreenMaxAbs for the
+// screen (then |q| |k| <= d 2^112 and no sum overflows f32).
 constexpr float kScreenMaxAbs = 0x1p56f;
 
 // Rounds a non-negative double up to a float that is not below it.
@@ -48,38 +53,51 @@ inline float round_up_to_float(double x) {
 }
 
 // Builds the screen's tile from a transposed f32 key tile kt[e * T + t]
-// (keys_transposed): kt2[p * T + t] = (k_t[2p], k_t[2p + 1]) as bf16, low
-// half first, for p < d / 2 (d even), and kn[t] >= |k_t|. False when a value
-// is not finite or beyond kScreenMaxAbs (the tile must then be scored
-// exactly). T a multiple of 16.
-LCTX_TARGET_BF16 bool topk_screen_keys(const float *kt, int64_t T, int d, uint32_t *kt2, float *kn) {
+// (keys_transposed): kt2[p * T + t] = (k_t - mu)[2p], (k_t - mu)[2p + 1] as
+// bf16, low half first, for p < d / 2 (d even); kn[t] >= |k_t - mu| and
+// kn_f[t] >= |k_t|. False when a key value is not finite or beyond
+// kScreenMaxAbs (the tile must then be scored exactly). T a multiple of 16;
+// mu within kScreenMaxAbs.
+LCTX_TARGET_BF16 bool topk_screen_keys(const float *kt, int64_t T, int d, const float *mu, uint32_t *kt2, float *kn,
+                                       float *kn_f) {
     const __m512 lim = _mm512_set1_ps(kScreenMaxAbs);
     for (int64_t t0 = 0; t0 < T; t0 += 16) {
-        __m512d s0 = _mm512_setzero_pd(), s1 = _mm512_setzero_pd();
+        __m512d s0 = _mm512_setzero_pd(), s1 = s0, f0 = s0, f1 = s0;
         __mmask16 ok = 0xFFFF;
         for (int e = 0; e < d; ++e) {
             const __m512 x = _mm512_loadu_ps(kt + e * T + t0);
             ok &= _mm512_cmp_ps_mask(_mm512_abs_ps(x), lim, _CMP_LE_OQ);   // NaN fails too
+            const __m512d m = _mm512_set1_pd(mu[e]);
             const __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(x));
             const __m512d hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)));
-            s0 = _mm512_fmadd_pd(lo, lo, s0);
-            s1 = _mm512_fmadd_pd(hi, hi, s1);
+            f0 = _mm512_fmadd_pd(lo, lo, f0);
+            f1 = _mm512_fmadd_pd(hi, hi, f1);
+            const __m512d dlo = _mm512_sub_pd(lo, m), dhi = _mm512_sub_pd(hi, m);
+            s0 = _mm512_fmadd_pd(dlo, dlo, s0);
+            s1 = _mm512_fmadd_pd(dhi, dhi, s1);
         }
         if (ok != 0xFFFF) return false;
-        alignas(64) double sq[16];
+        alignas(64) double sq[16], fq[16];
         _mm512_store_pd(sq, s0);
         _mm512_store_pd(sq + 8, s1);
-        for (int j = 0; j < 16; ++j) kn[t0 + j] = round_up_to_float(std::sqrt(sq[j]));
+        _mm512_store_pd(fq, f0);
+        _mm512_store_pd(fq + 8, f1);
+        for (int j = 0; j < 16; ++j) {
+            kn[t0 + j] = round_up_to_float(std::sqrt(sq[j]));
+            kn_f[t0 + j] = round_up_to_float(std::sqrt(fq[j]));
+        }
     }
     const __m512i lo16 = _mm512_set1_epi32(0xFFFF);
-    for (int p = 0; p < d / 2; ++p)
+    for (int p = 0; p < d / 2; ++p) {
+        const __m512 m0 = _mm512_set1_ps(mu[2 * p]), m1 = _mm512_set1_ps(mu[2 * p + 1]);
         for (int64_t t0 = 0; t0 < T; t0 += 16) {
-            const __m256bh h0 = _mm512_cvtneps_pbh(_mm512_loadu_ps(kt + (2 * p) * T + t0));
-            const __m256bh h1 = _mm512_cvtneps_pbh(_mm512_loadu_ps(kt + (2 * p + 1) * T + t0));
+            const __m256bh h0 = _mm512_cvtneps_pbh(_mm512_sub_ps(_mm512_loadu_ps(kt + (2 * p) * T + t0), m0));
+            const __m256bh h1 = _mm512_cvtneps_pbh(_mm512_sub_ps(_mm512_loadu_ps(kt + (2 * p + 1) * T + t0), m1));
             const __m512i w0 = _mm512_cvtepu16_epi32(reinterpret_cast<const __m256i &>(h0));
             const __m512i w1 = _mm512_cvtepu16_epi32(reinterpret_cast<const __m256i &>(h1));
             _mm512_storeu_si512(kt2 + p * T + t0, _mm512_or_si512(_mm512_and_si512(w0, lo16), _mm512_slli_epi32(w1, 16)));
         }
+    }
     return true;
 }
 
@@ -190,13 +208,15 @@ LCTX_TARGET_BF16 inline void topk_rows_screened(const TopkScreenRows &s, const T
             }
         }
         const __m512 kn0 = _mm512_loadu_ps(w.kn + t), kn1 = _mm512_loadu_ps(w.kn + t + W);
+        const __m512 kf0 = _mm512_loadu_ps(w.kn_f + t), kf1 = _mm512_loadu_ps(w.kn_f + t + W);
         for (int u = 0; u < RB; ++u) {
             const int64_t row = r + u;
             float *lb = w.lb + row * k;
-            const __m512 ka = _mm512_set1_ps(s.bound_k[it.r0 + row]), b1 = _mm512_set1_ps(s.bound_1[it.r0 + row]);
+            const __m512 ka = _mm512_set1_ps(s.bound_k[it.r0 + row]), kf = _mm512_set1_ps(s.bound_f[it.r0 + row]);
+            const __m512 b1 = _mm512_set1_ps(s.bound_1[it.r0 + row]);
             for (int v = 0; v < 2; ++v) {
                 const int64_t t0 = t + v * W;
-                const __m512 bound = _mm512_fmadd_ps(ka, v ? kn1 : kn0, b1);
+                const __m512 bound = _mm512_fmadd_ps(ka, v ? kn1 : kn0, _mm512_fmadd_ps(kf, v ? kf1 : kf0, b1));
                 const __m512 upper = _mm512_add_ps(c[u][v], bound);
                 unsigned m = _mm512_cmp_ps_mask(upper, _mm512_set1_ps(lb[k - 1]), _CMP_GE_OQ) & valid_lanes(t0, n_valid);
                 if (!m) continue;
@@ -234,7 +254,7 @@ LCTX_TARGET_BF16 void topk_item_screened(const TopkScreenRows &s, const TopkScre
     for (int64_t ti = 0; ti < it.n_tiles; ++ti) {
         const TopkScreenItem::Tile &t = it.tiles[ti];
         keys_transposed(t.keys, it.keys_f16, it.ld_keys, t.n, it.d, w.kt, it.T, w.tmp);
-        if (!topk_screen_keys(w.kt, it.T, it.d, w.kt2, w.kn)) {
+        if (!topk_screen_keys(w.kt, it.T, it.d, s.mu, w.kt2, w.kn, w.kn_f)) {
             topk_flush_pending(s, it, w, 0, nr);
             for (int64_t r = 0; r < nr; r += 48)
                 topk_tile(s.q + (it.r0 + r) * s.ldq, s.ldq, static_cast<int>(std::min<int64_t>(48, nr - r)), w.kt,

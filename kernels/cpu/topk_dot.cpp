@@ -91,16 +91,36 @@ void clear_lists(float *s, int64_t *i, int64_t n) {
 // Head dims the screen takes (its error bound assumes at most this many).
 constexpr int32_t kScreenMaxDim = 1024;
 
-// The queries of a call prepared for the bf16 screen: bf16 pairs and each
-// row's error bound (simd_topk_bf16.h). Empty (ok false) when the screen is
-// off, the dim is odd or too large, or a query value is not finite or beyond
-// the screen's range: then every tile is scored exactly.
+// The queries of a call prepared for the bf16 screen: bf16 pairs, the mean
+// key and each row's error bound (simd_topk_bf16.h). Empty (ok false) when
+// the screen is off, the dim is odd or too large, or a query value is not
+// finite or beyond the screen's range: then every tile is scored exactly.
 struct ScreenQueries {
     bool ok = false;
     std::vector<uint32_t> q2;
-    std::vector<float> bound_k, bound_1;
+    std::vector<float> mu, bound_k, bound_f, bound_1;
     TopkScreenRows rows;
 };
+
+// The mean of the call's keys (any vector keeps the lists exact; the mean
+// makes the bound tight). Zero where it is not finite or out of range.
+std::vector<float> mean_key(const TopkDotArgs &a) {
+    std::vector<double> sum(static_cast<size_t>(a.dim), 0.0);
+    int64_t n = 0;
+    for (int64_t s = 0; s < a.n_segments; ++s) {
+        const TopkDotArgs::Segment &sg = a.segments[s];
+        for (int64_t j = 0; j < sg.n; ++j, ++n)
+            for (int32_t c = 0; c < a.dim; ++c)
+                sum[static_cast<size_t>(c)] +=
+                    a.keys_f16 ? fp16_to_fp32(static_cast<const uint16_t *>(sg.keys)[j * a.ld_keys + c])
+                               : static_cast<const float *>(sg.keys)[j * a.ld_keys + c];
+    }
+    std::vector<float> mu(static_cast<size_t>(a.dim), 0.0f);
+    for (int32_t c = 0; c < a.dim && n > 0; ++c) mu[static_cast<size_t>(c)] = static_cast<float>(sum[static_cast<size_t>(c)] / double(n));
+    for (float m : mu)
+        if (!(std::fabs(m) <= 0x1p56f)) return std::vector<float>(static_cast<size_t>(a.dim), 0.0f);
+    return mu;
+}
 
 ScreenQueries screen_queries(const KernelTable &kt, const TopkDotArgs &a) {
     ScreenQueries s;
@@ -108,10 +128,13 @@ ScreenQueries screen_queries(const KernelTable &kt, const TopkDotArgs &a) {
         a.dim > kScreenMaxDim)
         return s;
     const int64_t R = a.n_rows, ldq2 = (a.dim / 2 + 15) / 16 * 16;
-    // rel = 2u + u^2 + 2.2 d 2^-24 + 2^-18 with u = 2^-8 (simd_topk_bf16.h).
-    const double rel = 0x1p-7 + 0x1p-16 + 2.2 * a.dim * 0x1p-24 + 0x1p-18;
+    // rel = 2u + u^2 + 2^-23 + 2.2 d 2^-24 + 2^-18 with u = 2^-8, relf =
+    // 2.2 d 2^-24 + 2^-30 (simd_topk_bf16.h).
+    const double rel = 0x1p-7 + 0x1p-16 + 0x1p-23 + 2.2 * a.dim * 0x1p-24 + 0x1p-18;
+    const double relf = 2.2 * a.dim * 0x1p-24 + 0x1p-30;
     s.q2.resize(static_cast<size_t>(R * ldq2));
     s.bound_k.resize(static_cast<size_t>(R));
+    s.bound_f.resize(static_cast<size_t>(R));
     s.bound_1.resize(static_cast<size_t>(R));
     for (int64_t r = 0; r < R; ++r) {
         const float *q = a.q + r * a.ldq;
@@ -121,11 +144,14 @@ ScreenQueries screen_queries(const KernelTable &kt, const TopkDotArgs &a) {
             sq += double(q[c]) * q[c];
         }
         const double qn = std::sqrt(sq) * (1.0 + 0x1p-20);   // rounded up, as the keys' norms
-        s.bound_k[static_cast<size_t>(r)] = static_cast<float>((rel * qn + 0x1p-110) * (1.0 + 0x1p-20));
-        s.bound_1[static_cast<size_t>(r)] = static_cast<float>(0x1p-110 * (1.0 + qn) * (1.0 + 0x1p-20));
+        const size_t i = static_cast<size_t>(r);
+        s.bound_k[i] = static_cast<float>((rel * qn + 0x1p-110) * (1.0 + 0x1p-20));
+        s.bound_f[i] = static_cast<float>((relf * qn + 0x1p-110) * (1.0 + 0x1p-20));
+        s.bound_1[i] = static_cast<float>(0x1p-110 * (1.0 + qn) * (1.0 + 0x1p-20));
         kt.to_bf16_words(q, a.dim, s.q2.data() + r * ldq2, ldq2);
     }
-    s.rows = {a.q, a.ldq, s.q2.data(), ldq2, s.bound_k.data(), s.bound_1.data()};
+    s.mu = mean_key(a);
+    s.rows = {a.q, a.ldq, s.q2.data(), ldq2, s.mu.data(), s.bound_k.data(), s.bound_f.data(), s.bound_1.data()};
     s.ok = true;
     return s;
 }
@@ -165,12 +191,12 @@ void topk_dot(ThreadPool &pool, const TopkDotArgs &a) {
         // The screen's scratch (simd.h, TopkScreenScratch), for the largest item.
         const size_t nr_max = screen.ok ? static_cast<size_t>(rows_per_group) : 0;
         std::vector<uint32_t> kt2(screen.ok ? static_cast<size_t>(T * a.dim / 2) : 0);
-        std::vector<float> kn(screen.ok ? static_cast<size_t>(T) : 0), lb(nr_max * static_cast<size_t>(k));
+        std::vector<float> kn(screen.ok ? static_cast<size_t>(T) : 0), kn_f(kn.size()), lb(nr_max * static_cast<size_t>(k));
         std::vector<TopkPending> pending(nr_max * kTopkPendingCap);
         std::vector<int32_t> n_pending(nr_max);
         std::vector<TopkScreenItem::Tile> item_tiles;
-        const TopkScreenScratch scratch{ktile.data(), tmp.data(), kn.data(), lb.data(), kt2.data(), pending.data(),
-                                        n_pending.data()};
+        const TopkScreenScratch scratch{ktile.data(), tmp.data(), kn.data(),     kn_f.data(),
+                                        lb.data(),    kt2.data(), pending.data(), n_pending.data()};
         for (int64_t item; (item = next.fetch_add(1, std::memory_order_relaxed)) < n_items;) {
             const int64_t range = item / n_groups, group = item % n_groups;
             const int64_t r0 = group * rows_per_group, r1 = std::min(R, r0 + rows_per_group);

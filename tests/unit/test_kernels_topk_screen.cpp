@@ -100,7 +100,8 @@ const char *name(Data d) {
 // (d - 1) steps above it in bf16: close to the 2u sum|q_e k_e| the bound
 // allows for the keys' rounding. Pair 0 (one step higher) holds the best
 // key A0; a bound below about 0.97 of 2u's key half (rel < 2^-8.05) lets
-// B0's bf16 score push A0 out, which this case detects (k = 1).
+// B0's bf16 score push A0 out, which this case detects (k = 1). Their
+// negatives make the keys' mean (the screen's shift) exactly zero.
 void make_data(Data kind, std::mt19937 &rng, int64_t rows, int64_t n, int d, std::vector<float> &q,
                std::vector<float> &keys) {
     std::normal_distribution<float> nd;
@@ -132,12 +133,13 @@ void make_data(Data kind, std::mt19937 &rng, int64_t rows, int64_t n, int d, std
         const float step = 0x1p-7f;   // bf16's spacing in [1, 2)
         for (int64_t r = 0; r < rows; ++r)
             for (int c = 0; c < d; ++c) q[size_t(r * d + c)] = float(1 + r % 3);
-        for (int64_t j = 0; j < n; j += 2) {
-            const float v = j == 0 ? 1.0f + step : 1.0f;   // pair 0 scores best
-            for (int c = 0; c < d; ++c) {
-                keys[size_t(j * d + c)] = v + 0.499f * step;
-                if (j + 1 < n) keys[size_t((j + 1) * d + c)] = v + (c + 1 < d ? 0.501f : 0.301f) * step;
-            }
+        // A, B, -A, -B: the keys' mean is exactly 0, so the screen scores
+        // the keys as they are.
+        for (int64_t j = 0; j < n; ++j) {
+            const float v = j < 4 ? 1.0f + step : 1.0f;   // keys 0, 1 (A0, B0) score best
+            const float sign = j % 4 < 2 ? 1.0f : -1.0f;
+            for (int c = 0; c < d; ++c)
+                keys[size_t(j * d + c)] = sign * (v + (j % 2 == 0 ? 0.499f : c + 1 < d ? 0.501f : 0.301f) * step);
         }
         break;
     }
@@ -177,7 +179,7 @@ TEST(TopkScreen, SameListsBitForBitAsTheExactKernel) {
         int64_t rows, n;
         int d, k;
     };
-    const Case cases[] = {{2, 300, 6000, 64, 4},  {1, 7, 3000, 64, 1},   {3, 1, 9000, 64, 64},
+    const Case cases[] = {{2, 300, 6000, 64, 4}, {2, 400, 8000, 64, 1},  {1, 7, 3000, 64, 1},   {3, 1, 9000, 64, 64},
                           {2, 200, 2500, 128, 4}, {2, 50, 1500, 256, 7}, {2, 13, 700, 2, 4},
                           {2, 40, 800, 30, 3}};
     for (Data kind : {Data::Gaussian, Data::NearDuplicates, Data::Clustered, Data::Adversarial, Data::Outliers, Data::SmallIntegers, Data::Tiny,
