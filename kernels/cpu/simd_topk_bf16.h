@@ -186,13 +186,14 @@ inline void topk_lb_insert(float *lb, int k, float x) {
 // RB item rows from row r against one screened tile (item tile ti), 2W keys
 // per register strip: the bf16 scores; every key whose bf16 score + bound
 // reaches its row's k-th best lower bound is kept pending, and its bf16
-// score - bound joins the row's lower bounds.
+// score - bound joins the row's lower bounds. Returns how many were kept.
 template <int RB>
-LCTX_TARGET_BF16 inline void topk_rows_screened(const TopkScreenRows &s, const TopkScreenItem &it,
+LCTX_TARGET_BF16 inline int64_t topk_rows_screened(const TopkScreenRows &s, const TopkScreenItem &it,
                                                 const TopkScreenScratch &w, int64_t r, int32_t ti, int64_t n_valid) {
     const int64_t T = it.T;
     const int k = it.k, n_pairs = it.d / 2;
     const uint32_t *q2 = s.q2 + (it.r0 + r) * s.ldq2;
+    int64_t kept_keys = 0;
     for (int64_t t = 0; t < n_valid; t += 2 * W) {
         __m512 c[RB][2];
 #pragma GCC unroll 8
@@ -236,25 +237,36 @@ LCTX_TARGET_BF16 inline void topk_rows_screened(const TopkScreenRows &s, const T
                         if (kept > kTopkPendingCap / 2) topk_flush_pending(s, it, w, row, row + 1);
                     }
                     p[w.n_pending[row]++] = {up[j], ti, static_cast<int32_t>(t0 + j)};
+                    ++kept_keys;
                     if (lo[j] > lb[k - 1]) topk_lb_insert(lb, k, lo[j]);
                 }
             }
         }
     }
+    return kept_keys;
 }
 
 // topk_item_screened (simd.h): each tile is transposed, screened and its
-// candidates kept pending; a tile with a value out of the screen's range is
+// candidates kept pending. A tile with a value out of the screen's range is
 // scored exactly by topk_tile after the pending keys are offered, so every
-// row's offers stay in key order.
+// row's offers stay in key order; so is the rest of the item once more than
+// kScreenMaxPass of its (row, key) pairs have passed the screen (keys whose
+// scores differ by less than the bound, as when a model normalises its keys:
+// rescoring them one by one would cost more than the exact kernel).
+constexpr double kScreenMaxPass = 0.15;
+
 LCTX_TARGET_BF16 void topk_item_screened(const TopkScreenRows &s, const TopkScreenItem &it, const TopkScreenScratch &w) {
     const int64_t nr = it.r1 - it.r0;
     std::fill(w.lb, w.lb + nr * it.k, -INFINITY);
     std::fill(w.n_pending, w.n_pending + nr, 0);
+    int64_t passed = 0, screened_keys = 0;
+    bool screen = true;
     for (int64_t ti = 0; ti < it.n_tiles; ++ti) {
         const TopkScreenItem::Tile &t = it.tiles[ti];
         keys_transposed(t.keys, it.keys_f16, it.ld_keys, t.n, it.d, w.kt, it.T, w.tmp);
-        if (!topk_screen_keys(w.kt, it.T, it.d, s.mu, w.kt2, w.kn, w.kn_f)) {
+        // Judged from the second tile on: the first lets keys through until the lists fill.
+        if (screen && ti >= 2 && double(passed) > kScreenMaxPass * double(screened_keys) * double(nr)) screen = false;
+        if (!screen || !topk_screen_keys(w.kt, it.T, it.d, s.mu, w.kt2, w.kn, w.kn_f)) {
             topk_flush_pending(s, it, w, 0, nr);
             for (int64_t r = 0; r < nr; r += 48)
                 topk_tile(s.q + (it.r0 + r) * s.ldq, s.ldq, static_cast<int>(std::min<int64_t>(48, nr - r)), w.kt,
@@ -264,15 +276,17 @@ LCTX_TARGET_BF16 void topk_item_screened(const TopkScreenRows &s, const TopkScre
         constexpr int RB = 6;
         const int32_t t32 = static_cast<int32_t>(ti);
         int64_t r = 0;
-        for (; r + RB <= nr; r += RB) topk_rows_screened<RB>(s, it, w, r, t32, t.n);
+        for (; r + RB <= nr; r += RB) passed += topk_rows_screened<RB>(s, it, w, r, t32, t.n);
         switch (nr - r) {
-        case 5: topk_rows_screened<5>(s, it, w, r, t32, t.n); break;
-        case 4: topk_rows_screened<4>(s, it, w, r, t32, t.n); break;
-        case 3: topk_rows_screened<3>(s, it, w, r, t32, t.n); break;
-        case 2: topk_rows_screened<2>(s, it, w, r, t32, t.n); break;
-        case 1: topk_rows_screened<1>(s, it, w, r, t32, t.n); break;
+        case 5: passed += topk_rows_screened<5>(s, it, w, r, t32, t.n); break;
+        case 4: passed += topk_rows_screened<4>(s, it, w, r, t32, t.n); break;
+        case 3: passed += topk_rows_screened<3>(s, it, w, r, t32, t.n); break;
+        case 2: passed += topk_rows_screened<2>(s, it, w, r, t32, t.n); break;
+        case 1: passed += topk_rows_screened<1>(s, it, w, r, t32, t.n); break;
         default: break;
         }
+        if (ti == 0) passed = 0;
+        else screened_keys += t.n;
     }
     topk_flush_pending(s, it, w, 0, nr);
 }

@@ -102,21 +102,26 @@ struct ScreenQueries {
     TopkScreenRows rows;
 };
 
-// The mean of the call's keys (any vector keeps the lists exact; the mean
-// makes the bound tight). Zero where it is not finite or out of range.
+// The mean of (a sample of at most about 1024 of) the call's keys: any
+// vector keeps the lists exact, a mean makes the bound tight. Zero where it
+// is not finite or out of range.
 std::vector<float> mean_key(const TopkDotArgs &a) {
+    int64_t total = 0;
+    for (int64_t s = 0; s < a.n_segments; ++s) total += a.segments[s].n;
+    const int64_t stride = std::max<int64_t>(1, total / 1024);
     std::vector<double> sum(static_cast<size_t>(a.dim), 0.0);
     int64_t n = 0;
     for (int64_t s = 0; s < a.n_segments; ++s) {
         const TopkDotArgs::Segment &sg = a.segments[s];
-        for (int64_t j = 0; j < sg.n; ++j, ++n)
+        for (int64_t j = 0; j < sg.n; j += stride, ++n)
             for (int32_t c = 0; c < a.dim; ++c)
                 sum[static_cast<size_t>(c)] +=
                     a.keys_f16 ? fp16_to_fp32(static_cast<const uint16_t *>(sg.keys)[j * a.ld_keys + c])
                                : static_cast<const float *>(sg.keys)[j * a.ld_keys + c];
     }
     std::vector<float> mu(static_cast<size_t>(a.dim), 0.0f);
-    for (int32_t c = 0; c < a.dim && n > 0; ++c) mu[static_cast<size_t>(c)] = static_cast<float>(sum[static_cast<size_t>(c)] / double(n));
+    for (int32_t c = 0; c < a.dim && n > 0; ++c)
+        mu[static_cast<size_t>(c)] = static_cast<float>(sum[static_cast<size_t>(c)] / double(n));
     for (float m : mu)
         if (!(std::fabs(m) <= 0x1p56f)) return std::vector<float>(static_cast<size_t>(a.dim), 0.0f);
     return mu;
