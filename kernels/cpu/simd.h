@@ -17,16 +17,17 @@ enum class SimdVariant { SCALAR = 0, AVX2 = 1, AVX512 = 2 };
 
 // The query rows of one topk_dot call as the bf16 screen reads them
 // (simd_topk_bf16.h): row r is q + r * ldq in f32 (for the exact scores) and
-// q2 + r * ldq2 as bf16 pairs. The screen scores q . (k - mu) in bf16, mu a
-// vector common to the call (the keys' mean: subtracting it removes the part
-// of the scores that every key shares); its bound for row r and a key k is
-// bound_k[r] * |k - mu| + bound_f[r] * |k| + bound_1[r].
+// q2 + r * ldq2 as bf16 pairs. The screen scores q . (k - mu), mu a vector
+// common to the call (removing the part of the scores that every key
+// shares); its bound for row r and a key k is
+// bound_k[r] * |(k - mu) * key_scale| + bound_f[r] * |k| + bound_1[r]
+// (key_scale channel by channel: the keys' half of the channel weights).
 struct TopkScreenRows {
     const float *q = nullptr;
     int64_t ldq = 0;
     const uint32_t *q2 = nullptr;
     int64_t ldq2 = 0;
-    const float *mu = nullptr;
+    const float *mu = nullptr, *key_scale = nullptr;
     const float *bound_k = nullptr, *bound_f = nullptr, *bound_1 = nullptr;
 };
 

@@ -12,8 +12,13 @@
 // score of a row by the same c = q . mu, which changes no order. With
 // |.| the Euclidean norm, the bf16 score a of a key satisfies
 //
-//     |a - (e - c)| <= B = rel |q| |k - mu| + relf |q| |k| + 2^-110 (1 + |q| + |k| + |k - mu|)
+//     |a - (e - c)| <= B = rel |q w| |(k - mu) / w| + relf |q| |k| + 2^-110 (1 + |q| + |k| + |k - mu|)
 //
+// with w > 0 a weight per channel (products and quotients taken channel by
+// channel; TopkScreenRows::key_scale holds 1 / w). Any w is valid; w_c^2 =
+// mean |k_c - mu_c| / mean |q_c| balances channels where queries and keys
+// are large in different channels (the outlier channels of small models),
+// which Cauchy-Schwarz over the plain vectors would charge in full.
 // Per row the screen keeps the k best lower bounds a - B seen so far: k keys
 // score at least the k-th of them, so a key with a + B below it cannot be in
 // the top k and is skipped; every other key is scored again by the exact
@@ -28,7 +33,8 @@
 //   rounding: within 2.2 d 2^-24 sum|q_e (k_e - mu_e)| of their real sum.
 //   The exact chain likewise: e is within 2.2 d 2^-24 sum|q_e k_e| of q . k.
 //   Flushed denormal products and sums add 2^-126 each.
-// - sum |q_e x_e| <= |q| |x| (Cauchy-Schwarz), sum |q_e| <= sqrt(d) |q|.
+// - sum |q_e x_e| = sum |q_e w_e| |x_e / w_e| <= |q w| |x / w| (Cauchy-Schwarz),
+//   sum |q_e| <= sqrt(d) |q|.
 // So rel = 2u + u^2 + 2^-23 + 2.2 d 2^-24 + 2^-18 (the last term covers
 // rounding B itself and a + B in f32), relf = 2.2 d 2^-24 + 2^-30, and the
 // absolute terms stay under the 2^-110 term. The norms are computed in
@@ -54,12 +60,12 @@ inline float round_up_to_float(double x) {
 
 // Builds the screen's tile from a transposed f32 key tile kt[e * T + t]
 // (keys_transposed): kt2[p * T + t] = (k_t - mu)[2p], (k_t - mu)[2p + 1] as
-// bf16, low half first, for p < d / 2 (d even); kn[t] >= |k_t - mu| and
+// bf16, low half first, for p < d / 2 (d even); kn[t] >= |(k_t - mu) * key_scale| and
 // kn_f[t] >= |k_t|. False when a key value is not finite or beyond
 // kScreenMaxAbs (the tile must then be scored exactly). T a multiple of 16;
 // mu within kScreenMaxAbs.
-LCTX_TARGET_BF16 bool topk_screen_keys(const float *kt, int64_t T, int d, const float *mu, uint32_t *kt2, float *kn,
-                                       float *kn_f) {
+LCTX_TARGET_BF16 bool topk_screen_keys(const float *kt, int64_t T, int d, const float *mu, const float *key_scale,
+                                       uint32_t *kt2, float *kn, float *kn_f) {
     const __m512 lim = _mm512_set1_ps(kScreenMaxAbs);
     for (int64_t t0 = 0; t0 < T; t0 += 16) {
         __m512d s0 = _mm512_setzero_pd(), s1 = s0, f0 = s0, f1 = s0;
@@ -67,12 +73,12 @@ LCTX_TARGET_BF16 bool topk_screen_keys(const float *kt, int64_t T, int d, const 
         for (int e = 0; e < d; ++e) {
             const __m512 x = _mm512_loadu_ps(kt + e * T + t0);
             ok &= _mm512_cmp_ps_mask(_mm512_abs_ps(x), lim, _CMP_LE_OQ);   // NaN fails too
-            const __m512d m = _mm512_set1_pd(mu[e]);
+            const __m512d m = _mm512_set1_pd(mu[e]), ks = _mm512_set1_pd(key_scale[e]);
             const __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(x));
             const __m512d hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)));
             f0 = _mm512_fmadd_pd(lo, lo, f0);
             f1 = _mm512_fmadd_pd(hi, hi, f1);
-            const __m512d dlo = _mm512_sub_pd(lo, m), dhi = _mm512_sub_pd(hi, m);
+            const __m512d dlo = _mm512_mul_pd(_mm512_sub_pd(lo, m), ks), dhi = _mm512_mul_pd(_mm512_sub_pd(hi, m), ks);
             s0 = _mm512_fmadd_pd(dlo, dlo, s0);
             s1 = _mm512_fmadd_pd(dhi, dhi, s1);
         }
@@ -266,7 +272,7 @@ LCTX_TARGET_BF16 void topk_item_screened(const TopkScreenRows &s, const TopkScre
         keys_transposed(t.keys, it.keys_f16, it.ld_keys, t.n, it.d, w.kt, it.T, w.tmp);
         // Judged from the second tile on: the first lets keys through until the lists fill.
         if (screen && ti >= 2 && double(passed) > kScreenMaxPass * double(screened_keys) * double(nr)) screen = false;
-        if (!screen || !topk_screen_keys(w.kt, it.T, it.d, s.mu, w.kt2, w.kn, w.kn_f)) {
+        if (!screen || !topk_screen_keys(w.kt, it.T, it.d, s.mu, s.key_scale, w.kt2, w.kn, w.kn_f)) {
             topk_flush_pending(s, it, w, 0, nr);
             for (int64_t r = 0; r < nr; r += 48)
                 topk_tile(s.q + (it.r0 + r) * s.ldq, s.ldq, static_cast<int>(std::min<int64_t>(48, nr - r)), w.kt,

@@ -91,72 +91,114 @@ void clear_lists(float *s, int64_t *i, int64_t n) {
 // Head dims the screen takes (its error bound assumes at most this many).
 constexpr int32_t kScreenMaxDim = 1024;
 
-// The queries of a call prepared for the bf16 screen: bf16 pairs, the mean
-// key and each row's error bound (simd_topk_bf16.h). Empty (ok false) when
+// The queries of a call prepared for the bf16 screen: bf16 pairs, the
+// shift, the channel weights and each row's error bound (simd_topk_bf16.h). Empty (ok false) when
 // the screen is off, the dim is odd or too large, or a query value is not
 // finite or beyond the screen's range: then every tile is scored exactly.
 struct ScreenQueries {
     bool ok = false;
     std::vector<uint32_t> q2;
-    std::vector<float> mu, bound_k, bound_f, bound_1;
+    std::vector<float> mu, key_scale, bound_k, bound_f, bound_1;
     TopkScreenRows rows;
 };
 
-// The mean of (a sample of at most about 1024 of) the call's keys: any
-// vector keeps the lists exact, a mean makes the bound tight. Zero where it
-// is not finite or out of range.
-std::vector<float> mean_key(const TopkDotArgs &a) {
+// Visits a sample of at most about 1024 of the call's keys, widened to f32.
+template <class F>
+void for_sampled_keys(const TopkDotArgs &a, std::vector<float> &row, F &&fn) {
     int64_t total = 0;
     for (int64_t s = 0; s < a.n_segments; ++s) total += a.segments[s].n;
     const int64_t stride = std::max<int64_t>(1, total / 1024);
-    std::vector<double> sum(static_cast<size_t>(a.dim), 0.0);
-    int64_t n = 0;
+    row.resize(static_cast<size_t>(a.dim));
     for (int64_t s = 0; s < a.n_segments; ++s) {
         const TopkDotArgs::Segment &sg = a.segments[s];
-        for (int64_t j = 0; j < sg.n; j += stride, ++n)
+        for (int64_t j = 0; j < sg.n; j += stride) {
             for (int32_t c = 0; c < a.dim; ++c)
-                sum[static_cast<size_t>(c)] +=
+                row[static_cast<size_t>(c)] =
                     a.keys_f16 ? fp16_to_fp32(static_cast<const uint16_t *>(sg.keys)[j * a.ld_keys + c])
                                : static_cast<const float *>(sg.keys)[j * a.ld_keys + c];
+            fn(row.data());
+        }
     }
-    std::vector<float> mu(static_cast<size_t>(a.dim), 0.0f);
-    for (int32_t c = 0; c < a.dim && n > 0; ++c)
-        mu[static_cast<size_t>(c)] = static_cast<float>(sum[static_cast<size_t>(c)] / double(n));
+}
+
+// The screen's shift mu and per-channel weights (simd_topk_bf16.h): mu the
+// mean of a sample of the keys, so the keys' shared part leaves the bound;
+// query channel c weighted by w_c and key channel c by key_scale[c] >= 1 / w_c,
+// w_c^2 = mean |k_c - mu_c| / mean |q_c| (clamped to [2^-40, 2^40]), so that
+// Cauchy-Schwarz over the weighted vectors stays tight when queries and keys
+// put their weight in different channels (outlier channels). Any mu and any
+// positive weights keep the lists exact; these make the bound tight. mu is
+// zero where it is not finite or out of range.
+void screen_shift_and_weights(const TopkDotArgs &a, std::vector<float> &mu, std::vector<double> &w,
+                              std::vector<float> &key_scale) {
+    const size_t d = static_cast<size_t>(a.dim);
+    std::vector<double> sum(d, 0.0), dev(d, 0.0), qabs(d, 0.0);
+    std::vector<float> row;
+    int64_t n = 0;
+    for_sampled_keys(a, row, [&](const float *k) {
+        for (size_t c = 0; c < d; ++c) sum[c] += k[c];
+        ++n;
+    });
+    mu.assign(d, 0.0f);
+    for (size_t c = 0; c < d && n > 0; ++c) mu[c] = static_cast<float>(sum[c] / double(n));
     for (float m : mu)
-        if (!(std::fabs(m) <= 0x1p56f)) return std::vector<float>(static_cast<size_t>(a.dim), 0.0f);
-    return mu;
+        if (!(std::fabs(m) <= 0x1p56f)) mu.assign(d, 0.0f);
+    for_sampled_keys(a, row, [&](const float *k) {
+        for (size_t c = 0; c < d; ++c) dev[c] += std::fabs(double(k[c]) - mu[c]);
+    });
+    for (int64_t r = 0; r < a.n_rows; ++r)
+        for (size_t c = 0; c < d; ++c) qabs[c] += std::fabs(double(a.q[r * a.ldq + static_cast<int64_t>(c)]));
+    w.assign(d, 1.0);
+    key_scale.assign(d, 1.0f);
+    for (size_t c = 0; c < d; ++c) {
+        double wc = std::sqrt((dev[c] / double(std::max<int64_t>(n, 1))) / (qabs[c] / double(std::max<int64_t>(a.n_rows, 1))));
+        if (std::isnan(wc)) wc = 1.0;
+        wc = std::exp2(std::round(std::log2(std::clamp(wc, 0x1p-40, 0x1p40))));   // a power of two: 1 / w exact
+        w[c] = wc;
+        key_scale[c] = static_cast<float>(1.0 / wc);
+    }
 }
 
 ScreenQueries screen_queries(const KernelTable &kt, const TopkDotArgs &a) {
     ScreenQueries s;
     if (a.tile_max || !topk_screen_enabled() || !kt.topk_item_screened || !kt.to_bf16_words || a.dim % 2 != 0 ||
-        a.dim > kScreenMaxDim)
+        a.dim > kScreenMaxDim || a.n_rows == 0)
         return s;
+    for (int64_t r = 0; r < a.n_rows; ++r)
+        for (int32_t c = 0; c < a.dim; ++c)
+            if (!(std::fabs(a.q[r * a.ldq + c]) <= 0x1p56f)) return s;   // also NaN
     const int64_t R = a.n_rows, ldq2 = (a.dim / 2 + 15) / 16 * 16;
+    std::vector<double> w;
+    screen_shift_and_weights(a, s.mu, w, s.key_scale);
+    double mu_norm = 0;
+    for (float m : s.mu) mu_norm += double(m) * m;
+    mu_norm = std::sqrt(mu_norm);
     // rel = 2u + u^2 + 2^-23 + 2.2 d 2^-24 + 2^-18 with u = 2^-8, relf =
     // 2.2 d 2^-24 + 2^-30 (simd_topk_bf16.h).
     const double rel = 0x1p-7 + 0x1p-16 + 0x1p-23 + 2.2 * a.dim * 0x1p-24 + 0x1p-18;
     const double relf = 2.2 * a.dim * 0x1p-24 + 0x1p-30;
+    const double up = 1.0 + 0x1p-20;   // rounds the bound's terms up
     s.q2.resize(static_cast<size_t>(R * ldq2));
     s.bound_k.resize(static_cast<size_t>(R));
     s.bound_f.resize(static_cast<size_t>(R));
     s.bound_1.resize(static_cast<size_t>(R));
     for (int64_t r = 0; r < R; ++r) {
         const float *q = a.q + r * a.ldq;
-        double sq = 0;
+        double sq = 0, sqw = 0;
         for (int32_t c = 0; c < a.dim; ++c) {
-            if (!(std::fabs(q[c]) <= 0x1p56f)) return s;   // also NaN
-            sq += double(q[c]) * q[c];
+            const double x = q[c], xw = x * w[static_cast<size_t>(c)];
+            sq += x * x;
+            sqw += xw * xw;
         }
-        const double qn = std::sqrt(sq) * (1.0 + 0x1p-20);   // rounded up, as the keys' norms
+        const double qn = std::sqrt(sq) * up, qn_w = std::sqrt(sqw) * up;
         const size_t i = static_cast<size_t>(r);
-        s.bound_k[i] = static_cast<float>((rel * qn + 0x1p-110) * (1.0 + 0x1p-20));
-        s.bound_f[i] = static_cast<float>((relf * qn + 0x1p-110) * (1.0 + 0x1p-20));
-        s.bound_1[i] = static_cast<float>(0x1p-110 * (1.0 + qn) * (1.0 + 0x1p-20));
+        s.bound_k[i] = static_cast<float>(rel * qn_w * up);
+        s.bound_f[i] = static_cast<float>((relf * qn + 0x1p-109) * up);
+        s.bound_1[i] = static_cast<float>(0x1p-110 * (1.0 + qn + mu_norm) * up);
         kt.to_bf16_words(q, a.dim, s.q2.data() + r * ldq2, ldq2);
     }
-    s.mu = mean_key(a);
-    s.rows = {a.q, a.ldq, s.q2.data(), ldq2, s.mu.data(), s.bound_k.data(), s.bound_f.data(), s.bound_1.data()};
+    s.rows = {a.q,           a.ldq,           s.q2.data(),       ldq2,           s.mu.data(),
+              s.key_scale.data(), s.bound_k.data(), s.bound_f.data(), s.bound_1.data()};
     s.ok = true;
     return s;
 }

@@ -141,6 +141,13 @@ void make_data(Data kind, std::mt19937 &rng, int64_t rows, int64_t n, int d, std
             for (int c = 0; c < d; ++c)
                 keys[size_t(j * d + c)] = sign * (v + (j % 2 == 0 ? 0.499f : c + 1 < d ? 0.501f : 0.301f) * step);
         }
+        // Channel c of the queries times 2^(c % 4), of the keys divided by
+        // it: the same products and the same rounding, but the screen's
+        // channel weights are no longer all equal.
+        for (int64_t r = 0; r < rows; ++r)
+            for (int c = 0; c < d; ++c) q[size_t(r * d + c)] *= float(1 << (c % 4));
+        for (int64_t j = 0; j < n; ++j)
+            for (int c = 0; c < d; ++c) keys[size_t(j * d + c)] /= float(1 << (c % 4));
         break;
     }
     case Data::Outliers:   // a few channels 300-1000x the rest, as small models have
