@@ -57,6 +57,9 @@ struct TopkPending {
     int32_t tile, col;
 };
 constexpr int kTopkPendingCap = 32;   // pending keys per row before a flush
+// Each key, query and mu value must lie within +-kTopkScreenMaxAbs for the
+// screen (then |q| |k| <= d 2^112 and no sum overflows f32).
+constexpr float kTopkScreenMaxAbs = 0x1p56f;
 
 // Scratch of one thread for TopkScreenItem (floats and words as named):
 // kt and tmp T * d, kt2 T * d / 2, kn and kn_f T; lb k per row, pending

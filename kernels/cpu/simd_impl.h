@@ -30,6 +30,7 @@ using lctx::cpu::TopkScreenItem;
 using lctx::cpu::TopkScreenRows;
 using lctx::cpu::TopkScreenScratch;
 using lctx::cpu::kTopkPendingCap;
+using lctx::cpu::kTopkScreenMaxAbs;
 using lctx::cpu::key_visible;
 using lctx::cpu::softcap_score;
 using lctx::cpu::kAttnKeyBlock;

@@ -24,7 +24,7 @@
 // the top k and is skipped; every other key is scored again by the exact
 // chain and offered to the list in key order, as topk_rows would. Why B
 // holds, with u = 2^-8 the unit roundoff of bf16 (round to nearest even),
-// every value within +-kScreenMaxAbs (checked, else the tile or the call
+// every value within +-kTopkScreenMaxAbs (checked, else the tile or the call
 // goes the exact way) and d <= kScreenMaxDim:
 // - k - mu is rounded to f32 (2^-24 |k_e - mu_e| each), then q and k - mu
 //   to bf16: the products move by at most (2u + u^2 + 2^-23)|q_e||k_e - mu_e|;
@@ -48,10 +48,6 @@
 
 namespace {
 
-// Each key, query and mu value must lie within +-kScreenMaxAbs for the
-// screen (then |q| |k| <= d 2^112 and no sum overflows f32).
-constexpr float kScreenMaxAbs = 0x1p56f;
-
 // Rounds a non-negative double up to a float that is not below it.
 inline float round_up_to_float(double x) {
     const float f = static_cast<float>(x * (1.0 + 0x1p-20));
@@ -62,11 +58,11 @@ inline float round_up_to_float(double x) {
 // (keys_transposed): kt2[p * T + t] = (k_t - mu)[2p], (k_t - mu)[2p + 1] as
 // bf16, low half first, for p < d / 2 (d even); kn[t] >= |(k_t - mu) * key_scale| and
 // kn_f[t] >= |k_t|. False when a key value is not finite or beyond
-// kScreenMaxAbs (the tile must then be scored exactly). T a multiple of 16;
-// mu within kScreenMaxAbs.
+// kTopkScreenMaxAbs (the tile must then be scored exactly). T a multiple of 16;
+// mu within kTopkScreenMaxAbs.
 LCTX_TARGET_BF16 bool topk_screen_keys(const float *kt, int64_t T, int d, const float *mu, const float *key_scale,
                                        uint32_t *kt2, float *kn, float *kn_f) {
-    const __m512 lim = _mm512_set1_ps(kScreenMaxAbs);
+    const __m512 lim = _mm512_set1_ps(kTopkScreenMaxAbs);
     for (int64_t t0 = 0; t0 < T; t0 += 16) {
         __m512d s0 = _mm512_setzero_pd(), s1 = s0, f0 = s0, f1 = s0;
         __mmask16 ok = 0xFFFF;
@@ -149,7 +145,8 @@ inline void topk_flush_pending(const TopkScreenRows &s, const TopkScreenItem &it
                                int64_t ra, int64_t rb) {
     constexpr int kBatch = 256;
     TopkExactJob job[kBatch];
-    int32_t row[kBatch], tile[kBatch], col[kBatch];
+    int32_t row[kBatch];
+    int64_t index[kBatch];
     const size_t esize = it.keys_f16 ? 2 : 4;
     int n = 0;
     auto offer = [&] {
@@ -157,7 +154,7 @@ inline void topk_flush_pending(const TopkScreenRows &s, const TopkScreenItem &it
         for (int i = 0; i < n; ++i) {
             float *rs = it.bs + row[i] * it.k;
             if (job[i].x > rs[it.k - 1])
-                topk_insert(rs, it.bi + row[i] * it.k, it.k, job[i].x, it.tiles[tile[i]].idx0 + col[i]);
+                topk_insert(rs, it.bi + row[i] * it.k, it.k, job[i].x, index[i]);
         }
         n = 0;
     };
@@ -171,8 +168,7 @@ inline void topk_flush_pending(const TopkScreenRows &s, const TopkScreenItem &it
             job[n] = {static_cast<const uint8_t *>(t.keys) + static_cast<size_t>(p[i].col * it.ld_keys) * esize,
                       s.q + (it.r0 + r) * s.ldq, 0.0f};
             row[n] = static_cast<int32_t>(r);
-            tile[n] = p[i].tile;
-            col[n++] = p[i].col;
+            index[n++] = t.idx0 + p[i].col;
         }
         w.n_pending[r] = 0;
     }

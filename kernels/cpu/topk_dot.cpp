@@ -142,7 +142,7 @@ void screen_shift_and_weights(const TopkDotArgs &a, std::vector<float> &mu, std:
     mu.assign(d, 0.0f);
     for (size_t c = 0; c < d && n > 0; ++c) mu[c] = static_cast<float>(sum[c] / double(n));
     for (float m : mu)
-        if (!(std::fabs(m) <= 0x1p56f)) mu.assign(d, 0.0f);
+        if (!(std::fabs(m) <= kTopkScreenMaxAbs)) mu.assign(d, 0.0f);
     for_sampled_keys(a, row, [&](const float *k) {
         for (size_t c = 0; c < d; ++c) dev[c] += std::fabs(double(k[c]) - mu[c]);
     });
@@ -166,7 +166,7 @@ ScreenQueries screen_queries(const KernelTable &kt, const TopkDotArgs &a) {
         return s;
     for (int64_t r = 0; r < a.n_rows; ++r)
         for (int32_t c = 0; c < a.dim; ++c)
-            if (!(std::fabs(a.q[r * a.ldq + c]) <= 0x1p56f)) return s;   // also NaN
+            if (!(std::fabs(a.q[r * a.ldq + c]) <= kTopkScreenMaxAbs)) return s;   // also NaN
     const int64_t R = a.n_rows, ldq2 = (a.dim / 2 + 15) / 16 * 16;
     std::vector<double> w;
     screen_shift_and_weights(a, s.mu, w, s.key_scale);
@@ -260,18 +260,8 @@ void topk_dot(ThreadPool &pool, const TopkDotArgs &a) {
                     const Tile &t = tiles[static_cast<size_t>(ti)];
                     item_tiles.push_back({tile_keys(t), t.j1 - t.j0, a.segments[t.seg].index_base + t.j0});
                 }
-                TopkScreenItem it;
-                it.tiles = item_tiles.data();
-                it.n_tiles = static_cast<int64_t>(item_tiles.size());
-                it.T = T;
-                it.keys_f16 = a.keys_f16;
-                it.ld_keys = a.ld_keys;
-                it.d = a.dim;
-                it.k = a.k;
-                it.r0 = r0;
-                it.r1 = r1;
-                it.bs = bs;
-                it.bi = bi;
+                const TopkScreenItem it{item_tiles.data(), static_cast<int64_t>(item_tiles.size()), T, a.keys_f16,
+                                        a.ld_keys, a.dim, a.k, r0, r1, bs, bi};
                 kt.topk_item_screened(screen.rows, it, scratch);
                 continue;
             }

@@ -25,33 +25,13 @@ struct Lists {
     std::vector<int64_t> index;
 };
 
-// topk_dot over keys given as store-like blocks of 1024.
+// topk_dot over keys in store-like blocks of 1024 (indices from 5000), with
+// the screen on or off.
 Lists run_topk(cpu::ThreadPool &pool, const std::vector<float> &q, int64_t rows, const std::vector<float> &keys,
                int64_t n, int d, int k, bool f16, bool screen) {
-    std::vector<uint16_t> k16(keys.size());
-    for (size_t i = 0; i < keys.size(); ++i) k16[i] = fp32_to_fp16(keys[i]);
-    std::vector<cpu::TopkDotArgs::Segment> segs;
-    for (int64_t j = 0; j < n; j += 1024) {
-        const void *p = f16 ? static_cast<const void *>(k16.data() + j * d) : static_cast<const void *>(keys.data() + j * d);
-        segs.push_back({p, std::min<int64_t>(1024, n - j), 5000 + j});
-    }
     Lists out;
-    out.score.assign(size_t(rows * k), -INFINITY);
-    out.index.assign(size_t(rows * k), -1);
-    cpu::TopkDotArgs a;
-    a.q = q.data();
-    a.ldq = d;
-    a.n_rows = rows;
-    a.segments = segs.data();
-    a.n_segments = int64_t(segs.size());
-    a.keys_f16 = f16;
-    a.ld_keys = d;
-    a.dim = d;
-    a.k = k;
-    a.best_score = out.score.data();
-    a.best_index = out.index.data();
     cpu::set_topk_screen_for_testing(screen);
-    cpu::topk_dot(pool, a);
+    test::run_topk_dot(pool, q, rows, keys, f16, n, d, 5000, k, false, 1024, out.score, out.index);
     cpu::set_topk_screen_for_testing(true);
     return out;
 }

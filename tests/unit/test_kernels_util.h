@@ -1,9 +1,11 @@
 // Helpers shared by the kernel tests: random quantized weights with sane
-// fp16 scales, error metrics, and a loop over the SIMD variants this CPU runs.
+// fp16 scales, error metrics, a loop over the SIMD variants this CPU runs,
+// and topk_dot over keys cut as the ReAttention store cuts them.
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -11,6 +13,7 @@
 #include <vector>
 
 #include "common/ggml_type.h"
+#include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/simd.h"
 
 namespace lctx::test {
@@ -102,6 +105,38 @@ inline void for_each_variant(const std::function<void(cpu::SimdVariant, const ch
         fn(v, cpu::active_kernels().name);
     }
     cpu::set_simd_variant_for_testing(saved);
+}
+
+// topk_dot over n keys of d dims (f32, or rounded to f16 when f16) with
+// indices base .., cut into segments at absolute multiples of seg as the
+// ReAttention store's blocks are; bs/bi receive the rows' lists.
+inline void run_topk_dot(cpu::ThreadPool &pool, const std::vector<float> &q, int64_t rows,
+                         const std::vector<float> &keys, bool f16, int64_t n, int d, int64_t base, int k,
+                         bool tile_max, int64_t seg, std::vector<float> &bs, std::vector<int64_t> &bi) {
+    std::vector<uint16_t> k16(keys.size());
+    for (size_t i = 0; i < keys.size(); ++i) k16[i] = fp32_to_fp16(keys[i]);
+    std::vector<cpu::TopkDotArgs::Segment> segs;
+    for (int64_t j = 0, m = 0; j < n; j += m) {
+        m = std::min(seg - (base + j) % seg, n - j);
+        const void *p = f16 ? static_cast<const void *>(k16.data() + j * d) : static_cast<const void *>(keys.data() + j * d);
+        segs.push_back({p, m, base + j});
+    }
+    bs.assign(static_cast<size_t>(rows * k), -INFINITY);
+    bi.assign(static_cast<size_t>(rows * k), -1);
+    cpu::TopkDotArgs a;
+    a.q = q.data();
+    a.ldq = d;
+    a.n_rows = rows;
+    a.segments = segs.data();
+    a.n_segments = int64_t(segs.size());
+    a.keys_f16 = f16;
+    a.ld_keys = d;
+    a.dim = d;
+    a.k = k;
+    a.tile_max = tile_max;
+    a.best_score = bs.data();
+    a.best_index = bi.data();
+    cpu::topk_dot(pool, a);
 }
 
 } // namespace lctx::test

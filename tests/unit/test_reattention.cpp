@@ -61,37 +61,6 @@ std::vector<Entry> brute_topk(const float *q, const std::vector<float> &keys, in
     return all;
 }
 
-// Runs the kernel over keys given as segments of `seg` keys.
-void run_kernel(cpu::ThreadPool &pool, const std::vector<float> &q, int64_t rows, const std::vector<float> &keys,
-                bool f16, int64_t n, int d, int64_t base, int k, bool tile_max, int64_t seg, std::vector<float> &bs,
-                std::vector<int64_t> &bi) {
-    std::vector<uint16_t> k16(keys.size());
-    for (size_t i = 0; i < keys.size(); ++i) k16[i] = fp32_to_fp16(keys[i]);
-    // Cut at absolute multiples of seg, as the store's blocks are.
-    std::vector<cpu::TopkDotArgs::Segment> segs;
-    for (int64_t j = 0, m = 0; j < n; j += m) {
-        m = std::min(seg - (base + j) % seg, n - j);
-        const void *p = f16 ? static_cast<const void *>(k16.data() + j * d) : static_cast<const void *>(keys.data() + j * d);
-        segs.push_back({p, m, base + j});
-    }
-    bs.assign(static_cast<size_t>(rows * k), -INFINITY);
-    bi.assign(static_cast<size_t>(rows * k), -1);
-    cpu::TopkDotArgs a;
-    a.q = q.data();
-    a.ldq = d;
-    a.n_rows = rows;
-    a.segments = segs.data();
-    a.n_segments = int64_t(segs.size());
-    a.keys_f16 = f16;
-    a.ld_keys = d;
-    a.dim = d;
-    a.k = k;
-    a.tile_max = tile_max;
-    a.best_score = bs.data();
-    a.best_index = bi.data();
-    cpu::topk_dot(pool, a);
-}
-
 std::vector<float> int_values(size_t n, std::mt19937 &rng, int lo, int hi) {
     std::uniform_int_distribution<int> u(lo, hi);
     std::vector<float> v(n);
@@ -119,7 +88,7 @@ TEST(TopkDot, EqualsBruteForceWithTies) {
                             for (bool tile_max : {false, true}) {
                                 std::vector<float> bs;
                                 std::vector<int64_t> bi;
-                                run_kernel(pool, q, rows, keys, f16, n, d, base, k, tile_max, 1024, bs, bi);
+                                test::run_topk_dot(pool, q, rows, keys, f16, n, d, base, k, tile_max, 1024, bs, bi);
                                 for (int64_t r = 0; r < rows; ++r) {
                                     const auto want =
                                         brute_topk(q.data() + r * d, keys, n, d, base, k, tile_max ? cpu::kTopkTile : 0);
@@ -155,7 +124,7 @@ TEST(TopkDot, RealValuedScoresAreTheBestToRounding) {
     const auto keys = test::random_floats(size_t(n * d), rng);
     std::vector<float> bs;
     std::vector<int64_t> bi;
-    run_kernel(pool, q, rows, keys, false, n, d, 0, k, false, 1024, bs, bi);
+    test::run_topk_dot(pool, q, rows, keys, false, n, d, 0, k, false, 1024, bs, bi);
     for (int64_t r = 0; r < rows; ++r) {
         const auto want = brute_topk(q.data() + r * d, keys, n, d, 0, k, 0);
         for (int i = 0; i < k; ++i) {
@@ -178,10 +147,10 @@ TEST(TopkDot, MergesWithTheListsPassedIn) {
     const auto keys = int_values(size_t(n * d), rng, -3, 3);
     std::vector<float> whole_s, part_s;
     std::vector<int64_t> whole_i, part_i;
-    run_kernel(pool, q, rows, keys, false, n, d, 0, k, false, 128, whole_s, whole_i);
+    test::run_topk_dot(pool, q, rows, keys, false, n, d, 0, k, false, 128, whole_s, whole_i);
     // First half, then the second half merged into the first's lists.
     const std::vector<float> a(keys.begin(), keys.begin() + 300 * d), b(keys.begin() + 300 * d, keys.end());
-    run_kernel(pool, q, rows, a, false, 300, d, 0, k, false, 1000, part_s, part_i);
+    test::run_topk_dot(pool, q, rows, a, false, 300, d, 0, k, false, 1000, part_s, part_i);
     std::vector<uint16_t> dummy;
     cpu::TopkDotArgs::Segment seg{b.data(), n - 300, 300};
     cpu::TopkDotArgs args;
@@ -217,7 +186,7 @@ TEST(TopkDot, ExtremeValuesNeverSelectNaN) {
     for (bool f16 : {false, true}) {
         std::vector<float> bs;
         std::vector<int64_t> bi;
-        run_kernel(pool, q, rows, keys, f16, n, d, 0, k, false, 64, bs, bi);
+        test::run_topk_dot(pool, q, rows, keys, f16, n, d, 0, k, false, 64, bs, bi);
         for (size_t i = 0; i < bs.size(); ++i) {
             EXPECT_FALSE(std::isnan(bs[i]));
             EXPECT_TRUE(bi[i] == -1 || (bi[i] >= 0 && bi[i] < n));
