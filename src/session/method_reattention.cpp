@@ -25,6 +25,7 @@ public:
     }
     bool windowed() const { return windowed_; }
     int64_t n_total() const { return n_total_; }
+    int64_t step_tokens() const { return c_; }
 
     void before_attention(int32_t layer, const float *q, int64_t n_q, KvStore &) override {
         auto &sel = m_.last_sel_[static_cast<size_t>(layer)];
@@ -34,6 +35,11 @@ public:
             return;
         }
         const int64_t first_local = n_total_ - m_.p_.n_local;
+        if (m_.sees_local_only(layer, c_)) {
+            sel.clear();
+            lo_[static_cast<size_t>(layer)] = m_.slot_of(first_local);
+            return;
+        }
         int64_t &age = m_.sel_age_[static_cast<size_t>(layer)];
         const bool reuse = c_ == 1 && n_q == 1 && age > 0 && age < m_.p_.reuse_steps;
         if (m_.p_.n_spans == 0) {
@@ -139,6 +145,13 @@ std::vector<int64_t> ReattentionMethod::select_spans(int32_t layer, const float 
         be_.topk_dot(a);
     }
     return vote_spans(index.data(), best.data(), static_cast<int64_t>(index.size()), mid0, mid1, p_.n_spans, p_.span);
+}
+
+bool ReattentionMethod::sees_local_only(int32_t layer, int64_t c) const {
+    // The step's first query sits n_local - c + 1 positions above the highest
+    // global or span row (they are placed just below the local tokens).
+    const int32_t w = model_.hparams().window_of(layer);
+    return w > 0 && p_.n_local - c + 1 >= w;
 }
 
 void ReattentionMethod::copy_to_window(int32_t layer, const int64_t *tok, int64_t n, int64_t slot0,
@@ -318,11 +331,18 @@ bool ReattentionMethod::attended_share(std::vector<float> &share) const {
         std::fill_n(share.begin(), n_total, 1.0f);
         return true;
     }
-    // Each layer saw [global | its spans | local] of the n_total tokens of the step.
+    // Each layer saw [global | its spans | local] of the n_total tokens of the
+    // step; a sliding layer that sees only local tokens, its window of them.
     const float one = 1.0f / static_cast<float>(last_sel_.size());
     const int64_t first_local = n_total - p_.n_local;
     std::vector<char> seen(static_cast<size_t>(n_total));
-    for (const auto &sel : last_sel_) {
+    for (int32_t l = 0; l < static_cast<int32_t>(last_sel_.size()); ++l) {
+        const auto &sel = last_sel_[static_cast<size_t>(l)];
+        if (sees_local_only(l, policy_->step_tokens())) {
+            const int64_t w = model_.hparams().window_of(l);
+            for (int64_t t = std::max<int64_t>(0, n_total - w); t < n_total; ++t) share[static_cast<size_t>(t)] += one;
+            continue;
+        }
         std::fill(seen.begin(), seen.end(), 0);
         std::fill_n(seen.begin(), std::min(p_.n_global, n_total), 1);
         std::fill(seen.begin() + std::max<int64_t>(first_local, 0), seen.end(), 1);

@@ -72,6 +72,10 @@ private:
     void fill_window(int64_t t0, int64_t t1);
     // The winners of layer l for the step's queries q ([c][n_head * head_dim], pre-RoPE).
     std::vector<int64_t> select_spans(int32_t layer, const float *q, int64_t c, int64_t n_total);
+    // A sliding layer whose window, for every query of a c-token step, ends
+    // inside the local tokens: global tokens and spans would be masked out, so
+    // none are selected or placed (Gemma 3's local layers; docs/methods/reattention.md).
+    bool sees_local_only(int32_t layer, int64_t c) const;
     // Tokens tok[0..n) of `layer`, read from the store and rotated at pos[],
     // written into window slots [slot0, slot0 + n) (positions included).
     void copy_to_window(int32_t layer, const int64_t *tok, int64_t n, int64_t slot0, const int32_t *pos);

@@ -498,3 +498,62 @@ TEST(ReattentionMethod, AttendedShareCountsEachLayersWindow) {
     Session full(*tiny().model, fp);
     EXPECT_FALSE(full.method().attended_share(share));
 }
+
+// Gemma 3's sliding layers (5 of every 6) mask every key further back than
+// their window. When the window ends inside the local tokens for every query
+// of a step (n_local - chunk + 1 >= window), the global tokens and spans
+// below them are out of view: the layer selects and places none. The answers
+// stay dense attention's (spans covering the middle, as above), on both sides
+// of that boundary: with n_local = 15 and 8-token steps the first query's
+// window (8) reaches exactly the first local token; with 14 it reaches one
+// token further, a span token, so the sliding layers must select.
+TEST(ReattentionMethod, SlidingLayersSelectOnlyWhenTheirWindowReachesBelowTheLocalTokens) {
+    engine_test::TinyOptions o;
+    o.arch = "gemma3";
+    o.n_layer = 6;
+    o.window = 8;
+    auto bytes = engine_test::make_tiny_llama(o);
+    auto gemma = Model::load_memory(bytes.data(), bytes.size(), 2);
+    ASSERT_EQ(gemma->hparams().window_of(0), 8);
+    ASSERT_EQ(gemma->hparams().window_of(5), 0);
+    const auto doc = random_tokens(600, 21), query = random_tokens(7, 22);
+    for (const int local : {12, 14, 15, 40}) {
+        SCOPED_TRACE("n_local " + std::to_string(local));
+        auto rp = re_params(4, local, 4096, 1, 1, 8);
+        session_test::SessionParams fp = rp;
+        fp.method = LCTX_METHOD_FULL;
+        fp.n_ctx = 700;
+        Session full(*gemma, fp), ra(*gemma, rp);
+        feed_split(full, doc, {600});
+        feed_split(ra, doc, {600});
+        // The document's last step: what is left after the first G + L tokens, in 8s.
+        const int last_step = (600 - 4 - local) % 8 ? (600 - 4 - local) % 8 : 8;
+        const bool local_only = local - last_step + 1 >= 8;
+        const auto &sels = re(ra).last_selection();
+        for (int l = 0; l < 6; ++l)
+            EXPECT_EQ(sels[size_t(l)].empty(), local_only && l != 5) << "layer " << l;
+
+        std::vector<float> share;
+        ASSERT_TRUE(ra.method().attended_share(share));
+        ASSERT_EQ(share.size(), 600u);
+        if (local_only) {   // the last step's sliding layers saw their last 8 tokens; layer 5 everything
+            for (int64_t t = 0; t < 600; ++t)
+                ASSERT_NEAR(share[size_t(t)], t >= 592 ? 1.0 : 1.0 / 6.0, 1e-6) << "token " << t;
+        }
+
+        auto sf = full.select(query.data(), query.size());
+        auto sr = ra.select(query.data(), query.size());
+        full.recompute(*sf);
+        ra.recompute(*sr);
+        lctx_sampling_params g;
+        lctx_sampling_default_params(&g);
+        for (int s = 0; s <= 6; ++s) {
+            const float *lf = full.logits(), *lr = ra.logits();
+            ASSERT_TRUE(lf && lr);
+            for (int32_t i = 0; i < gemma->hparams().n_vocab; ++i)
+                ASSERT_NEAR(lf[i], lr[i], 2e-4f * std::max(1.0f, std::fabs(lf[i]))) << "step " << s << " logit " << i;
+            if (s == 6) break;
+            ASSERT_EQ(full.decode(g), ra.decode(g)) << "greedy token " << s;
+        }
+    }
+}
