@@ -272,8 +272,11 @@ session_test::SessionParams re_params(int G, int L, int span, int k, int spans, 
 
 ReattentionMethod &re(Session &s) { return dynamic_cast<ReattentionMethod &>(s.method()); }
 
-// Logits after the question and `steps` greedy tokens, for two sessions.
-void expect_same_answers(Session &a, Session &b, const std::vector<int32_t> &query, float tol, int steps = 8) {
+// Logits after the question and `steps` greedy tokens, for two sessions on
+// `model` (default: the tiny llama).
+void expect_same_answers(Session &a, Session &b, const std::vector<int32_t> &query, float tol, int steps = 8,
+                         const Model *model = nullptr) {
+    const int32_t n_vocab = (model ? *model : *tiny().model).hparams().n_vocab;
     auto sa = a.select(query.data(), query.size());
     auto sb = b.select(query.data(), query.size());
     a.recompute(*sa);
@@ -283,7 +286,7 @@ void expect_same_answers(Session &a, Session &b, const std::vector<int32_t> &que
     for (int s = 0; s <= steps; ++s) {
         const float *la = a.logits(), *lb = b.logits();
         ASSERT_TRUE(la && lb);
-        for (int32_t i = 0; i < tiny().model->hparams().n_vocab; ++i)
+        for (int32_t i = 0; i < n_vocab; ++i)
             ASSERT_NEAR(la[i], lb[i], tol * std::max(1.0f, std::fabs(la[i]))) << "step " << s << " logit " << i;
         if (s == steps) break;
         ASSERT_EQ(a.decode(g), b.decode(g)) << "greedy token " << s;
@@ -541,19 +544,6 @@ TEST(ReattentionMethod, SlidingLayersSelectOnlyWhenTheirWindowReachesBelowTheLoc
                 ASSERT_NEAR(share[size_t(t)], t >= 592 ? 1.0 : 1.0 / 6.0, 1e-6) << "token " << t;
         }
 
-        auto sf = full.select(query.data(), query.size());
-        auto sr = ra.select(query.data(), query.size());
-        full.recompute(*sf);
-        ra.recompute(*sr);
-        lctx_sampling_params g;
-        lctx_sampling_default_params(&g);
-        for (int s = 0; s <= 6; ++s) {
-            const float *lf = full.logits(), *lr = ra.logits();
-            ASSERT_TRUE(lf && lr);
-            for (int32_t i = 0; i < gemma->hparams().n_vocab; ++i)
-                ASSERT_NEAR(lf[i], lr[i], 2e-4f * std::max(1.0f, std::fabs(lf[i]))) << "step " << s << " logit " << i;
-            if (s == 6) break;
-            ASSERT_EQ(full.decode(g), ra.decode(g)) << "greedy token " << s;
-        }
+        expect_same_answers(full, ra, query, 2e-4f, 6, gemma.get());
     }
 }
