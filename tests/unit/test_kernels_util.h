@@ -109,10 +109,11 @@ inline void for_each_variant(const std::function<void(cpu::SimdVariant, const ch
 
 // topk_dot over n keys of d dims (f32, or rounded to f16 when f16) with
 // indices base .., cut into segments at absolute multiples of seg as the
-// ReAttention store's blocks are; bs/bi receive the rows' lists.
-inline void run_topk_dot(cpu::ThreadPool &pool, const std::vector<float> &q, int64_t rows,
-                         const std::vector<float> &keys, bool f16, int64_t n, int d, int64_t base, int k,
-                         bool tile_max, int64_t seg, std::vector<float> &bs, std::vector<int64_t> &bi) {
+// ReAttention store's blocks are, merged into the rows' lists bs/bi (rows x k,
+// as an earlier call left them).
+inline void merge_topk_dot(cpu::ThreadPool &pool, const std::vector<float> &q, int64_t rows,
+                           const std::vector<float> &keys, bool f16, int64_t n, int d, int64_t base, int k,
+                           bool tile_max, int64_t seg, std::vector<float> &bs, std::vector<int64_t> &bi) {
     std::vector<uint16_t> k16(keys.size());
     for (size_t i = 0; i < keys.size(); ++i) k16[i] = fp32_to_fp16(keys[i]);
     std::vector<cpu::TopkDotArgs::Segment> segs;
@@ -121,8 +122,6 @@ inline void run_topk_dot(cpu::ThreadPool &pool, const std::vector<float> &q, int
         const void *p = f16 ? static_cast<const void *>(k16.data() + j * d) : static_cast<const void *>(keys.data() + j * d);
         segs.push_back({p, m, base + j});
     }
-    bs.assign(static_cast<size_t>(rows * k), -INFINITY);
-    bi.assign(static_cast<size_t>(rows * k), -1);
     cpu::TopkDotArgs a;
     a.q = q.data();
     a.ldq = d;
@@ -137,6 +136,15 @@ inline void run_topk_dot(cpu::ThreadPool &pool, const std::vector<float> &q, int
     a.best_score = bs.data();
     a.best_index = bi.data();
     cpu::topk_dot(pool, a);
+}
+
+// The same from empty lists: bs/bi receive the rows' lists.
+inline void run_topk_dot(cpu::ThreadPool &pool, const std::vector<float> &q, int64_t rows,
+                         const std::vector<float> &keys, bool f16, int64_t n, int d, int64_t base, int k,
+                         bool tile_max, int64_t seg, std::vector<float> &bs, std::vector<int64_t> &bi) {
+    bs.assign(static_cast<size_t>(rows * k), -INFINITY);
+    bi.assign(static_cast<size_t>(rows * k), -1);
+    merge_topk_dot(pool, q, rows, keys, f16, n, d, base, k, tile_max, seg, bs, bi);
 }
 
 } // namespace lctx::test

@@ -151,20 +151,7 @@ TEST(TopkDot, MergesWithTheListsPassedIn) {
     // First half, then the second half merged into the first's lists.
     const std::vector<float> a(keys.begin(), keys.begin() + 300 * d), b(keys.begin() + 300 * d, keys.end());
     test::run_topk_dot(pool, q, rows, a, false, 300, d, 0, k, false, 1000, part_s, part_i);
-    std::vector<uint16_t> dummy;
-    cpu::TopkDotArgs::Segment seg{b.data(), n - 300, 300};
-    cpu::TopkDotArgs args;
-    args.q = q.data();
-    args.ldq = d;
-    args.n_rows = rows;
-    args.segments = &seg;
-    args.n_segments = 1;
-    args.ld_keys = d;
-    args.dim = d;
-    args.k = k;
-    args.best_score = part_s.data();
-    args.best_index = part_i.data();
-    cpu::topk_dot(pool, args);
+    test::merge_topk_dot(pool, q, rows, b, false, n - 300, d, 300, k, false, 1000, part_s, part_i);
     EXPECT_EQ(part_i, whole_i);
     EXPECT_EQ(part_s, whole_s);
 }
