@@ -198,7 +198,9 @@ def ordered_methods(methods):
 
 def method_styles(methods):
     """{method: dict(color, marker, linestyle)}: fixed for known methods and
-    the oracle (black, dashed), the extra palette in name order for others."""
+    the oracle (black, dashed), the extra palette in name order for others;
+    a method variant ("reform:recompute=4096") keeps its base method's marker,
+    dotted."""
     styles, extra = {}, 0
     for m in ordered_methods(methods):
         if m == ORACLE:
@@ -206,6 +208,10 @@ def method_styles(methods):
         elif m in KNOWN_STYLE:
             colour, marker = KNOWN_STYLE[m]
             styles[m] = {"color": colour, "marker": marker, "linestyle": "-"}
+        elif m.split(":", 1)[0] in KNOWN_STYLE:
+            styles[m] = {"color": EXTRA_COLOURS[extra % len(EXTRA_COLOURS)],
+                         "marker": KNOWN_STYLE[m.split(":", 1)[0]][1], "linestyle": ":"}
+            extra += 1
         else:
             styles[m] = {"color": EXTRA_COLOURS[extra % len(EXTRA_COLOURS)],
                          "marker": EXTRA_MARKERS[extra % len(EXTRA_MARKERS)], "linestyle": "-."

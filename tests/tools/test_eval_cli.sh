@@ -206,4 +206,36 @@ wait "$RUNNER" || fail "the run whose file was replaced failed: $(cat "$T/log19"
 [ -n "$SWAPPED" ] || echo "note: the run ended before its file could be swapped; the check did not run"
 [ "$(rows "$T/swap.jsonl")" = 4 ] || fail "rows lost after the results file was replaced: $(rows "$T/swap.jsonl") of 4"
 [ -z "$(dups "$T/swap.jsonl")" ] || fail "duplicate rows: $(dups "$T/swap.jsonl")"
+# 14. Method variants (METHOD:KEY=VALUE, docs/eval.md): each is a method of its own in the rows (with "params") and
+#     the report, and its setting takes effect (REFORM gathering 64 tokens loses part of the 36-token needle that its
+#     default recompute budget keeps whole). A rerun that spells them in another order finds their rows; settings
+#     that are unknown or that the library refuses stop the run before anything is written.
+"$LCTX" eval -m "$MODEL" --methods reform,reform:recompute=64,h2o:chunk=128:budget=96 --tasks niah_single \
+  --lengths 512 --samples 1 --threads 1 --out "$T/v.jsonl" --md "$T/v.md" 2> "$T/log20" || fail "variant eval failed: $(cat "$T/log20")"
+[ "$(rows "$T/v.jsonl")" = 3 ] || fail "expected 3 variant rows, got $(rows "$T/v.jsonl")"
+grep -q '"error"' "$T/v.jsonl" && fail "error row in the variant run: $(grep '"error"' "$T/v.jsonl")"
+D=$(grep '"method": "reform", ' "$T/v.jsonl"); V=$(grep '"method": "reform:recompute=64", ' "$T/v.jsonl")
+echo "$V" | grep -q '"params": {"reform.recompute": 64}' || fail "variant row without its params: $V"
+echo "$D" | grep -q '"params"' && fail "a plain method's row has params: $D"
+grep '"method": "h2o:budget=96:chunk=128", ' "$T/v.jsonl" | grep -q '"params": {"kv.budget": 96, "kv.chunk": 128}' ||
+  fail "no h2o variant row with its params: $(cat "$T/v.jsonl")"
+[ "$(field "$D" recall)" = 1.0000 ] || fail "default REFORM lost the needle: $D"
+awk -v r="$(field "$V" recall)" 'BEGIN { exit !(r < 1) }' || fail "recompute=64 kept the whole 36-token needle: $V"
+for s in '| reform:recompute=64 |' '| h2o:budget=96:chunk=128 |'; do
+  grep -qF -- "$s" "$T/v.md" || fail "report lacks '$s'"
+done
+"$LCTX" eval -m "$MODEL" --methods "h2o:budget=96:chunk=128, reform:recompute=0064" --tasks niah_single --lengths 512 \
+  --samples 1 --threads 1 --out "$T/v.jsonl" 2> "$T/log21" || fail "variant rerun failed: $(cat "$T/log21")"
+[ "$(rows "$T/v.jsonl")" = 3 ] || fail "the respelled rerun added rows"
+cp "$T/v.jsonl" "$T/v_before.jsonl"
+for bad in "reform:bogus=1|is not a parameter of reform" "reform:recompute=4k|reform.recompute=4k: expected an integer" \
+           "full:budget=8|'full' has no parameters" "h2o:budget=-5|h2o:budget=-5: H2O: lctx_kv_params.budget = -5" \
+           "reform,reform:recompute=064,reform:recompute=64|names reform:recompute=64 twice"; do
+  if "$LCTX" eval -m "$MODEL" --methods "${bad%%|*}" --tasks niah_single --lengths 512 --samples 2 --out "$T/v.jsonl" \
+       2> "$T/log22"; then
+    fail "--methods ${bad%%|*} was accepted"
+  fi
+  grep -qF -- "${bad#*|}" "$T/log22" || fail "no message '${bad#*|}' for ${bad%%|*}: $(cat "$T/log22")"
+done
+cmp -s "$T/v.jsonl" "$T/v_before.jsonl" || fail "a refused run changed the results file"
 echo "PASS"
