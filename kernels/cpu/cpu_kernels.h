@@ -135,6 +135,12 @@ void swiglu(const float *gate, const float *up, float *out, int64_t n);
 void geglu(const float *gate, const float *up, float *out, int64_t n);
 void geglu_ref(const float *gate, const float *up, float *out, int64_t n);
 
+// log(sum_i exp(x[i])) of n >= 1 finite values: the normalizer of a logits
+// row's log-softmax (the active SIMD variant: float exps, their sum in double;
+// log_sum_exp_ref: exps and sum in double).
+double log_sum_exp(const float *x, int64_t n);
+double log_sum_exp_ref(const float *x, int64_t n);
+
 // Attention of n_q query tokens over n_kv cached keys/values, grouped-query.
 //   q:   [n_q][n_head * head_dim]    (already rotated), row stride ldq
 //   k,v: per KV head h: k + h * kv_head_stride, rows of head_dim, row stride ld_kv

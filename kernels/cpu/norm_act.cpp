@@ -1,6 +1,8 @@
-// rms_norm, swiglu and geglu (Gemma 3): dispatch to the active SIMD variant,
-// plus the scalar references (rms_norm: double accumulation, as ggml does for
-// the sum of squares; geglu: the tanh formula with std::tanh).
+// rms_norm, swiglu, geglu (Gemma 3) and log_sum_exp (log-softmax of logits):
+// dispatch to the active SIMD variant, plus the scalar references (rms_norm:
+// double accumulation, as ggml does for the sum of squares; geglu: the tanh
+// formula with std::tanh; log_sum_exp: double throughout).
+#include <algorithm>
 #include <cmath>
 
 #include "cpu_kernels.h"
@@ -38,6 +40,20 @@ void geglu_ref(const float *gate, const float *up, float *out, int64_t n) {
         const float x = gate[i];
         out[i] = 0.5f * x * (1.0f + std::tanh(kC * (x + 0.044715f * x * x * x))) * up[i];
     }
+}
+
+double log_sum_exp(const float *x, int64_t n) {
+    if (n <= 0) return -INFINITY;
+    return active_kernels().log_sum_exp(x, n);
+}
+
+double log_sum_exp_ref(const float *x, int64_t n) {
+    if (n <= 0) return -INFINITY;
+    double mx = x[0];
+    for (int64_t i = 1; i < n; ++i) mx = std::max(mx, double(x[i]));
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; ++i) sum += std::exp(double(x[i]) - mx);
+    return mx + std::log(sum);
 }
 
 } // namespace lctx::cpu

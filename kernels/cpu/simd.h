@@ -152,6 +152,10 @@ struct KernelTable {
     // keys_transposed + topk_tile over its tiles in order. d even. Null where
     // the CPU has no AVX512_BF16.
     void (*topk_item_screened)(const TopkScreenRows &s, const TopkScreenItem &it, const TopkScreenScratch &w);
+    // log(sum_i exp(x[i])) for n >= 1 finite x (a logits row's log-softmax
+    // normalizer): max pass, then exp(x - max) summed in float lanes, blocks
+    // of lane sums added in double.
+    double (*log_sum_exp)(const float *x, int64_t n);
 };
 
 // Keys per block in the attention kernels; queries per work item at most

@@ -480,6 +480,34 @@ void geglu(const float *gate, const float *up, float *out, int64_t n) {
     }
 }
 
+// ---- log-softmax normalizer ------------------------------------------------------
+
+// log(sum exp(x[i])). The lanes sum at most kBlock / W terms of at most 1
+// each before their total goes into a double, so the sum of a 262K-entry
+// vocabulary is as precise as its float exps (V::exp: ~1 ulp).
+double log_sum_exp(const float *x, int64_t n) {
+    constexpr int64_t kBlock = 1024;
+    F vmx = V::set1(x[0]);
+    int64_t i = 0;
+    for (; i + W <= n; i += W) vmx = V::max(vmx, V::load(x + i));
+    float buf[W];
+    V::store(buf, vmx);
+    float mx = buf[0];
+    for (int j = 1; j < W; ++j) mx = buf[j] > mx ? buf[j] : mx;
+    for (; i < n; ++i) mx = x[i] > mx ? x[i] : mx;
+    const F vm = V::set1(mx);
+    double sum = 0.0;
+    i = 0;
+    while (i + W <= n) {
+        const int64_t end = std::min(n - (n - i) % W, i + kBlock);
+        F acc = V::zero();
+        for (; i < end; i += W) acc = V::add(acc, V::exp(V::sub(V::load(x + i), vm)));
+        sum += static_cast<double>(V::hsum(acc));
+    }
+    for (; i < n; ++i) sum += static_cast<double>(__builtin_expf(x[i] - mx));
+    return static_cast<double>(mx) + __builtin_log(sum);
+}
+
 // ---- attention -----------------------------------------------------------------
 
 // p[j] = exp(s[j] - m) for j < nb (s = -inf gives 0); returns the sum.
@@ -1163,6 +1191,7 @@ void max_dot_tile(const float *q, int64_t ldq, int rows, const float *kt, int64_
 const lctx::cpu::KernelTable kTable = {
     V::name, MR, NR, dequant_row, gemv, dot, gemm, transpose, rms_norm, swiglu, geglu, attn_partial, attn_colsum,
     keys_transposed, topk_tile, max_dot_tile, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+    log_sum_exp,
 };
 
 } // namespace

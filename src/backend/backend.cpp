@@ -76,6 +76,23 @@ void max_dot_f16_portable(const MaxDotArgs &a, Backend *parallel) {
     parallel->parallel_for(a.n, [&](int64_t b, int64_t e, int) { max_dot_range(a, b, e); });
 }
 
+void token_surprisal_portable(const float *logits, int64_t n_rows, int64_t n_vocab, const int32_t *tokens, float *out,
+                              Backend *parallel) {
+    auto rows = [&](int64_t b, int64_t e, int) {
+        for (int64_t r = b; r < e; ++r) {
+            const float *x = logits + r * n_vocab;
+            float mx = x[0];
+            for (int64_t i = 1; i < n_vocab; ++i) mx = std::max(mx, x[i]);
+            double sum = 0.0;
+            for (int64_t i = 0; i < n_vocab; ++i) sum += std::exp(double(x[i]) - mx);
+            out[r] = static_cast<float>(std::log(sum) - (double(x[tokens[r]]) - mx));
+        }
+    };
+    if (n_rows <= 0 || n_vocab <= 0) return;
+    if (parallel && n_rows > 1) parallel->parallel_for(n_rows, rows);
+    else rows(0, n_rows, 0);
+}
+
 Hparams rope_delta_hparams(const Hparams &hp) {
     // Rotations compose additively in the position (linear and YaRN angles
     // are linear in it), but the magnitude factor mscale must be applied

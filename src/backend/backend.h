@@ -139,6 +139,13 @@ struct MaxDotArgs {
 class Backend;
 void max_dot_f16_portable(const MaxDotArgs &a, Backend *parallel);
 
+// out[r] = -log softmax(row r of logits)[tokens[r]] for n_rows rows of
+// n_vocab logits (host memory; tokens in [0, n_vocab)): the surprisal of
+// each token. The portable one computes in double, one row at a time: the
+// Backend default and the reference. parallel (may be null) splits the rows.
+void token_surprisal_portable(const float *logits, int64_t n_rows, int64_t n_vocab, const int32_t *tokens, float *out,
+                              Backend *parallel);
+
 class Backend {
 public:
     virtual ~Backend() = default;
@@ -222,6 +229,12 @@ public:
     virtual void topk_dot(const TopkDotArgs &a) = 0;
     // See MaxDotArgs. Default: max_dot_f16_portable on this backend's threads.
     virtual void max_dot_f16(const MaxDotArgs &a) { max_dot_f16_portable(a, this); }
+
+    // --- scores of logits (host memory; see token_surprisal_portable)
+    virtual void token_surprisal(const float *logits, int64_t n_rows, int64_t n_vocab, const int32_t *tokens,
+                                 float *out) {
+        token_surprisal_portable(logits, n_rows, n_vocab, tokens, out, this);
+    }
 
     // --- ordering
     // Returns once every op issued so far has finished. A device backend's

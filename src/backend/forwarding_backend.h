@@ -63,6 +63,10 @@ public:
     std::vector<int64_t> top_k(const float *x, int64_t n, int64_t k) override { return in_->top_k(x, n, k); }
     void topk_dot(const TopkDotArgs &a) override { in_->topk_dot(a); }
     void max_dot_f16(const MaxDotArgs &a) override { in_->max_dot_f16(a); }
+    void token_surprisal(const float *logits, int64_t n_rows, int64_t n_vocab, const int32_t *tokens,
+                         float *out) override {
+        in_->token_surprisal(logits, n_rows, n_vocab, tokens, out);
+    }
     void synchronize() override { in_->synchronize(); }
 
 protected:

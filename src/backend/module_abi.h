@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define LCTX_BACKEND_API_VERSION 6
+#define LCTX_BACKEND_API_VERSION 7
 #define LCTX_BACKEND_MODULE_SYMBOL "lctx_backend_module_get"
 
 #ifdef __cplusplus

@@ -20,7 +20,7 @@ struct Nested {
 constexpr const char *kNames[OpTimingBackend::N_OPS] = {
     "alloc", "to_host", "from_host", "copy", "prepare", "parallel_for", "get_rows", "rms_norm", "matmul",
     "matmul_multi", "rope", "swiglu", "geglu", "scale", "add", "add_bias", "attention", "gather_rows", "store_rows",
-    "load_rows", "top_k", "topk_dot", "max_dot_f16"};
+    "load_rows", "top_k", "topk_dot", "max_dot_f16", "token_surprisal"};
 
 } // namespace
 
@@ -148,6 +148,11 @@ void OpTimingBackend::topk_dot(const TopkDotArgs &a) {
 }
 void OpTimingBackend::max_dot_f16(const MaxDotArgs &a) {
     timed(MAX_DOT_F16, 0, [&] { inner()->max_dot_f16(a); });
+}
+
+void OpTimingBackend::token_surprisal(const float *logits, int64_t n_rows, int64_t n_vocab, const int32_t *tokens,
+                                      float *out) {
+    timed(TOKEN_SURPRISAL, 0, [&] { inner()->token_surprisal(logits, n_rows, n_vocab, tokens, out); });
 }
 
 } // namespace lctx

@@ -26,7 +26,7 @@ public:
     enum Op : int {
         ALLOC, TO_HOST, FROM_HOST, COPY, PREPARE, PARALLEL_FOR, GET_ROWS, RMS_NORM, MATMUL, MATMUL_MULTI, ROPE,
         SWIGLU, GEGLU, SCALE, ADD, ADD_BIAS, ATTENTION, GATHER_ROWS, STORE_ROWS, LOAD_ROWS, TOP_K, TOPK_DOT,
-        MAX_DOT_F16, N_OPS
+        MAX_DOT_F16, TOKEN_SURPRISAL, N_OPS
     };
     struct Entry {
         const char *op;    // static name, as the Backend method is called
@@ -67,6 +67,8 @@ public:
     std::vector<int64_t> top_k(const float *x, int64_t n, int64_t k) override;
     void topk_dot(const TopkDotArgs &a) override;
     void max_dot_f16(const MaxDotArgs &a) override;
+    void token_surprisal(const float *logits, int64_t n_rows, int64_t n_vocab, const int32_t *tokens,
+                         float *out) override;
 
 private:
     template <class F>

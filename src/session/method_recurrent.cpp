@@ -18,15 +18,6 @@ namespace lctx {
 
 namespace {
 
-// -log softmax(logits)[token], computed stably.
-float surprisal(const float *logits, int64_t n_vocab, int32_t token) {
-    float mx = logits[0];
-    for (int64_t i = 1; i < n_vocab; ++i) mx = std::max(mx, logits[i]);
-    double sum = 0.0;
-    for (int64_t i = 0; i < n_vocab; ++i) sum += std::exp(double(logits[i]) - mx);
-    return static_cast<float>(std::log(sum) - (double(logits[token]) - mx));
-}
-
 int64_t cache_capacity(const BaselineParams &p, int64_t n_catalyst) {
     return std::max(p.budget + p.chunk + n_catalyst, p.n_ctx);
 }
@@ -105,11 +96,10 @@ void RecurrentMethod::run_collect(KvStore &cache, const int32_t *tokens, int64_t
             if (nuc) {
                 // Row i predicts token done+i+1; the first token of the call
                 // is predicted by the last row of the previous call.
-                for (int64_t i = 0; i < b; ++i) {
-                    const int64_t t = done + i;
-                    if (t == 0) (*nuc)[0] = first_nuc ? *first_nuc : 0.0f;
-                    if (t + 1 < n) (*nuc)[t + 1] = surprisal(logits.data() + i * V, V, tokens[t + 1]);
-                }
+                if (done == 0) (*nuc)[0] = first_nuc ? *first_nuc : 0.0f;
+                const int64_t rows = std::min(b, n - 1 - done);   // rows with a next token in this call
+                if (rows > 0)
+                    backend_.token_surprisal(logits.data(), rows, V, tokens + done + 1, nuc->data() + done + 1);
                 last_logits_.assign(logits.end() - V, logits.end());
             }
             done += b;
@@ -129,10 +119,9 @@ void RecurrentMethod::step(const int32_t *tokens, int64_t m, const std::function
     const int64_t obs_begin = p_.obs > 0 ? m - std::min(p_.obs, m) : m;
     std::vector<std::vector<float>> cols;
     std::vector<float> nuc;
-    float first = base == 0 ? 0.0f
-                            : (last_logits_.empty() ? 0.0f
-                                                    : surprisal(last_logits_.data(), model_.hparams().n_vocab,
-                                                                tokens[0]));
+    float first = 0.0f;
+    if (base > 0 && !last_logits_.empty())
+        backend_.token_surprisal(last_logits_.data(), 1, model_.hparams().n_vocab, tokens, &first);
     run_collect(cache_, tokens, m, obs_begin, p_.obs > 0 ? &cols : nullptr, pot ? &nuc : nullptr, &first,
                 keep_going);   // throws with the cache unchanged
 

@@ -235,14 +235,10 @@ float Session::decode_token(int32_t token) {
     check_tokens("lctx_decode_token", &token, 1);
     if (cancel_.exchange(false)) fail(LCTX_ERR_CANCELLED, "lctx_decode_token: cancelled by lctx_session_cancel");
     append_pending();
-    const int32_t n_vocab = model_.hparams().n_vocab;
-    double mx = -INFINITY;
-    for (int32_t i = 0; i < n_vocab; ++i) mx = std::max(mx, double(logits_[static_cast<size_t>(i)]));
-    double sum = 0.0;
-    for (int32_t i = 0; i < n_vocab; ++i) sum += std::exp(double(logits_[static_cast<size_t>(i)]) - mx);
-    const float logprob = static_cast<float>(double(logits_[static_cast<size_t>(token)]) - mx - std::log(sum));
+    float surprisal = 0.0f;
+    backend_->token_surprisal(logits_.data(), 1, model_.hparams().n_vocab, &token, &surprisal);
     pending_ = token;
-    return logprob;
+    return -surprisal;
 }
 
 int32_t Session::decode(const lctx_sampling_params &sampling) {

@@ -1,6 +1,7 @@
-// rms_norm, swiglu and geglu of every SIMD variant against formulas written here.
+// rms_norm, swiglu, geglu and log_sum_exp of every SIMD variant against formulas written here.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -84,3 +85,44 @@ TEST(KernelsNorm, GegluMatchesFormulaAndTheScalarReference) {
         }
     });
 }
+
+// log(sum exp(x)) in long double, shifted by the max, here.
+static double lse_formula(const std::vector<float> &x) {
+    long double mx = x[0];
+    for (float v : x) mx = std::max(mx, static_cast<long double>(v));
+    long double sum = 0;
+    for (float v : x) sum += std::exp(static_cast<long double>(v) - mx);
+    return static_cast<double>(mx + std::log(sum));
+}
+
+// Logits-like rows (a vocabulary's worth, a few dominant entries, long
+// tails far below the max) and edge sizes around the vector width and the
+// 1024-element blocks whose lane sums go into a double.
+TEST(KernelsNorm, LogSumExpMatchesLongDoubleFormula) {
+    std::mt19937 rng(9);
+    test::for_each_variant([&](cpu::SimdVariant, const char *name) {
+        for (int64_t n : {1, 2, 15, 16, 17, 1023, 1024, 1025, 4111, 49152, 262144 + 5}) {
+            std::normal_distribution<float> d(0.0f, 3.0f);
+            std::vector<float> x(static_cast<size_t>(n));
+            for (auto &v : x) v = d(rng);
+            if (n > 20) {
+                x[size_t(n / 3)] = 25.0f;    // a confident prediction
+                x[size_t(n - 1)] = -200.0f;  // exp underflows to 0 after the shift
+            }
+            const double want = lse_formula(x);
+            const double got = cpu::log_sum_exp(x.data(), n);
+            EXPECT_NEAR(got, want, 1e-6 * std::max(1.0, std::fabs(want))) << name << " n " << n;
+            EXPECT_NEAR(cpu::log_sum_exp_ref(x.data(), n), want, 1e-9 * std::max(1.0, std::fabs(want))) << "ref n " << n;
+            // Shift invariance far from 0 (logits of a soft-capped model sit near +-30).
+            std::vector<float> y(x);
+            for (auto &v : y) v -= 1000.0f;
+            EXPECT_NEAR(cpu::log_sum_exp(y.data(), n), lse_formula(y), 1e-6 * 1000.0) << name << " shifted n " << n;
+        }
+        // Equal entries: log(n) + x exactly enough to see a lost block or lane.
+        for (int64_t n : {3, 16, 1000, 1024, 3000, 70001}) {
+            std::vector<float> x(static_cast<size_t>(n), -7.25f);
+            EXPECT_NEAR(cpu::log_sum_exp(x.data(), n), std::log(double(n)) - 7.25, 1e-6) << name << " equal n " << n;
+        }
+    });
+}
+

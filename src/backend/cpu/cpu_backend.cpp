@@ -257,6 +257,17 @@ public:
         cpu::max_dot_f16(pool_, c);
     }
 
+    void token_surprisal(const float *logits, int64_t n_rows, int64_t n_vocab, const int32_t *tokens,
+                         float *out) override {
+        if (n_rows <= 0 || n_vocab <= 0) return;
+        pool_.parallel_for(n_rows, [&](int64_t b, int64_t e, int) {
+            for (int64_t r = b; r < e; ++r) {
+                const float *x = logits + r * n_vocab;
+                out[r] = static_cast<float>(cpu::log_sum_exp(x, n_vocab) - double(x[tokens[r]]));
+            }
+        });
+    }
+
     bool set_attention_bf16(bool on) override {
         attn_bf16_ = on && cpu::attention_bf16_available();
         return attn_bf16_ == on;
