@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cli.h"
+#include "method_knobs.h"
 #include "op_times.h"
 #include "common/json.h"
 #include "probe.h"
@@ -198,6 +199,9 @@ int cmd_run(int argc, char **argv) {
         "                       indexing, selecting, recompute, decoding; decoding only when the answer does not\n"
         "                       stream to the same terminal), with tok/s and ETA once measured\n"
         "  --no-chat            no chat template: feed the document, then the question as is\n"
+        "  --set K=V[:K=V...]   any field of the method's parameter struct in lctx.h, after the options above,\n"
+        "                       e.g. --set recompute=4096:evictor=tova (reform), --set sink=64:obs=32 (h2o),\n"
+        "                       --set refreshkv.stride=5 (with --decode refreshkv); as lctx eval's method variants\n"
         "  --probe TEXT         REFORM, ILRe (repeatable): after select, where TEXT lies in the input tokens,\n"
         "                       whether the selection gathered it, its best score and rank among all scored\n"
         "                       tokens, the lowest selected score ('probes' in --json, else on stderr); with\n"
@@ -213,7 +217,7 @@ int cmd_run(int argc, char **argv) {
                                 "--ctx", "--threads", "--layer", "--window", "--ilre-profile", "--query-tokens", "--score-distance",
                                 "--global", "--local", "--span", "--vote-k", "--spans", "--reuse", "--store-ram",
                                 "--store-dir", "--kv-type", "--decode", "--rkv-k", "--rkv-stride", "--rkv-threshold",
-                                "--rkv-max-run", "--backend", "--probe", "--probes"},
+                                "--rkv-max-run", "--backend", "--probe", "--probes", "--set"},
                                concat(kSamplingFlags, kPrecisionFlags)),
                         {"--json", "--progress", "--no-chat", "--no-dca", "--tile-max", "--rkv-fixed", "--lossy", "--profile-ops"},
                         {{"-m", "--model"}, {"-n", "--n-predict"}, {"-c", "--ctx"}, {"-t", "--threads"}}, usage);
@@ -221,6 +225,14 @@ int cmd_run(int argc, char **argv) {
     if (!parse_method(a.get("--method", "reform"), method_id))
         die("--method must be one of: %s", method_cli_names().c_str());
     const std::string method = method_cli_name(method_id);
+    // --set: checked here, applied over the other options when the session is made.
+    MethodVariant settings;
+    if (a.has("--set")) {
+        const bool rkv_decode = a.get("--decode", "dense") == "refreshkv";
+        std::string err;
+        if (!parse_method_variant(method + ":" + a.get("--set"), method, method_id, rkv_decode, settings, err))
+            die("--set %s: %s", a.get("--set").c_str(), err.c_str());
+    }
     if (!a.has("--question") && !a.has("--question-file") && !a.has("--questions"))
         die("run needs --question TEXT\n\n%s", usage);
     if (!a.has("--file") && !a.has("--index")) die("run needs --file DOC or --index FILE\n\n%s", usage);
@@ -431,6 +443,14 @@ int cmd_run(int argc, char **argv) {
     rkp.schedule = a.on("--rkv-fixed") ? LCTX_REFRESHKV_FIXED : LCTX_REFRESHKV_DYNAMIC;
     rkp.max_partial_run = rkv_max_run;
     sp.refreshkv = &rkp;
+    MethodKnobs knobs;   // the structs above with --set applied over them
+    knobs.reform = rp;
+    knobs.kv = kv;
+    knobs.ilre = ip;
+    knobs.reattention = ap;
+    knobs.refreshkv = rkp;
+    apply_settings(settings.settings, knobs);
+    knobs.attach(sp);
 
     Progress bar;
     bar.show = a.on("--progress") || (!json && isatty(2));
@@ -458,7 +478,7 @@ int cmd_run(int argc, char **argv) {
         n_input = static_cast<int64_t>(doc.size());
         t = now_s();
         bar.begin("encoding", n_input);
-        const size_t step = rp.chunk > 0 ? size_t(rp.chunk) : size_t(std::max(512, n_train / 4));
+        const size_t step = knobs.reform.chunk > 0 ? size_t(knobs.reform.chunk) : size_t(std::max(512, n_train / 4));
         for (size_t at = 0; at < doc.size(); at += step) {
             const size_t n = std::min(step, doc.size() - at);
             bar.call(double(at), double(n));

@@ -178,6 +178,16 @@ fi
 if expect_ok "${RUN[@]}"; then
     grep -Eq '(^|[^0-9.])0 tok/s' "$T/err" && fail "the summary shows 0 tok/s: $(cat "$T/err")"
 fi
+# --set: method struct fields over the options (REFORM gathers exactly recompute tokens of a long enough document);
+#        unknown keys and bad values are refused before the model loads, values the library refuses at session create
+if expect_ok "${RUN[@]}" --json --set recompute=20:keep_first=2:keep_last=2:pool_half=1; then
+    grep -q '"n_selected": 20,' "$T/out" || fail "--set recompute=20 did not gather 20 tokens: $(head -c 300 "$T/out")"
+fi
+expect_fail -- "--set bogus=1: 'bogus' is not a parameter of reform \\(chunk, budget, recompute" "${RUN[@]}" --set bogus=1
+expect_fail -- '--set recompute=4k: reform.recompute=4k: expected an integer' "${RUN[@]}" --set recompute=4k
+expect_fail -- 'lctx_kv_params.budget = -5 is negative' "${RUN[@]}" --method h2o --set budget=-5
+expect_fail -- "'full' has no parameters" "${RUN[@]}" --method full --set budget=5
+expect_ok "${RUN[@]}" --decode refreshkv --set refreshkv.stride=2:recompute=48 || true
 # --save-index: refused before the encoding when the file could not be written
 expect_fail "--save-index .*/nodir/idx.bin: the directory .*/nodir does not exist" "${RUN[@]}" --save-index "$T/nodir/idx.bin"
 expect_fail "--save-index works with --method reform or ilre" "${RUN[@]}" --method full --save-index "$T/full.idx"
