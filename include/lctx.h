@@ -608,6 +608,25 @@ LCTX_API LCTX_NODISCARD lctx_status lctx_session_refreshkv_stats(const lctx_sess
                                                                  lctx_refreshkv_stats *stats, int64_t *layer_full,
                                                                  int64_t *layer_partial, size_t capacity);
 
+/* Sets how the session decodes its next questions, from the next
+ * lctx_recompute on (an answer in progress keeps its decoding). params
+ * non-NULL: RefreshKV with those knobs (its `gathered` field is not read);
+ * NULL: dense decoding, every step attending over the whole decode cache.
+ * The document is not read again, so one session answers a question both
+ * ways: a LCTX_METHOD_FULL session switched to RefreshKV answers as a
+ * LCTX_METHOD_REFRESHKV session does and back as FULL does (the same
+ * logits), and REFORM or ILRe decode their recomputed cache either way. A
+ * REFRESHKV session switched to dense answers as FULL does; on a model with
+ * sliding-window layers within float rounding (its cache keeps the slots out
+ * of the window that FULL's releases).
+ * For sessions of LCTX_METHOD_REFRESHKV, REFORM and ILRe, in any stage, and
+ * of LCTX_METHOD_FULL on models without sliding-window layers (on the others
+ * FULL drops the out-of-window slots that RefreshKV reads: create the
+ * session as LCTX_METHOD_REFRESHKV). Other methods: LCTX_ERR_UNSUPPORTED;
+ * bad knobs: LCTX_ERR_INVALID_ARG. Nothing changes on an error. */
+LCTX_API LCTX_NODISCARD lctx_status lctx_session_set_refreshkv(lctx_session *session,
+                                                               const lctx_refreshkv_params *params);
+
 /* Where a session's time went, per backend op (docs/profiling.md). Only for
  * a session created while the environment variable LCTX_PROFILE_OPS is set
  * (not empty, not "0"); others get LCTX_ERR_UNSUPPORTED. Each backend call

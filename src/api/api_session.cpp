@@ -218,6 +218,10 @@ LCTX_API lctx_status lctx_decode_token(lctx_session *s, lctx_token token, float 
     });
 }
 
+LCTX_API lctx_status lctx_session_set_refreshkv(lctx_session *s, const lctx_refreshkv_params *params) {
+    return on_session(s, "lctx_session_set_refreshkv", [&] { s->session->set_refreshkv(params); });
+}
+
 LCTX_API lctx_status lctx_session_refreshkv_stats(const lctx_session *cs, lctx_refreshkv_stats *stats,
                                                   int64_t *layer_full, int64_t *layer_partial, size_t capacity) {
     auto *s = const_cast<lctx_session *>(cs);
@@ -225,7 +229,8 @@ LCTX_API lctx_status lctx_session_refreshkv_stats(const lctx_session *cs, lctx_r
         const lctx::RefreshKvPolicy *p = s->session->method().refreshkv();
         if (!p)
             lctx::fail(LCTX_ERR_UNSUPPORTED, "lctx_session_refreshkv_stats: this session does not decode with RefreshKV "
-                       "(method '%s'; REFORM and ILRe need refreshkv->gathered)", lctx::method_name(s->session->method_id()));
+                       "(method '%s'; REFORM and ILRe need refreshkv->gathered; "
+                       "lctx_session_set_refreshkv switches a session's decoding)", lctx::method_name(s->session->method_id()));
         const lctx::RefreshKvStats &st = p->stats();
         if (stats) {
             uint32_t size = 0;

@@ -18,6 +18,11 @@ void GatheredDecoder::forward(const int32_t *tokens, size_t n, Progress *progres
                        policy);
 }
 
+void GatheredDecoder::set_decoding(const RefreshKvConfig *cfg) {
+    next_refreshkv_ = cfg ? std::make_unique<RefreshKvPolicy>(backend_, model_.hparams(), kv_type_, *cfg) : nullptr;
+    decoding_pending_ = true;
+}
+
 void GatheredDecoder::recompute(const std::vector<int32_t> &doc_ids, const Selection &selection, Progress &progress,
                                 std::vector<float> &logits) {
     const int64_t N = static_cast<int64_t>(doc_ids.size());
@@ -36,9 +41,14 @@ void GatheredDecoder::recompute(const std::vector<int32_t> &doc_ids, const Selec
     if (static_cast<int64_t>(ids.size()) > n_ctx_)
         fail(LCTX_ERR_CONTEXT_FULL, "%s recompute: %zu tokens do not fit n_ctx = %lld", who_, ids.size(),
              (long long)n_ctx_);
+    if (decoding_pending_) {
+        refreshkv_ = std::move(next_refreshkv_);
+        decoding_pending_ = false;
+    }
     // Positions only grow from 0 until the next recompute clears the cache:
     // dense decoding releases the sliding layers' slots out of the window.
     // RefreshKV scores and copies slots of the whole cache by index: no release.
+    if (cache_ && cache_->releases_window() != !refreshkv_) cache_.reset();   // the decoding was switched
     if (!cache_)
         cache_ = std::make_unique<KvStore>(backend_, model_.hparams(), n_ctx_, -1, kv_type_,
                                            refreshkv_ ? -1 : std::max<int64_t>(1, n_batch_));

@@ -43,6 +43,8 @@ public:
     int64_t n_ctx() const { return n_ctx_; }
     const KvStore *cache() const { return cache_.get(); }
     const RefreshKvPolicy *refreshkv() const { return refreshkv_.get(); }
+    // The decoding of the next recompute on: cfg null = dense, else RefreshKV.
+    void set_decoding(const RefreshKvConfig *cfg);
 
 private:
     void forward(const int32_t *tokens, size_t n, Progress *progress, std::vector<float> &logits,
@@ -56,6 +58,8 @@ private:
     KvType kv_type_;
     const char *who_;
     std::unique_ptr<RefreshKvPolicy> refreshkv_;   // null: dense decoding
+    bool decoding_pending_ = false;                // set_decoding's choice, applied by the next recompute
+    std::unique_ptr<RefreshKvPolicy> next_refreshkv_;
     std::unique_ptr<KvStore> cache_;   // made on the first recompute
     std::vector<int32_t> tokens_;
 };

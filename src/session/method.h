@@ -32,6 +32,7 @@ struct TokenScores {
 };
 
 class RefreshKvPolicy;
+struct RefreshKvConfig;
 
 class Method {
 public:
@@ -60,6 +61,14 @@ public:
     virtual uint64_t state_digest() const = 0;
     // The RefreshKV decoding of the method, if it decodes with RefreshKV.
     virtual const RefreshKvPolicy *refreshkv() const { return nullptr; }
+    // Switches how the next questions are decoded, from the next recompute
+    // on (the answer in progress keeps its decoding): cfg null = dense,
+    // else RefreshKV with *cfg. False, changing nothing, for a method whose
+    // decoding cannot switch; a method may also refuse with its own error.
+    virtual bool set_decoding(const RefreshKvConfig *cfg) {
+        (void)cfg;
+        return false;
+    }
     // The scores of the last select (TokenScores); false for a method whose
     // select does not score every document token.
     virtual bool token_scores(TokenScores &) const { return false; }

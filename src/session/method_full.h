@@ -4,7 +4,8 @@
 // With a RefreshKV policy (LCTX_METHOD_REFRESHKV, docs/methods/refreshkv.md)
 // the question and the answer go through it: the question's last token
 // builds the partial caches, each decoded token attends over them or, on
-// query drift, over the whole cache.
+// query drift, over the whole cache. set_decoding switches between the two
+// for the next question: one document prefill answers it both ways.
 #pragma once
 
 #include <memory>
@@ -31,6 +32,9 @@ public:
     int64_t n_fed() const override { return n_doc_; }
     uint64_t state_digest() const override;
     const RefreshKvPolicy *refreshkv() const override { return refreshkv_.get(); }
+    // Refuses RefreshKV (LCTX_ERR_UNSUPPORTED) when the cache releases the
+    // sliding layers' slots out of the window (dense FULL on such a model).
+    bool set_decoding(const RefreshKvConfig *cfg) override;
 
 private:
     // Forwards tokens at the next positions in batches of n_batch_, through
@@ -49,6 +53,9 @@ private:
     std::vector<int32_t> tokens_;   // everything in the cache, in order
     std::vector<float> scratch_logits_;
     std::unique_ptr<RefreshKvPolicy> refreshkv_;
+    // set_decoding's choice, applied by the next recompute.
+    bool decoding_pending_ = false;
+    std::unique_ptr<RefreshKvPolicy> next_refreshkv_;
 };
 
 } // namespace lctx

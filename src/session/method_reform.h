@@ -36,6 +36,10 @@ public:
     const std::vector<int32_t> &context_tokens() const override { return decoder_.tokens(); }
     int64_t n_fed() const override { return static_cast<int64_t>(feeder_.ids.size()); }
     const RefreshKvPolicy *refreshkv() const override { return decoder_.refreshkv(); }
+    bool set_decoding(const RefreshKvConfig *cfg) override {
+        decoder_.set_decoding(cfg);
+        return true;
+    }
     uint64_t state_digest() const override;
 
     // Index persistence (index_file.h); load requires a fresh method.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <thread>
 
 #include "common/error.h"
@@ -10,6 +11,7 @@
 #include "session/method_ilre.h"
 #include "session/method_reform.h"
 #include "session/method_registry.h"
+#include "session/refreshkv.h"
 #include "session/session_params.h"
 #include "backend/budget_backend.h"
 #include "backend/op_timing_backend.h"
@@ -176,6 +178,14 @@ std::unique_ptr<Selection> Session::select(const int32_t *query, size_t n) {
     pending_ = -1;
     stage_ = LCTX_STAGE_SELECTED;
     return sel;
+}
+
+void Session::set_refreshkv(const lctx_refreshkv_params *params) {
+    std::optional<RefreshKvConfig> cfg;
+    if (params) cfg = refreshkv_config_from(model_.hparams(), read_refreshkv_params(params));
+    if (!method_->set_decoding(opt_ptr(cfg)))
+        fail(LCTX_ERR_UNSUPPORTED, "lctx_session_set_refreshkv: method '%s' cannot switch its decoding (refreshkv, "
+             "full, reform and ilre can)", method_name(params_.method));
 }
 
 void Session::recompute(const Selection &selection) {

@@ -38,6 +38,11 @@ public:
     // under the current logits.
     float decode_token(int32_t token);
 
+    // lctx_session_set_refreshkv: the decoding of the next questions (null:
+    // dense); LCTX_ERR_INVALID_ARG for bad knobs, LCTX_ERR_UNSUPPORTED for a
+    // method that cannot switch. Nothing changes on error.
+    void set_refreshkv(const lctx_refreshkv_params *params);
+
     lctx_stage stage() const { return stage_; }
     // The backend this session runs on ("cpu" after a fallback).
     const char *backend_name() const { return backend_->name(); }
