@@ -591,3 +591,125 @@ func TestRefreshKVParams(t *testing.T) {
 		}
 	}
 }
+
+// One REFRESHKV session answers a question with RefreshKV, densely after
+// SetRefreshKV(nil), then with RefreshKV again; each answer (greedy tokens,
+// then the logits after them) equals the one of a fresh session of that way
+// (MethodFull for dense). K = 8 slots of a ~100-token prompt: the two ways
+// answer differently, so the comparisons mean something. Bad knobs and a
+// method that cannot switch are refused by status.
+func TestSetRefreshKVSwitchesBetweenRefreshKVAndDense(t *testing.T) {
+	m := tinyModel(t)
+	knobs := &RefreshKVParams{Partial: 8, Stride: 3}
+	question, err := m.Tokenize(" Lily saw a", false, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opened := func(method Method) *Session {
+		s, err := NewSession(m, &SessionParams{Method: method, NCtx: 512, Threads: 1, RefreshKV: knobs, KVBudget: 64})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.FeedText(strings.Repeat(storyDoc, 4)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.BuildIndex(); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	type answer struct {
+		tokens []Token
+		logits []float32
+	}
+	ask := func(s *Session) answer {
+		sel, err := s.Select(question)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sel.Close()
+		if err := s.Recompute(sel); err != nil {
+			t.Fatal(err)
+		}
+		var a answer
+		for k := 0; k < 16; k++ {
+			tok, err := s.Decode(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a.tokens = append(a.tokens, tok)
+		}
+		a.logits = s.Logits()
+		return a
+	}
+	tokensEqual := func(a, b []Token) bool {
+		if len(a) != len(b) {
+			return false
+		}
+		for i := range a {
+			if a[i] != b[i] {
+				return false
+			}
+		}
+		return true
+	}
+	expectSame := func(got, want answer, what string) {
+		t.Helper()
+		if !tokensEqual(got.tokens, want.tokens) {
+			t.Errorf("%s: tokens %v, want %v", what, got.tokens, want.tokens)
+		}
+		if len(got.logits) != len(want.logits) || len(want.logits) == 0 {
+			t.Fatalf("%s: %d logits, want %d", what, len(got.logits), len(want.logits))
+		}
+		for i := range want.logits {
+			if got.logits[i] != want.logits[i] {
+				t.Errorf("%s: logit %d is %g, want %g", what, i, got.logits[i], want.logits[i])
+				break
+			}
+		}
+	}
+
+	f := opened(MethodRefreshKV)
+	wantRKV := ask(f)
+	f.Close()
+	f = opened(MethodFull)
+	wantFull := ask(f)
+	f.Close()
+	if tokensEqual(wantRKV.tokens, wantFull.tokens) {
+		t.Fatalf("K too large for RefreshKV to differ from dense: both answer %v", wantFull.tokens)
+	}
+
+	s := opened(MethodRefreshKV)
+	defer s.Close()
+	expectSame(ask(s), wantRKV, "RefreshKV first")
+	if err := s.SetRefreshKV(nil); err != nil {
+		t.Fatal(err)
+	}
+	expectSame(ask(s), wantFull, "dense after SetRefreshKV(nil)")
+	if _, err := s.RefreshKVStats(); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("stats of a session switched to dense: %v", err)
+	}
+	if err := s.SetRefreshKV(knobs); err != nil {
+		t.Fatal(err)
+	}
+	expectSame(ask(s), wantRKV, "RefreshKV again")
+	if st, err := s.RefreshKVStats(); err != nil || st.Partial != 8 {
+		t.Errorf("stats after switching back: %+v, %v", st, err)
+	}
+
+	bad := *knobs
+	bad.Stride = -3
+	if err := s.SetRefreshKV(&bad); !errors.Is(err, ErrInvalidArg) || !strings.Contains(err.Error(), "stride") {
+		t.Errorf("stride -3: %v", err)
+	}
+	expectSame(ask(s), wantRKV, "RefreshKV after the refused switch")
+
+	h := opened(MethodH2O)
+	defer h.Close()
+	if err := h.SetRefreshKV(knobs); !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "h2o") {
+		t.Errorf("H2O switched to RefreshKV: %v", err)
+	}
+	if err := h.SetRefreshKV(nil); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("H2O switched to dense: %v", err)
+	}
+}

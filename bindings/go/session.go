@@ -195,6 +195,15 @@ func DefaultRefreshKVParams() RefreshKVParams {
 		MaxPartialRun: int32(c.max_partial_run), Gathered: bool(c.gathered)}
 }
 
+// native fills c from lctx_refreshkv_default_params and f's fields.
+func (f *RefreshKVParams) native(c *C.lctx_refreshkv_params) {
+	C.lctx_refreshkv_default_params(c)
+	c.partial, c.stride, c.threshold = C.int32_t(f.Partial), C.int32_t(f.Stride), C.float(f.Threshold)
+	c.schedule = C.lctx_refreshkv_schedule(f.Schedule)
+	c.pool_kernel, c.max_partial_run = C.int32_t(f.PoolKernel), C.int32_t(f.MaxPartialRun)
+	c.gathered = C.bool(f.Gathered)
+}
+
 // KVType is the element type of a session's KV caches (lctx_kv_type).
 type KVType int32
 
@@ -389,11 +398,7 @@ func (p *SessionParams) native(mem *cParams, label *string) (C.lctx_session_para
 		}
 		if f := p.RefreshKV; f != nil {
 			cf := (*C.lctx_refreshkv_params)(mem.alloc(C.sizeof_lctx_refreshkv_params))
-			C.lctx_refreshkv_default_params(cf)
-			cf.partial, cf.stride, cf.threshold = C.int32_t(f.Partial), C.int32_t(f.Stride), C.float(f.Threshold)
-			cf.schedule = C.lctx_refreshkv_schedule(f.Schedule)
-			cf.pool_kernel, cf.max_partial_run = C.int32_t(f.PoolKernel), C.int32_t(f.MaxPartialRun)
-			cf.gathered = C.bool(f.Gathered)
+			f.native(cf)
 			c.refreshkv = cf
 		}
 		progress := p.Progress
@@ -669,6 +674,22 @@ func (s *Session) RefreshKVStats() (*RefreshKVStats, error) {
 		NFull: int64(c.n_full), NPartial: int64(c.n_partial), EffectiveStride: float64(c.effective_stride),
 		FullAttentionS: float64(c.full_attention_s), PartialAttentionS: float64(c.partial_attention_s),
 		RefreshS: float64(c.refresh_s), LayerFull: full[:nl], LayerPartial: part[:nl]}, nil
+}
+
+// SetRefreshKV sets how the next questions decode, from the next Recompute on
+// (an answer in progress keeps its decoding; the document is not read
+// again): p non-nil: RefreshKV with those knobs (Gathered is not read); nil:
+// dense decoding. For sessions of MethodRefreshKV, MethodReform and
+// MethodILRe, and of MethodFull on models without sliding-window layers;
+// ErrUnsupported for others, ErrInvalidArg for bad knobs (nothing changes on
+// an error).
+func (s *Session) SetRefreshKV(p *RefreshKVParams) error {
+	var c *C.lctx_refreshkv_params
+	if p != nil {
+		c = new(C.lctx_refreshkv_params) // holds no Go pointer: may be passed to C
+		p.native(c)
+	}
+	return call("lctx_session_set_refreshkv", func() C.lctx_status { return C.lctx_session_set_refreshkv(s.h, c) })
 }
 
 // OpTime is one backend op of a session (lctx_op_time).

@@ -394,6 +394,32 @@ class Session:
             layer_full=list(capi.lctxsw_session_refreshkv_layer_steps(self.handle, True)),
             layer_partial=list(capi.lctxsw_session_refreshkv_layer_steps(self.handle, False)))
 
+    def set_refreshkv(self, enabled: Optional[bool] = True, **knobs) -> None:
+        """How the next questions decode, from the next recompute on (an
+        answer in progress keeps its decoding; the document is not read
+        again). set_refreshkv(partial=8, stride=3): RefreshKV with those
+        knobs (lctx_refreshkv_params' fields, the refreshkv_* keyword
+        arguments of Session without the prefix; the others from
+        lctx_refreshkv_default_params; gathered is not read).
+        set_refreshkv(None) or set_refreshkv(False): dense decoding. For
+        sessions of Method.REFRESHKV, REFORM and ILRe, and of Method.FULL on
+        models without sliding-window layers; lctx.UnsupportedError for
+        others, lctx.InvalidArgumentError for bad knobs (nothing changes on
+        an error)."""
+        if not enabled:
+            if knobs:
+                raise TypeError(f"RefreshKV knobs with dense decoding: {sorted(knobs)}")
+            capi.lctx_session_set_refreshkv(self.handle, None)
+            return
+        p = capi.lctx_refreshkv_params()
+        capi.lctx_refreshkv_default_params(p)
+        for k, v in knobs.items():
+            # this/thisown are the SWIG proxy's own attributes, not fields
+            if k.startswith("_") or k in ("struct_size", "this", "thisown") or not hasattr(p, k):
+                raise TypeError(f"unknown RefreshKV knob {k!r}")
+            setattr(p, k, v)
+        capi.lctx_session_set_refreshkv(self.handle, p)
+
     def op_times(self) -> "OpTimes":
         """Where the session's time went, per backend op (docs/profiling.md).
         Only for a session created while the environment variable

@@ -309,6 +309,58 @@ def test_refreshkv_session_with_explicit_params(model):
             model.session(**{**params, **bad})
 
 
+def test_set_refreshkv_switches_between_refreshkv_and_dense(model):
+    # One REFRESHKV session answers a question with RefreshKV, densely after
+    # set_refreshkv(None), then with RefreshKV again; each answer (greedy
+    # tokens, then the logits after them) equals the one of a fresh session
+    # of that way (FULL for dense). K = 8 slots of a ~100-token prompt: the
+    # two ways answer differently, so the comparisons mean something.
+    doc, question = DOC * 4, model.tokenize(" Lily saw a", add_special=False)
+    knobs = dict(partial=8, stride=3)
+    created = dict(n_ctx=512, n_threads=1, **{"refreshkv_" + k: v for k, v in knobs.items()})
+
+    def answer(s):
+        with s.select(question) as sel:
+            s.recompute(sel)
+        return [s.decode() for _ in range(16)], list(s.logits)
+
+    def opened(method, **extra):
+        s = model.session(method=method, **created, **extra)
+        s.feed(doc)
+        s.build_index()
+        return s
+
+    with opened(lctx.Method.REFRESHKV) as f:
+        want_rkv = answer(f)
+    with opened(lctx.Method.FULL) as f:
+        want_full = answer(f)
+    assert want_rkv[0] != want_full[0], "K too large for RefreshKV to differ from dense"
+
+    with opened(lctx.Method.REFRESHKV) as s:
+        assert answer(s) == want_rkv
+        s.set_refreshkv(None)
+        assert answer(s) == want_full
+        with pytest.raises(lctx.UnsupportedError):  # dense: no RefreshKV statistics
+            s.refreshkv_stats()
+        s.set_refreshkv(**knobs)
+        assert answer(s) == want_rkv
+        assert s.refreshkv_stats().partial == 8
+
+        with pytest.raises(lctx.InvalidArgumentError, match="stride"):
+            s.set_refreshkv(partial=8, stride=-3)
+        assert answer(s) == want_rkv  # the refused switch changed nothing
+        with pytest.raises(TypeError):
+            s.set_refreshkv(no_such_knob=1)
+        with pytest.raises(TypeError):
+            s.set_refreshkv(None, partial=8)
+
+    with opened(lctx.Method.H2O, kv_budget=64) as h:
+        with pytest.raises(lctx.UnsupportedError, match="h2o"):
+            h.set_refreshkv(**knobs)
+        with pytest.raises(lctx.UnsupportedError):
+            h.set_refreshkv(None)
+
+
 def test_op_times_of_a_profiled_session(model, monkeypatch):
     # LCTX_PROFILE_OPS in the environment when the session is made: every
     # backend call is timed; FULL attends once per layer and forward pass.

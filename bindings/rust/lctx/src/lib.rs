@@ -26,7 +26,7 @@ pub use generate::{Pieces, Sampling, StopAt, Tokens};
 pub use log::{set_logger, LogLevel};
 pub use model::{ChatMessage, Model, ModelParams};
 pub use session::{
-    Canceller, KvType, Method, OpTime, OpTimes, Precision, ProgressFn, RefreshKvSchedule, RefreshKvStats, Selection, Session, SessionParams, Stage,
+    Canceller, KvType, Method, OpTime, OpTimes, Precision, ProgressFn, RefreshKvParams, RefreshKvSchedule, RefreshKvStats, Selection, Session, SessionParams, Stage,
     StageProgressFn, STAGE_LABELS,
 };
 

@@ -230,6 +230,53 @@ impl RefreshKvSchedule {
     }
 }
 
+/// RefreshKV's decoding knobs for [`Session::set_refreshkv`]
+/// (lctx_refreshkv_params without `gathered`, which that call does not read):
+/// the `refreshkv_*` fields of [`SessionParams`] without the prefix.
+/// `default()` is lctx_refreshkv_default_params (0: the library's default);
+/// [`SessionParams::refreshkv_params`] gives the ones of a session's params.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RefreshKvParams {
+    /// K: partial-cache slots per layer and KV head; 0: round(prompt / 8).
+    pub partial: i32,
+    /// S: steps between query checks (dynamic) or refreshes (fixed); 0: 10.
+    pub stride: i32,
+    /// Refresh when the query cosine is <= it; 0: the model's value.
+    pub threshold: f32,
+    pub schedule: RefreshKvSchedule,
+    /// Max-pool width over the scores (odd); 0: 7.
+    pub pool_kernel: i32,
+    /// > 0: also refresh after this many steps without one; 0: never.
+    pub max_partial_run: i32,
+}
+
+impl Default for RefreshKvParams {
+    fn default() -> Self {
+        let mut f = unsafe { std::mem::zeroed::<sys::lctx_refreshkv_params>() };
+        unsafe { sys::lctx_refreshkv_default_params(&mut f) };
+        RefreshKvParams {
+            partial: f.partial,
+            stride: f.stride,
+            threshold: f.threshold,
+            schedule: RefreshKvSchedule::from_raw(f.schedule),
+            pool_kernel: f.pool_kernel,
+            max_partial_run: f.max_partial_run,
+        }
+    }
+}
+
+impl RefreshKvParams {
+    /// Writes the knobs into a struct set by lctx_refreshkv_default_params.
+    fn fill(&self, f: &mut sys::lctx_refreshkv_params) {
+        f.partial = self.partial;
+        f.stride = self.stride;
+        f.threshold = self.threshold;
+        f.schedule = self.schedule.raw();
+        f.pool_kernel = self.pool_kernel;
+        f.max_partial_run = self.max_partial_run;
+    }
+}
+
 /// One backend op of a session (lctx_op_time).
 #[derive(Debug, Clone, PartialEq)]
 pub struct OpTime {
@@ -508,6 +555,19 @@ struct RawParams {
 }
 
 impl SessionParams {
+    /// The refreshkv_* fields (all but refreshkv_gathered) as the knobs of
+    /// [`Session::set_refreshkv`].
+    pub fn refreshkv_params(&self) -> RefreshKvParams {
+        RefreshKvParams {
+            partial: self.refreshkv_partial,
+            stride: self.refreshkv_stride,
+            threshold: self.refreshkv_threshold,
+            schedule: self.refreshkv_schedule,
+            pool_kernel: self.refreshkv_pool_kernel,
+            max_partial_run: self.refreshkv_max_partial_run,
+        }
+    }
+
     /// The C structs (lctx_session_params pointing at the method structs).
     fn raw(&self, progress: Option<&ProgressBox>) -> Result<RawParams> {
         let mut p = unsafe { std::mem::zeroed::<sys::lctx_session_params>() };
@@ -589,12 +649,7 @@ impl SessionParams {
         a.store_max_ram = self.reattention_store_max_ram;
         let store_dir = text(&self.reattention_store_dir, "reattention_store_dir")?;
         a.store_dir = ptr(&store_dir);
-        f.partial = self.refreshkv_partial;
-        f.stride = self.refreshkv_stride;
-        f.threshold = self.refreshkv_threshold;
-        f.schedule = self.refreshkv_schedule.raw();
-        f.pool_kernel = self.refreshkv_pool_kernel;
-        f.max_partial_run = self.refreshkv_max_partial_run;
+        self.refreshkv_params().fill(&mut f);
         f.gathered = self.refreshkv_gathered;
         p.reform = &*r;
         p.kv = &*k;
@@ -861,6 +916,22 @@ impl<'m> Session<'m> {
             layer_full: full,
             layer_partial: part,
         })
+    }
+    /// How the next questions decode, from the next recompute on (an answer
+    /// in progress keeps its decoding; the document is not read again):
+    /// `Some(knobs)`: RefreshKV with those knobs; `None`: dense decoding. For
+    /// sessions of Method::RefreshKv, Reform and Ilre, and of Method::Full on
+    /// models without sliding-window layers; an Unsupported error for others,
+    /// InvalidArg for bad knobs (nothing changes on an error).
+    pub fn set_refreshkv(&mut self, params: Option<&RefreshKvParams>) -> Result<()> {
+        let raw = params.map(|k| {
+            let mut f = unsafe { std::mem::zeroed::<sys::lctx_refreshkv_params>() };
+            unsafe { sys::lctx_refreshkv_default_params(&mut f) };
+            k.fill(&mut f);
+            f
+        });
+        let ptr = raw.as_ref().map_or(std::ptr::null(), |f| f as *const sys::lctx_refreshkv_params);
+        check(unsafe { sys::lctx_session_set_refreshkv(self.h.as_ptr(), ptr) })
     }
     /// Where the session's time went, per backend op (docs/profiling.md).
     /// Only for a session created while the environment variable

@@ -5,7 +5,10 @@
 //! kv_type/backend reach the library.
 mod common;
 
-use lctx::{KvType, Method, Model, ModelParams, Precision, RefreshKvSchedule, Sampling, SessionParams, Stage, Status};
+use lctx::{
+    KvType, Method, Model, ModelParams, Precision, RefreshKvParams, RefreshKvSchedule, Sampling, SessionParams, Stage,
+    Status,
+};
 
 #[test]
 fn method_enum_matches_the_registry() {
@@ -373,6 +376,71 @@ fn refreshkv_session_with_explicit_params() {
         assert_eq!(e.status, Status::InvalidArg, "{field}: {}", e.message);
         assert!(e.message.contains(field), "{field}: {}", e.message);
     }
+}
+
+/// One REFRESHKV session answers a question with RefreshKV, densely after
+/// set_refreshkv(None), then with RefreshKV again; each answer (greedy
+/// tokens, then the logits after them) equals the one of a fresh session of
+/// that way (FULL for dense). K = 8 slots of a ~100-token prompt: the two
+/// ways answer differently, so the comparisons mean something. Bad knobs and
+/// a method that cannot switch are refused by status.
+#[test]
+fn set_refreshkv_switches_between_refreshkv_and_dense() {
+    let m = common::tiny_model();
+    let question = m.tokenize(" Lily saw a", false, true).unwrap();
+    let params = |method| SessionParams {
+        method,
+        n_ctx: 512,
+        n_threads: 1,
+        refreshkv_partial: 8,
+        refreshkv_stride: 3,
+        kv_budget: 64,
+        ..Default::default()
+    };
+    let opened = |method| {
+        let mut s = m.session(&params(method)).unwrap();
+        s.feed_text(&STORY.repeat(4)).unwrap();
+        s.build_index().unwrap();
+        s
+    };
+    let answer = |s: &mut lctx::Session| {
+        let sel = s.select(&question).unwrap();
+        s.recompute(&sel).unwrap();
+        drop(sel);
+        let toks: Vec<_> = (0..16).map(|_| s.decode(&Sampling::greedy()).unwrap()).collect();
+        (toks, s.logits().expect("logits while decoding").to_vec())
+    };
+    let want_rkv = answer(&mut opened(Method::RefreshKv));
+    let want_full = answer(&mut opened(Method::Full));
+    assert_ne!(want_rkv.0, want_full.0, "K too large for RefreshKV to differ from dense");
+    let same = |got: (Vec<lctx::Token>, Vec<f32>), want: &(Vec<lctx::Token>, Vec<f32>), what: &str| {
+        assert_eq!(got.0, want.0, "{what}: tokens");
+        assert!(got.1 == want.1, "{what}: the logits after the answer differ");
+    };
+
+    let knobs = params(Method::RefreshKv).refreshkv_params();
+    assert_eq!((knobs.partial, knobs.stride), (8, 3));
+    assert_eq!(RefreshKvParams::default().partial, 0);
+    let mut s = opened(Method::RefreshKv);
+    same(answer(&mut s), &want_rkv, "RefreshKV first");
+    s.set_refreshkv(None).unwrap();
+    same(answer(&mut s), &want_full, "dense after set_refreshkv(None)");
+    assert_eq!(s.refreshkv_stats().unwrap_err().status, Status::Unsupported, "dense: no RefreshKV statistics");
+    s.set_refreshkv(Some(&knobs)).unwrap();
+    same(answer(&mut s), &want_rkv, "RefreshKV again");
+    assert_eq!(s.refreshkv_stats().unwrap().partial, 8);
+
+    let e = s.set_refreshkv(Some(&RefreshKvParams { stride: -3, ..knobs })).unwrap_err();
+    assert_eq!(e.status, Status::InvalidArg, "{}", e.message);
+    assert!(e.message.contains("stride"), "{}", e.message);
+    same(answer(&mut s), &want_rkv, "RefreshKV after the refused switch");
+    drop(s);
+
+    let mut h = opened(Method::H2o);
+    let e = h.set_refreshkv(Some(&knobs)).unwrap_err();
+    assert_eq!(e.status, Status::Unsupported, "{}", e.message);
+    assert!(e.message.contains("h2o"), "{}", e.message);
+    assert_eq!(h.set_refreshkv(None).unwrap_err().status, Status::Unsupported);
 }
 
 #[test]

@@ -377,6 +377,30 @@ public final class Session implements AutoCloseable {
         }
     }
 
+    /** How the next questions decode, from the next recompute on (an answer in
+     * progress keeps its decoding; the document is not read again). knobs not
+     * null: RefreshKV with lctx_refreshkv_default_params edited by knobs, as
+     * {@link Params#refreshkv}, e.g. {@code r -> { r.setPartial(8); r.setStride(3); }}
+     * ({@code r -> {}}: the defaults; gathered is not read); null: dense
+     * decoding. For sessions of LCTX_METHOD_REFRESHKV, REFORM and ILRe, and of
+     * LCTX_METHOD_FULL on models without sliding-window layers; an
+     * LctxException with LCTX_ERR_UNSUPPORTED for others and
+     * LCTX_ERR_INVALID_ARG for bad knobs (nothing changes on an error). */
+    public void setRefreshkv(Consumer<lctx_refreshkv_params> knobs) {
+        if (knobs == null) {
+            LctxNative.lctx_session_set_refreshkv(ptr(), null);
+            return;
+        }
+        lctx_refreshkv_params p = new lctx_refreshkv_params();
+        try {
+            LctxNative.lctx_refreshkv_default_params(p);
+            knobs.accept(p);
+            LctxNative.lctx_session_set_refreshkv(ptr(), p);
+        } finally {
+            p.delete();
+        }
+    }
+
     /** One backend op of a session (lctx_op_time). */
     public static final class OpTime {
         /** The Backend method's name: "matmul", "attention", "to_host", ... */

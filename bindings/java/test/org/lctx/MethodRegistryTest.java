@@ -367,4 +367,85 @@ class MethodRegistryTest {
             assertTrue(e.getMessage().contains("stride"), e.getMessage());
         }
     }
+
+    /** What one question's greedy answer gave: the tokens, then the logits after them. */
+    static final class Answer {
+        final int[] tokens = new int[16];
+        float[] logits;
+
+        Answer(Session s, int[] question) {
+            try (Selection sel = s.select(question)) {
+                s.recompute(sel);
+            }
+            for (int k = 0; k < tokens.length; k++) tokens[k] = s.decode(null);
+            logits = s.logits();
+        }
+
+        void assertSame(Answer want, String what) {
+            assertArrayEquals(want.tokens, tokens, what + ": tokens");
+            assertArrayEquals(want.logits, logits, what + ": logits");
+        }
+    }
+
+    /** One REFRESHKV session answers a question with RefreshKV, densely after
+     * setRefreshkv(null), then with RefreshKV again; each answer equals the one of
+     * a fresh session of that way (FULL for dense). K = 8 slots of a ~100-token
+     * prompt: the two ways answer differently, so the comparisons mean something.
+     * Bad knobs and a method that cannot switch are refused by status. */
+    @Test
+    void setRefreshkvSwitchesBetweenRefreshkvAndDense() {
+        Path tiny = tinyModel();
+        assertTrue(Files.isRegularFile(tiny), "test model missing: " + tiny);
+        Consumer<lctx_refreshkv_params> knobs = r -> {
+            r.setPartial(8);
+            r.setStride(3);
+        };
+        Function<Integer, Session.Params> params = method -> new Session.Params().method(method).nCtx(512)
+                .nThreads(1).refreshkv(knobs).kv(k -> k.setBudget(64));
+        try (Model m = new Model(tiny.toString(), 1, true)) {
+            int[] question = m.tokenize(" Lily saw a", false, true);
+            Function<Integer, Session> opened = method -> {
+                Session s = m.newSession(params.apply(method));
+                s.feedText(DOC.repeat(4));
+                s.buildIndex();
+                return s;
+            };
+            Answer wantRkv, wantFull;
+            try (Session f = opened.apply(lctx_method.LCTX_METHOD_REFRESHKV)) {
+                wantRkv = new Answer(f, question);
+            }
+            try (Session f = opened.apply(lctx_method.LCTX_METHOD_FULL)) {
+                wantFull = new Answer(f, question);
+            }
+            assertFalse(java.util.Arrays.equals(wantRkv.tokens, wantFull.tokens),
+                    "K too large for RefreshKV to differ from dense");
+
+            try (Session s = opened.apply(lctx_method.LCTX_METHOD_REFRESHKV)) {
+                new Answer(s, question).assertSame(wantRkv, "RefreshKV first");
+                s.setRefreshkv(null);
+                new Answer(s, question).assertSame(wantFull, "dense after setRefreshkv(null)");
+                LctxException e = assertThrows(LctxException.class, s::refreshkvStats);
+                assertEquals(lctx_status.LCTX_ERR_UNSUPPORTED, e.status(), "dense: no RefreshKV statistics");
+                s.setRefreshkv(knobs);
+                new Answer(s, question).assertSame(wantRkv, "RefreshKV again");
+                assertEquals(8, s.refreshkvStats().partial);
+
+                e = assertThrows(LctxException.class, () -> s.setRefreshkv(r -> {
+                    r.setPartial(8);
+                    r.setStride(-3);
+                }));
+                assertEquals(lctx_status.LCTX_ERR_INVALID_ARG, e.status(), e.getMessage());
+                assertTrue(e instanceof LctxException.InvalidArgException, e.getClass().getName());
+                assertTrue(e.getMessage().contains("stride"), e.getMessage());
+                new Answer(s, question).assertSame(wantRkv, "RefreshKV after the refused switch");
+            }
+            try (Session h = opened.apply(lctx_method.LCTX_METHOD_H2O)) {
+                LctxException e = assertThrows(LctxException.class, () -> h.setRefreshkv(knobs));
+                assertEquals(lctx_status.LCTX_ERR_UNSUPPORTED, e.status(), e.getMessage());
+                assertTrue(e.getMessage().contains("h2o"), e.getMessage());
+                e = assertThrows(LctxException.class, () -> h.setRefreshkv(null));
+                assertEquals(lctx_status.LCTX_ERR_UNSUPPORTED, e.status(), e.getMessage());
+            }
+        }
+    }
 }
