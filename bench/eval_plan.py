@@ -12,6 +12,13 @@ Times come from the rows of one backend (--backend, default cpu; a row
 without the field ran on the CPU), so rows run on a GPU do not price the
 CPU's work or the other way round; every row counts as done.
 
+`lctx eval` runs the RefreshKV rows of a sample on FULL's session, after
+FULL, when FULL's row is still to run too (on models without sliding-window
+layers; its rows say "prefill_shared_with"). Such a RefreshKV row then costs
+only its question and answer: it is priced with the median of that part of
+its rows (the wall time less the load, sample and prefill times).
+--no-shared-prefill prices every row as a run of its own (Gemma 3).
+
   python3 bench/eval_plan.py docs/results/eval-scale-smollm2.jsonl docs/results/eval-smollm2.jsonl \\
       --methods oracle,reform,ilre --tasks niah_single,vt --lengths 8k:5,32k:5,128k:3
 """
@@ -47,15 +54,37 @@ def load(path):
     return rows
 
 
+def prefill_s(j):
+    """The seconds of a row before its question: what a shared prefill saves."""
+    if isinstance(j.get("shared_s"), (int, float)):
+        return j["shared_s"]
+    t = j.get("timings_s") or {}
+    return sum(t.get(k, 0.0) for k in ("load", "generate", "tokenize", "feed", "build_index"))
+
+
 def times(files, backend="cpu"):
-    t = collections.defaultdict(list)
+    """Median wall time per (method, length), and the median share of it that
+    is not the prefill (the question and answer)."""
+    t, own = collections.defaultdict(list), collections.defaultdict(list)
     for rows in files:
         for (m, _, L, _, _), j in rows.items():
             if j.get("backend", "cpu") != backend:
                 continue
             if not j.get("error") and isinstance(j.get("wall_s"), (int, float)):
                 t[(m, L)].append(j["wall_s"])
-    return {k: statistics.median(v) for k, v in t.items()}
+                if j["wall_s"] > 0:
+                    own[(m, L)].append(max(0.0, j["wall_s"] - prefill_s(j)) / j["wall_s"])
+    return ({k: statistics.median(v) for k, v in t.items()}, {k: statistics.median(v) for k, v in own.items()})
+
+
+def own_share(own, method, L):
+    """The share of a row's time after its prefill, at L or the nearest measured length."""
+    pts = sorted((abs(math.log(l / L)), s) for (m, l), s in own.items() if m == method)
+    return pts[0][1] if pts else 1.0
+
+
+def shares_prefill(method):
+    return method == "refreshkv" or method.startswith("refreshkv:")
 
 
 # Methods whose cost at an unmeasured length is another's: RefreshKV prefills
@@ -90,9 +119,12 @@ def main():
     ap.add_argument("--lengths", required=True, help="LEN:SAMPLES,... e.g. 8k:5,32k:5,128k:3")
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--backend", default="cpu", help="price with the rows of this backend (default cpu)")
+    ap.add_argument("--no-shared-prefill", action="store_true",
+                    help="price RefreshKV rows as runs of their own (models with sliding-window layers, "
+                         "lctx eval --no-share-prefill)")
     a = ap.parse_args()
     files = [load(p) for p in a.results]
-    med = times(files, a.backend)
+    med, own = times(files, a.backend)
     done = files[0]
     methods, tasks = a.methods.split(","), a.tasks.split(",")
     plan = [(parse_length(x.split(":")[0]), int(x.split(":")[1])) for x in a.lengths.split(",")]
@@ -103,15 +135,22 @@ def main():
     for m in methods:
         cells, hours = [], 0.0
         for L, n in plan:
-            todo = sum(1 for t in tasks for i in range(n) if (m, t, L, i, a.seed) not in done)
+            missing = [(t, i) for t in tasks for i in range(n) if (m, t, L, i, a.seed) not in done]
+            todo = len(missing)
             t, est = estimate(med, m, L)
             if t is None:
                 cells.append(f"{todo} rows, no time")
                 continue
-            h = todo * t / 3600
+            # Rows that will run on FULL's prefill (FULL's row is missing too).
+            n_shared = 0
+            if shares_prefill(m) and "full" in methods and not a.no_shared_prefill:
+                n_shared = sum(1 for tk, i in missing if ("full", tk, L, i, a.seed) not in done)
+            t_shared = t * own_share(own, m, L)
+            h = ((todo - n_shared) * t + n_shared * t_shared) / 3600
             hours += h
             per_len[L] += h
-            cells.append(f"{todo} x {t:.0f} s{'*' if est else ''} = {h:.1f} h")
+            shared_txt = f" ({n_shared} on FULL's prefill, {t_shared:.0f} s)" if n_shared else ""
+            cells.append(f"{todo} x {t:.0f} s{'*' if est else ''}{shared_txt} = {h:.1f} h")
         total += hours
         print(f"| {m} | " + " | ".join(cells) + f" | {hours:.1f} |")
     print("| **all** | " + " | ".join(f"{per_len[L]:.1f} h" for L, _ in plan) + f" | **{total:.1f}** |")

@@ -3,7 +3,10 @@
 // a forked child so that a crash or an OOM costs one row, not the run, and so
 // that the child's ru_maxrss is that run's peak memory. The parent never
 // loads the model. Rows go to an append-only JSONL file; a rerun skips what
-// is already there.
+// is already there. The child side (prompt, session, answer, row) is in
+// eval_row.cpp. FULL and the RefreshKV methods of one sample share one
+// child and one prefill (RefreshKV differs from FULL only from the question
+// on), on models whose FULL cache keeps every slot.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -21,6 +24,7 @@
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include <functional>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -32,11 +36,10 @@
 #include "eval/corpus.h"
 #include "eval/report.h"
 #include "eval/results.h"
-#include "eval/score.h"
 #include "eval/task.h"
+#include "eval_row.h"
 #include "method_knobs.h"
 #include "op_times.h"
-#include "probe.h"
 
 extern char **environ;
 
@@ -82,6 +85,9 @@ const char *usage_text() {
         "  --plot FILE.png    accuracy vs length plot (bench/plot_eval.py, needs python3 + matplotlib)\n"
         "  --timeout S        kill a run after S seconds and record an error (default: none)\n"
         "  --retry-errors     run again the combinations whose row is an error\n"
+        "  --no-share-prefill run FULL and RefreshKV rows each from their own prefill (default: the RefreshKV\n"
+        "                     methods of a sample answer on FULL's session after it, on models without\n"
+        "                     sliding-window layers; their rows say \"prefill_shared_with\": \"full\")\n"
         "  --no-chat          no chat template: document, then the question as plain text\n"
         "  --profile-ops      time every backend op of each row's session: 'op_times' in its row (docs/profiling.md)\n"
         "  --attn P, --matmul P  arithmetic of every run's attention and weight products: f32 (default) or bf16\n"
@@ -96,26 +102,6 @@ const char *usage_text() {
     return text.c_str();
 }
 
-struct Options {
-    std::string model, out, md, plot, command, backend, essays;
-    int threads = 0, samples = 5;
-    int64_t oracle_tokens = 0;   // 0: from the model (oracle_window)
-    uint64_t seed = 42;
-    double timeout = 0;
-    bool no_chat = false;
-    lctx_precision attn = LCTX_PRECISION_F32, matmul = LCTX_PRECISION_F32;   // --attn, --matmul
-    std::string kv = "f32";                                                   // --kv-type
-};
-
-struct Combo {
-    std::string method_name, task;
-    lctx_method method;
-    bool refreshkv_decode;   // REFORM/ILRe + RefreshKV decoding (method name "reform+refreshkv")
-    bool oracle;             // FULL on the sample cut to the oracle window (method name "oracle")
-    std::vector<KnobSetting> settings;   // a method variant's parameters ("reform:recompute=4096")
-    int64_t length;
-    int sample;
-};
 
 std::vector<std::string> split_list(const std::string &s) {
     std::vector<std::string> out;
@@ -141,358 +127,6 @@ std::string shell_quote(const std::string &s) {
     return o + "'";
 }
 
-// --------------------------------------------------------------------------
-// Child side: one combination, from loading the model to the scored answer.
-
-struct RunError : std::runtime_error {
-    using std::runtime_error::runtime_error;
-};
-
-void ok(lctx_status st, const char *what) {
-    if (st == LCTX_OK) return;
-    const char *msg = lctx_last_error();
-    throw RunError(std::string(what) + " failed (" + lctx_status_string(st) + "): " + (msg && *msg ? msg : "no details"));
-}
-
-std::string detokenize(const lctx_model *m, const std::vector<lctx_token> &toks) {
-    size_t n = 0;
-    std::string s(toks.size() * 8 + 16, '\0');
-    lctx_status st = lctx_detokenize(m, toks.data(), toks.size(), false, s.data(), s.size(), &n);
-    if (st == LCTX_ERR_BUFFER_TOO_SMALL) {
-        s.resize(n + 1);
-        st = lctx_detokenize(m, toks.data(), toks.size(), false, s.data(), s.size(), &n);
-    }
-    ok(st, "detokenize");
-    s.resize(n);
-    return s;
-}
-
-bool chat_supported(const lctx_model *m) {
-    if (!*lctx_model_chat_template(m)) return false;
-    lctx_chat_message msg{"user", "x"};
-    size_t n = 0;
-    const lctx_status st = lctx_chat_apply(m, &msg, 1, true, nullptr, 0, &n);
-    return st == LCTX_OK || st == LCTX_ERR_BUFFER_TOO_SMALL;
-}
-
-// RefreshKV statistics of the answer as a JSON object; "" when the session
-// does not decode with RefreshKV.
-std::string refreshkv_json(const lctx_model *m, const lctx_session *s) {
-    lctx_refreshkv_stats st{};
-    st.struct_size = sizeof st;
-    std::vector<int64_t> full(size_t(std::max(0, lctx_model_n_layer(m)))), part(full.size());
-    if (lctx_session_refreshkv_stats(s, &st, full.data(), part.data(), full.size()) != LCTX_OK) return "";
-    auto list = [](const std::vector<int64_t> &v) {
-        std::string o = "[";
-        for (size_t i = 0; i < v.size(); ++i) {
-            if (i) o += ',';
-            o += std::to_string(v[i]);
-        }
-        return o + "]";
-    };
-    return "{\"partial\": " + std::to_string(st.partial) + ", \"n_steps\": " + std::to_string(st.n_steps) +
-           ", \"n_full\": " + std::to_string(st.n_full) + ", \"n_partial\": " + std::to_string(st.n_partial) +
-           ", \"effective_stride\": " + fmt_num("%.3f", st.effective_stride) + ", \"full_attention_s\": " +
-           fmt_num("%.4f", st.full_attention_s) + ", \"partial_attention_s\": " +
-           fmt_num("%.4f", st.partial_attention_s) + ", \"refresh_s\": " + fmt_num("%.4f", st.refresh_s) +
-           ", \"layer_full\": " + list(full) + ", \"layer_partial\": " + list(part) + "}";
-}
-
-// The oracle's window: --oracle-tokens, else half the trained context (room
-// for the question and answer inside it), at most 4K tokens (FULL's cost).
-int64_t oracle_window(const Options &o, const lctx_model *m) {
-    if (o.oracle_tokens > 0) return o.oracle_tokens;
-    return std::clamp<int64_t>(lctx_model_n_ctx_train(m) / 2, 512, 4096);
-}
-
-// Methods whose selection scores each position with the share of (layer, KV
-// head) caches that keep it: the recurrent eviction baselines.
-bool is_head_share_method(lctx_method m) {
-    return m == LCTX_METHOD_STREAMING || m == LCTX_METHOD_H2O || m == LCTX_METHOD_TOVA || m == LCTX_METHOD_SNAPKV ||
-           m == LCTX_METHOD_INFINIPOT;
-}
-
-// Tasks whose expected answers are written in the document (needles): their
-// rows measure gather recall over the answers' token spans. cwe/fwe answers
-// are words spread over the whole input, kv_list's are reformatted records.
-bool has_needles(const std::string &task) {
-    return task.rfind("niah_", 0) == 0 || task == "vt" || task == "qa" || task == "essay_niah";
-}
-
-// Gather recall of one run (docs/eval.md, "Recall and the oracle").
-struct Recall {
-    int64_t n_tokens = 0;      // needle tokens found in the document
-    int64_t n_kept = 0;        // of them, kept (in at least one layer / head)
-    double share = -1;         // mean share of layers / heads keeping them; < 0: not measured
-};
-
-// The document tokens of every occurrence of each text.
-std::vector<int64_t> needle_tokens(const lctx_model *m, const std::vector<lctx_token> &doc,
-                                   const std::vector<std::string> &texts) {
-    std::vector<std::string> pieces;
-    pieces.reserve(doc.size());
-    for (lctx_token t : doc) pieces.push_back(piece(m, t));
-    std::set<int64_t> toks;
-    for (const auto &text : texts)
-        for (const TokenSpan &sp : find_text_spans(pieces, text))
-            for (int64_t t = sp.begin; t < sp.end; ++t) toks.insert(t);
-    return {toks.begin(), toks.end()};
-}
-
-// keep[t]: the share of layers / heads that keep document token t (0: none).
-Recall recall_of(const std::vector<int64_t> &needle, const std::vector<float> &keep, bool with_share) {
-    Recall r;
-    double share = 0;
-    for (int64_t t : needle) {
-        const float k = t < int64_t(keep.size()) ? keep[size_t(t)] : 0.0f;
-        ++r.n_tokens;
-        if (k > 0) ++r.n_kept;
-        share += k;
-    }
-    if (with_share && r.n_tokens) r.share = share / double(r.n_tokens);
-    return r;
-}
-
-// ", \"params\": {...}" of a method variant's settings; "" for a plain method.
-std::string params_json(const Combo &c) {
-    if (c.settings.empty()) return "";
-    std::string o = ", \"params\": {";
-    for (size_t i = 0; i < c.settings.size(); ++i) {
-        const KnobSetting &k = c.settings[i];
-        o += (i ? ", " : "") + json::quote(k.key) + ": " + (k.text ? json::quote(k.value) : k.value);
-    }
-    return o + "}";
-}
-
-// The JSON row of one combination (without wall_s and peak_rss_mib, which
-// the parent adds). Failures of lctx calls become an error row.
-std::string run_combo(const Options &o, const Combo &c) {
-    std::string j = "{\"method\": " + json::quote(c.method_name) + ", \"task\": " + json::quote(c.task) +
-                    params_json(c) + ", \"length\": " + std::to_string(c.length) +
-                    ", \"sample\": " + std::to_string(c.sample) + ", \"seed\": " + std::to_string(o.seed);
-    const uint64_t sseed = eval::sample_seed(o.seed, c.task, c.length, c.sample);
-    char hex[24];
-    std::snprintf(hex, sizeof hex, "%016llx", (unsigned long long)sseed);
-    j += ", \"sample_seed\": \"" + std::string(hex) + "\", \"n_samples\": " + std::to_string(o.samples);
-
-    double t_load = 0, t_gen = 0, t_tok = 0, t_feed = 0, t_index = 0, t_select = 0, t_recompute = 0, t_decode = 0;
-    int64_t n_doc = 0, n_query = 0, n_gen = 0;
-    double nll_mean = 0;
-    bool context_full = false;
-    std::string rkv_json, op_json;
-    bool measured_recall = false;
-    Recall rec;
-    int64_t oracle_len = 0;
-    std::string answer, prompt = "chat";
-    std::string backend;   // the one the session ran on ("cpu" after a fallback)
-    eval::Sample sample;
-    bool have_sample = false;
-    lctx_model *m = nullptr;
-    lctx_session *s = nullptr;
-    lctx_selection *sel = nullptr;
-    std::string error;
-    double score = 0;
-    try {
-        double t = now_s();
-        lctx_model_params mp;
-        lctx_model_default_params(&mp);
-        mp.n_threads = o.threads;
-        mp.backend = o.backend.c_str();
-        ok(lctx_model_load(o.model.c_str(), &mp, &m), "loading the model");
-        t_load = now_s() - t;
-
-        // The prompt: [before][document] | [after = "\n\n" question tail].
-        // Perplexity tasks are plain text (language modelling), and the
-        // held-out continuation is part of the length: the prompt is fitted
-        // to length - answer_tokens.
-        t = now_s();
-        const bool ppl = eval::is_perplexity_task(c.task);
-        const bool plain = ppl || o.no_chat || !chat_supported(m);
-        if (plain) prompt = "plain";
-        std::string before, after0;
-        if (ppl) after0 = "\n\n";   // the continuation starts with its own "\n\n"
-        else if (plain) after0 = "\n\n\n";
-        else chat_parts(m, "", before, after0);
-        const std::string tail = after0.substr(std::min<size_t>(2, after0.size()));
-        const int64_t n_fixed =
-            int64_t(tokenize(m, before, plain, true).size() + tokenize(m, tail, false, true).size());
-        auto count = [&](const std::string &text) { return n_fixed + int64_t(tokenize(m, text, false, false).size()); };
-        // The oracle: the same sample (seed of c.length) fitted to its window.
-        if (c.oracle) oracle_len = std::min(c.length, oracle_window(o, m));
-        const int64_t fit_len = c.oracle ? oracle_len : c.length;
-        const int64_t target = ppl ? fit_len - eval::answer_tokens(c.task) : fit_len;
-        if (target <= 0)
-            throw RunError("length " + std::to_string(c.length) + " leaves no room for the prompt of task " + c.task);
-        // A plain prompt ends with the sample's answer prefix: fitted with it.
-        sample = eval::generate({c.task, sseed, target, c.sample, o.samples, plain && !ppl}, count);
-        have_sample = true;
-        t_gen = now_s() - t;
-
-        t = now_s();
-        std::string after;
-        if (ppl) after = "\n\n" + sample.question;
-        else if (plain) after = "\n\n" + sample.question + "\n" + sample.answer_prefix;
-        else chat_parts(m, sample.question, before, after);
-        std::vector<lctx_token> doc = tokenize(m, before, plain, true);
-        const std::vector<lctx_token> body = tokenize(m, sample.document, false, false);
-        doc.insert(doc.end(), body.begin(), body.end());
-        const std::vector<lctx_token> query = tokenize(m, after, false, true);
-        n_doc = int64_t(doc.size());
-        n_query = int64_t(query.size());
-        t_tok = now_s() - t;
-
-        // Perplexity: the first answer_tokens tokens of the continuation.
-        std::vector<lctx_token> cont;
-        if (ppl) {
-            cont = tokenize(m, sample.answers.at(0), false, false);
-            if (int64_t(cont.size()) > sample.answer_tokens) cont.resize(size_t(sample.answer_tokens));
-            if (cont.empty()) throw RunError("the held-out continuation is empty");
-        }
-
-        lctx_session_params sp;
-        lctx_session_default_params(&sp);
-        sp.method = c.method;
-        sp.n_threads = o.threads;
-        sp.attn_precision = o.attn;
-        sp.matmul_precision = o.matmul;
-        sp.kv_type = o.kv == "q8" ? LCTX_KV_Q8 : o.kv == "f16" ? LCTX_KV_F16 : LCTX_KV_F32;
-        // FULL and RefreshKV keep the whole input: room for it and the answer.
-        if (c.method == LCTX_METHOD_FULL || c.method == LCTX_METHOD_REFRESHKV)
-            sp.n_ctx = int32_t(std::min<int64_t>(INT32_MAX, n_doc + n_query + sample.answer_tokens + 16));
-        MethodKnobs knobs;
-        apply_settings(c.settings, knobs);
-        knobs.refreshkv.gathered = c.refreshkv_decode;
-        knobs.attach(sp);
-        ok(lctx_session_create(m, &sp, &s), "creating the session");
-        backend = session_backend(s);
-
-        t = now_s();
-        const size_t step = size_t(std::max(512, lctx_model_n_ctx_train(m) / 4));
-        for (size_t at = 0; at < doc.size(); at += step)
-            ok(lctx_feed_chunk(s, doc.data() + at, std::min(step, doc.size() - at)), "feed_chunk");
-        t_feed = now_s() - t;
-        t = now_s();
-        ok(lctx_build_index(s), "build_index");
-        t_index = now_s() - t;
-        t = now_s();
-        ok(lctx_select(s, query.data(), query.size(), &sel), "select");
-        t_select = now_s() - t;
-        t = now_s();
-        ok(lctx_recompute(s, sel), "recompute");
-        t_recompute = now_s() - t;
-
-        // Gather recall, before the answer: what the method kept of the
-        // needles for it. A method that attends to a different window at
-        // each step (ReAttention) reports the window of the question's last
-        // token, the one the first answer token comes from; the others keep
-        // their selection. Recurrent baselines score each position with the
-        // share of (layer, KV head) caches that keep it.
-        if (has_needles(c.task)) {
-            const std::vector<int64_t> needle = needle_tokens(m, doc, sample.answers);
-            std::vector<float> keep(doc.size(), 0.0f);
-            int64_t n_att = 0;
-            bool share = false;
-            if (lctx_session_attended(s, nullptr, 0, &n_att) == LCTX_OK) {
-                std::vector<float> att(size_t(std::max<int64_t>(n_att, 0)));
-                ok(lctx_session_attended(s, att.data(), n_att, &n_att), "attended");
-                std::copy_n(att.begin(), std::min(att.size(), keep.size()), keep.begin());
-                share = true;
-            } else {
-                const int64_t n_sel = lctx_selection_size(sel);
-                std::vector<int64_t> pos(static_cast<size_t>(n_sel));
-                std::vector<float> sc(static_cast<size_t>(n_sel));
-                lctx_selection_positions(sel, pos.data(), n_sel);
-                lctx_selection_scores(sel, sc.data(), n_sel);
-                share = is_head_share_method(c.method);
-                for (int64_t i = 0; i < n_sel; ++i)
-                    if (pos[size_t(i)] >= 0 && pos[size_t(i)] < int64_t(keep.size()))
-                        keep[size_t(pos[size_t(i)])] = share ? sc[size_t(i)] : 1.0f;
-            }
-            rec = recall_of(needle, keep, share);
-            measured_recall = true;
-        }
-
-        t = now_s();
-        if (ppl) {
-            // Teacher forcing through the method's decode path: each token's
-            // log-probability under the logits the next lctx_decode would
-            // sample from, then the token enters the cache as a sampled one.
-            double nll = 0;
-            for (const lctx_token tok : cont) {
-                float lp = 0;
-                ok(lctx_decode_token(s, tok, &lp), "decode_token");
-                nll -= double(lp);
-                ++n_gen;
-            }
-            t_decode = now_s() - t;
-            nll_mean = nll / double(n_gen);
-            score = std::exp(nll_mean);
-            answer = detokenize(m, cont);
-        } else {
-            lctx_sampling_params greedy;
-            lctx_sampling_default_params(&greedy);
-            std::vector<lctx_token> out;
-            for (; n_gen < sample.answer_tokens; ++n_gen) {
-                lctx_token tok = -1;
-                const lctx_status st = lctx_decode(s, &greedy, &tok);
-                if (st == LCTX_ERR_CONTEXT_FULL) {
-                    context_full = true;
-                    break;
-                }
-                ok(st, "decode");
-                if (lctx_token_is_eog(m, tok)) break;
-                out.push_back(tok);
-            }
-            t_decode = now_s() - t;
-            answer = detokenize(m, out);
-            score = eval::score(sample.mode, answer, sample.answers);
-        }
-        rkv_json = refreshkv_json(m, s);
-        op_json = op_times_json(s);
-    } catch (const std::exception &e) {   // RunError and lctx::Error from the generator
-        error = e.what();
-    }
-    lctx_selection_free(sel);
-    lctx_session_free(s);
-    lctx_model_free(m);
-
-    j += ", \"prompt\": \"" + prompt + "\"";
-    if (!backend.empty()) j += ", \"backend\": " + json::quote(backend);
-    if (o.attn == LCTX_PRECISION_BF16) j += ", \"attn\": \"bf16\"";
-    if (o.matmul != LCTX_PRECISION_F32) j += std::string(", \"matmul\": \"") + precision_name(o.matmul) + "\"";
-    if (o.kv != "f32") j += ", \"kv\": " + json::quote(o.kv);
-    if (have_sample) {
-        j += ", \"depth\": " + fmt_num("%.4f", sample.depth) + ", \"scoring\": \"" +
-             eval::score_mode_name(sample.mode) + "\", \"answer_tokens\": " + std::to_string(sample.answer_tokens);
-        j += ", \"expected\": [";
-        for (size_t i = 0; i < sample.answers.size(); ++i) j += (i ? ", " : "") + json::quote(sample.answers[i]);
-        j += "]";
-        if (sample.mode == eval::ScoreMode::kPerplexity && error.empty())
-            j += ", \"nll\": " + fmt_num("%.5f", nll_mean) + ", \"n_scored\": " + std::to_string(n_gen);
-    }
-    if (context_full) j += ", \"context_full\": true";
-    if (c.oracle && oracle_len > 0) j += ", \"oracle_tokens\": " + std::to_string(oracle_len);
-    if (measured_recall) {
-        j += ", \"needle_tokens\": " + std::to_string(rec.n_tokens) + ", \"recall\": " +
-             (rec.n_tokens ? fmt_num("%.4f", double(rec.n_kept) / double(rec.n_tokens)) : std::string("null"));
-        if (rec.share >= 0) j += ", \"recall_share\": " + fmt_num("%.4f", rec.share);
-    }
-    if (!rkv_json.empty()) j += ", \"refreshkv\": " + rkv_json;
-    if (!op_json.empty()) j += ", \"op_times\": " + op_json;
-    j += ", \"n_input_tokens\": " + std::to_string(n_doc + n_query) + ", \"n_doc_tokens\": " + std::to_string(n_doc) +
-         ", \"n_query_tokens\": " + std::to_string(n_query);
-    j += ", \"score\": " + (error.empty() ? fmt_num("%.4f", score) : std::string("null"));
-    j += ", \"answer\": " + json::quote(answer) + ", \"n_generated\": " + std::to_string(n_gen);
-    if (t_decode > 0 && n_gen > 0) j += ", \"decode_tokens_per_s\": " + fmt_num("%.2f", double(n_gen) / t_decode);
-    j += ", \"timings_s\": {\"load\": " + fmt_num("%.3f", t_load) + ", \"generate\": " + fmt_num("%.3f", t_gen) +
-         ", \"tokenize\": " + fmt_num("%.3f", t_tok) + ", \"feed\": " + fmt_num("%.3f", t_feed) +
-         ", \"build_index\": " + fmt_num("%.3f", t_index) + ", \"select\": " + fmt_num("%.3f", t_select) +
-         ", \"recompute\": " + fmt_num("%.3f", t_recompute) + ", \"decode\": " + fmt_num("%.3f", t_decode) + "}";
-    const double enc = t_feed + t_index;
-    j += ", \"encode_tokens_per_s\": " + fmt_num("%.1f", enc > 0 ? double(n_doc) / enc : 0.0);
-    if (!error.empty()) j += ", \"error\": " + json::quote(error);
-    return j + "}";
-}
 
 // --------------------------------------------------------------------------
 // Parent side: fork, collect the row and the child's peak memory.
@@ -542,8 +176,12 @@ std::string cpu_model() {
     return "unknown";
 }
 
-// Runs one combination in a child; returns the finished JSON row.
-std::string run_in_child(const Options &o, const Combo &c) {
+// Runs a unit in a child: one combination, or FULL and the RefreshKV
+// methods sharing its prefill (run_shared_prefill). on_row gets each row,
+// finished with wall_s, cpu and paused_s, as soon as the child writes it,
+// and an error row for each that the child did not write.
+void run_in_child(const EvalOptions &o, const std::vector<Combo> &unit,
+                  const std::function<void(const Combo &, const std::string &)> &on_row) {
     int out_pipe[2], err_pipe[2];
     if (pipe(out_pipe) != 0 || pipe(err_pipe) != 0) die("pipe: %s", std::strerror(errno));
     std::fflush(nullptr);
@@ -555,12 +193,17 @@ std::string run_in_child(const Options &o, const Combo &c) {
         close(out_pipe[0]);
         close(err_pipe[0]);
         dup2(err_pipe[1], 2);
-        const std::string row = run_combo(o, c);
-        _exit(write_all(out_pipe[1], row) ? 0 : 3);
+        auto emit = [&](const std::string &row) {
+            if (!write_all(out_pipe[1], row + "\n")) _exit(3);
+        };
+        if (unit.size() == 1) emit(run_combo(o, unit[0]));
+        else run_shared_prefill(o, unit, emit);
+        _exit(0);
     }
     close(out_pipe[1]);
     close(err_pipe[1]);
-    std::string row, err;
+    static const std::string cpu = cpu_model();
+    std::string out, err;
     bool timed_out = false;
     pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
     int open_fds = 2;
@@ -568,15 +211,38 @@ std::string run_in_child(const Options &o, const Combo &c) {
     // that took far longer than it waited means this process was not running
     // (the runs stopped with SIGSTOP to free the machine, a suspended VM), and
     // only its wait is charged. Without this, pausing a long eval turned every
-    // run in flight into a timeout.
+    // run in flight into a timeout. Each row is charged from the previous
+    // row's end (the first from the fork); the timeout applies to each row.
     double charged = 0.0, last = t0, wait_s = 0.0;
-    while (open_fds > 0) {
+    auto charge = [&] {
         const double t = now_s();
         charged += std::min(t - last, wait_s + 0.25);
         last = t;
+        wait_s = 0.0;
+    };
+    size_t n_done = 0;
+    double row_charged0 = 0.0, row_t0 = t0;
+    // A complete line from the child: the row of unit[n_done].
+    auto finish_row = [&](const std::string &row) {
+        json::Value parsed;
+        if (n_done >= unit.size() || !json::try_parse(row, parsed) || parsed.type != json::Value::Type::OBJECT)
+            return;   // not a row: the child's end is reported below
+        const double seg = charged - row_charged0, paused = (last - row_t0) - seg;
+        // A row that shared a prefill did not pay for it again here: its wall
+        // time is what it would have cost alone.
+        const double wall = seg + parsed.get_num("shared_s");
+        on_row(unit[n_done], row.substr(0, row.rfind('}')) + ", \"wall_s\": " + fmt_num("%.3f", wall) +
+               ", \"cpu\": " + json::quote(cpu) +
+               (paused >= 1.0 ? ", \"paused_s\": " + fmt_num("%.1f", paused) : std::string()) + "}");
+        ++n_done;
+        row_charged0 = charged;
+        row_t0 = last;
+    };
+    while (open_fds > 0) {
+        charge();
         wait_s = 1.0;
         if (o.timeout > 0) {
-            const double left = o.timeout - charged;
+            const double left = o.timeout - (charged - row_charged0);
             if (left <= 0) {
                 timed_out = true;
                 kill(pid, SIGKILL);
@@ -587,17 +253,22 @@ std::string run_in_child(const Options &o, const Combo &c) {
         const int r = poll(fds, 2, int(wait_s * 1000) + 1);
         if (r < 0 && errno == EINTR) continue;
         if (r < 0) break;
+        charge();
         for (auto &f : fds) {
             if (f.fd < 0 || !(f.revents & (POLLIN | POLLHUP | POLLERR))) continue;
             char buf[4096];
             const ssize_t n = read(f.fd, buf, sizeof buf);
             if (n > 0) {
-                (f.fd == out_pipe[0] ? row : err).append(buf, size_t(n));
+                (f.fd == out_pipe[0] ? out : err).append(buf, size_t(n));
                 if (err.size() > 8192) err.erase(0, err.size() - 4096);
             } else if (n == 0 || errno != EINTR) {
                 f.fd = -1;
                 --open_fds;
             }
+        }
+        for (size_t nl; (nl = out.find('\n')) != std::string::npos;) {
+            finish_row(out.substr(0, nl));
+            out.erase(0, nl + 1);
         }
     }
     close(out_pipe[0]);
@@ -605,21 +276,9 @@ std::string run_in_child(const Options &o, const Combo &c) {
     int status = 0;
     struct rusage ru {};
     while (wait4(pid, &status, 0, &ru) < 0 && errno == EINTR) {}
-    const double end = now_s();
-    charged += std::min(end - last, wait_s + 0.25);
-    const double wall = charged, rss = ru.ru_maxrss / 1024.0;   // KiB on Linux; wall: the charged time
-    // The run's own clocks (timings_s and the rates in its row) cannot tell a
-    // pause from work: the row says how long it was paused.
-    const double paused = end - t0 - charged;
-
-    json::Value parsed;
-    const bool good = WIFEXITED(status) && WEXITSTATUS(status) == 0 && json::try_parse(row, parsed) &&
-                      parsed.type == json::Value::Type::OBJECT;
-    static const std::string cpu = cpu_model();
-    std::string extra = ", \"wall_s\": " + fmt_num("%.3f", wall) + ", \"peak_rss_mib\": " + fmt_num("%.1f", rss) +
-                        ", \"cpu\": " + json::quote(cpu) +
-                        (paused >= 1.0 ? ", \"paused_s\": " + fmt_num("%.1f", paused) : std::string()) + "}";
-    if (good) return row.substr(0, row.rfind('}')) + extra;
+    charge();
+    if (!out.empty() && !timed_out) finish_row(out);   // a last row without its newline
+    if (n_done == unit.size()) return;
 
     std::string why;
     if (timed_out) why = "timed out after " + fmt_num("%.0f", o.timeout) + " s";
@@ -629,17 +288,37 @@ std::string run_in_child(const Options &o, const Combo &c) {
     else why = "exited with status " + std::to_string(WEXITSTATUS(status)) + " without a result";
     const std::string msg = last_line(err);
     if (!msg.empty()) why += ": " + msg;
-    return "{\"method\": " + json::quote(c.method_name) + ", \"task\": " + json::quote(c.task) + params_json(c) +
-           ", \"length\": " + std::to_string(c.length) + ", \"sample\": " + std::to_string(c.sample) +
-           ", \"seed\": " + std::to_string(o.seed) + ", \"score\": null, \"error\": " + json::quote(why) + extra;
+    const double rss = ru.ru_maxrss / 1024.0;   // KiB on Linux
+    for (size_t k = n_done; k < unit.size(); ++k) {
+        const Combo &c = unit[k];
+        const double wall = k == n_done ? charged - row_charged0 : 0.0;
+        const std::string paused = k == n_done && (last - row_t0) - wall >= 1.0
+                                       ? ", \"paused_s\": " + fmt_num("%.1f", (last - row_t0) - wall)
+                                       : std::string();
+        on_row(c, "{\"method\": " + json::quote(c.method_name) + ", \"task\": " + json::quote(c.task) + params_json(c) +
+               ", \"length\": " + std::to_string(c.length) + ", \"sample\": " + std::to_string(c.sample) +
+               ", \"seed\": " + std::to_string(o.seed) + ", \"score\": null, \"error\": " +
+               json::quote(k == n_done ? why : "not run: the run sharing its prefill ended (" + why + ")") +
+               ", \"wall_s\": " + fmt_num("%.3f", wall) + ", \"peak_rss_mib\": " + fmt_num("%.1f", rss) +
+               ", \"cpu\": " + json::quote(cpu) + paused + "}");
+    }
 }
 
-// Method variants whose settings the library refuses: a session of each is
-// created (default context) in a child process, which keeps this one free
-// of the library's threads before the runs fork. "" when all are accepted,
-// else one line per refused variant.
-std::string refused_variants(const Options &o, const std::vector<Combo> &variants) {
-    if (variants.empty()) return "";
+// What the parent needs to know of the model and the methods before the
+// runs fork, asked of a child (which keeps this process free of the
+// library's threads): the method variants whose settings the library
+// refuses (a session of each is created, default context; "" when all are
+// accepted, else one line per refused variant), and whether a FULL session
+// can switch to RefreshKV decoding (run_shared_prefill; not on models with
+// sliding-window layers).
+struct ModelProbe {
+    std::string refused;
+    bool full_shares_prefill = false;
+};
+
+ModelProbe probe_model(const EvalOptions &o, const std::vector<Combo> &variants, bool ask_sharing) {
+    ModelProbe res;
+    if (variants.empty() && !ask_sharing) return res;
     int fds[2];
     if (pipe(fds) != 0) die("pipe: %s", std::strerror(errno));
     std::fflush(nullptr);
@@ -648,31 +327,40 @@ std::string refused_variants(const Options &o, const std::vector<Combo> &variant
     if (pid == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         close(fds[0]);
-        std::string out;
         lctx_model_params mp;
         lctx_model_default_params(&mp);
         mp.n_threads = o.threads;
         mp.backend = o.backend.c_str();
         lctx_model *m = nullptr;
         if (lctx_model_load(o.model.c_str(), &mp, &m) != LCTX_OK) _exit(0);   // the runs report it
-        for (const Combo &c : variants) {
+        std::string share = "0", refused;
+        if (ask_sharing) {
             lctx_session_params sp;
             lctx_session_default_params(&sp);
-            sp.method = c.method;
+            sp.method = LCTX_METHOD_FULL;
             sp.n_threads = o.threads;
+            sp.n_ctx = 64;
+            lctx_session *s = nullptr;
+            if (lctx_session_create(m, &sp, &s) == LCTX_OK) {
+                lctx_refreshkv_params rp;
+                lctx_refreshkv_default_params(&rp);
+                if (lctx_session_set_refreshkv(s, &rp) == LCTX_OK) share = "1";
+            }
+            lctx_session_free(s);
+        }
+        for (const Combo &c : variants) {
+            lctx_session_params sp;
             MethodKnobs knobs;
-            apply_settings(c.settings, knobs);
-            knobs.refreshkv.gathered = c.refreshkv_decode;
-            knobs.attach(sp);
+            combo_session_params(o, c, knobs, sp);
             lctx_session *s = nullptr;
             if (lctx_session_create(m, &sp, &s) != LCTX_OK) {
                 const char *msg = lctx_last_error();
-                out += (out.empty() ? "" : "\n") + c.method_name + ": " + (msg && *msg ? msg : "refused");
+                refused += (refused.empty() ? "" : "\n") + c.method_name + ": " + (msg && *msg ? msg : "refused");
             }
             lctx_session_free(s);
         }
         lctx_model_free(m);
-        _exit(write_all(fds[1], out) ? 0 : 3);
+        _exit(write_all(fds[1], share + "\n" + refused) ? 0 : 3);
     }
     close(fds[1]);
     std::string out;
@@ -685,7 +373,11 @@ std::string refused_variants(const Options &o, const std::vector<Combo> &variant
     close(fds[0]);
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
-    return out;
+    const size_t nl = out.find('\n');
+    if (nl == std::string::npos) return res;   // the model did not load: the runs report it
+    res.full_shares_prefill = out.compare(0, nl, "1") == 0;
+    res.refused = out.substr(nl + 1);
+    return res;
 }
 
 // --------------------------------------------------------------------------
@@ -772,14 +464,14 @@ int cmd_eval(int argc, char **argv) {
                                 "--out", "--md", "--plot", "--report", "--timeout", "--backend", "--oracle-tokens",
                                 "--essays", "--kv-type"},
                                kPrecisionFlags),
-                        {"--no-chat", "--retry-errors", "--profile-ops"}, {{"-m", "--model"}, {"-t", "--threads"}}, usage_text());
+                        {"--no-chat", "--retry-errors", "--profile-ops", "--no-share-prefill"}, {{"-m", "--model"}, {"-t", "--threads"}}, usage_text());
     if (!a.positional.empty()) die("unexpected argument '%s'\n\n%s", a.positional[0].c_str(), usage_text());
     if (a.has("--report")) {
         report(a.get("--report"), a.get("--md"), a.get("--plot"));
         return 0;
     }
 
-    Options o;
+    EvalOptions o;
     o.model = a.get("--model");
     o.out = a.get("--out");
     o.md = a.get("--md");
@@ -845,8 +537,20 @@ int cmd_eval(int argc, char **argv) {
     std::vector<Combo> variants;
     for (const auto &ms : methods)
         if (!ms.settings.empty()) variants.push_back({ms.name, "", ms.method, ms.refreshkv_decode, ms.oracle, ms.settings, 0, 0});
-    const std::string refused = refused_variants(o, variants);
-    if (!refused.empty()) die("--methods: the library refuses these settings:\n%s", refused.c_str());
+    const auto plain_full = [](const Combo &c) {
+        return c.method == LCTX_METHOD_FULL && !c.oracle && c.settings.empty();
+    };
+    bool with_full = false, with_rkv = false;
+    for (const auto &ms : methods) {
+        const Combo c{ms.name, "", ms.method, ms.refreshkv_decode, ms.oracle, ms.settings, 0, 0};
+        with_full = with_full || plain_full(c);
+        with_rkv = with_rkv || decodes_over_full_prefill(c);
+    }
+    // --profile-ops: a session's op times would mix the rows sharing it.
+    o.share_prefill = !a.on("--no-share-prefill") && !a.on("--profile-ops");
+    const ModelProbe probe = probe_model(o, variants, o.share_prefill && with_full && with_rkv);
+    if (!probe.refused.empty()) die("--methods: the library refuses these settings:\n%s", probe.refused.c_str());
+    o.share_prefill = o.share_prefill && probe.full_shares_prefill;
     std::vector<std::string> tasks;
     for (const auto &t : split_list(a.get("--tasks", "all"))) {
         if (t == "all") tasks.insert(tasks.end(), eval::task_names().begin(), eval::task_names().end());
@@ -911,23 +615,49 @@ int cmd_eval(int argc, char **argv) {
         die("cannot write '%s': %s", o.out.c_str(), std::strerror(errno));
     close(fd);   // each row opens the file again (append_to_path)
 
+    // The units of work, each in one child: a combination alone, or FULL
+    // with the RefreshKV methods of its sample (todo holds a sample's
+    // combinations next to each other).
+    std::vector<std::vector<Combo>> units;
+    for (size_t k = 0; k < todo.size();) {
+        size_t end = k;
+        while (end < todo.size() && todo[end].task == todo[k].task && todo[end].length == todo[k].length &&
+               todo[end].sample == todo[k].sample)
+            ++end;
+        std::vector<Combo> shared;
+        for (size_t i = k; i < end && o.share_prefill; ++i)
+            if (plain_full(todo[i])) shared.insert(shared.begin(), todo[i]);
+            else if (decodes_over_full_prefill(todo[i])) shared.push_back(todo[i]);
+        if (shared.size() < 2 || !plain_full(shared[0])) shared.clear();
+        for (size_t i = k; i < end; ++i) {
+            if (shared.empty() || !(plain_full(todo[i]) || decodes_over_full_prefill(todo[i])))
+                units.push_back({todo[i]});
+            else if (plain_full(todo[i]))
+                units.push_back(shared);   // at FULL's place in the order
+        }
+        k = end;
+    }
+
     const double t_start = now_s();
-    for (size_t k = 0; k < todo.size(); ++k) {
-        const Combo &c = todo[k];
-        const double t = now_s();
-        const std::string row = run_in_child(o, c);
+    size_t n_rows = 0;
+    double t_row = now_s();
+    auto on_row = [&](const Combo &c, const std::string &row) {
         if (!append_to_path(o.out, row + "\n")) die("cannot write '%s': %s", o.out.c_str(), std::strerror(errno));
         json::Value j;
         json::try_parse(row, j);
-        const double dt = now_s() - t, per = (now_s() - t_start) / double(k + 1);
-        const double eta = per * double(todo.size() - k - 1);
+        ++n_rows;
+        const double dt = now_s() - t_row, per = (now_s() - t_start) / double(n_rows);
+        t_row = now_s();
+        const double eta = per * double(todo.size() - n_rows);
         const std::string err = j.get_str("error");
         const std::string on = j.get_str("backend");
-        std::fprintf(stderr, "[%zu/%zu] %s %s %s %d%s -> %s (%.1f s)  ETA %.0f min\n", k + 1, todo.size(),
+        std::fprintf(stderr, "[%zu/%zu] %s %s %s %d%s -> %s (%.1f s%s)  ETA %.0f min\n", n_rows, todo.size(),
                      c.method_name.c_str(), c.task.c_str(), eval::length_label(c.length).c_str(), c.sample,
                      on.empty() ? "" : (" on " + on).c_str(),
-                     err.empty() ? fmt_num("%.2f", j.get_num("score")).c_str() : ("error: " + err).c_str(), dt, eta / 60);
-    }
+                     err.empty() ? fmt_num("%.2f", j.get_num("score")).c_str() : ("error: " + err).c_str(), dt,
+                     j.get_str("prefill_shared_with").empty() ? "" : ", prefill of full", eta / 60);
+    };
+    for (const auto &unit : units) run_in_child(o, unit, on_row);
     report(o.out, o.md, o.plot);
     return 0;
 }

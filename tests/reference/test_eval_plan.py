@@ -25,7 +25,7 @@ def test_estimates(tmp_path):
     write(cur, [row("reform", "vt", 8192, 0, 10), row("reform", "vt", 8192, 1, 30), row("reform", "vt", 8192, 2, 500, "timed out"),
                 row("oracle", "vt", 8192, 0, 7), row("full", "vt", 8192, 0, 20)])
     write(old, [row("reform", "vt", 32768, 0, 80), row("full", "vt", 32768, 0, 320)])
-    med = eval_plan.times([eval_plan.load(cur), eval_plan.load(old)])
+    med, _ = eval_plan.times([eval_plan.load(cur), eval_plan.load(old)])
     assert med[("reform", 8192)] == 20          # median of 10 and 30; the error row does not count
     assert eval_plan.estimate(med, "reform", 8192) == (20, False)
     # 20 s -> 80 s over 4x length: exponent 1, so 320 s at 128K.
@@ -53,9 +53,33 @@ def test_times_come_from_one_backend(tmp_path):
     gpu = dict(row("full", "vt", 32768, 1, 5), backend="cuda")
     write(cur, [row("full", "vt", 32768, 0, 300), dict(row("full", "vt", 32768, 2, 310), backend="cpu"), gpu])
     rows = eval_plan.load(cur)
-    assert eval_plan.times([rows])[("full", 32768)] == 305          # the CPU rows only
-    assert eval_plan.times([rows], "cuda")[("full", 32768)] == 5
+    assert eval_plan.times([rows])[0][("full", 32768)] == 305          # the CPU rows only
+    assert eval_plan.times([rows], "cuda")[0][("full", 32768)] == 5
     out = subprocess.run([sys.executable, str(ROOT / "bench" / "eval_plan.py"), str(cur), "--methods", "full",
                           "--tasks", "vt", "--lengths", "32k:4"], capture_output=True, text=True, check=True).stdout
     # 4 samples, 3 done (the cuda row too): 1 left at the CPU's 305 s.
     assert "| full | 1 x 305 s = 0.1 h | 0.1 |" in out, out
+
+
+def test_refreshkv_on_fulls_prefill(tmp_path):
+    cur = tmp_path / "cur.jsonl"
+    timings = {"load": 1, "generate": 1, "tokenize": 1, "feed": 250, "build_index": 0, "decode": 5}
+    # A RefreshKV row of its own (300 s, 253 of them before the question: own share 47/300) and one that
+    # shared FULL's prefill (its wall 280 s counts the 250 s it did not repeat: own share 30/280).
+    write(cur, [dict(row("refreshkv", "vt", 32768, 0, 300), timings_s=timings),
+                dict(row("refreshkv", "cwe", 32768, 0, 280), shared_s=250.0, prefill_shared_with="full"),
+                row("full", "vt", 32768, 0, 290), row("full", "cwe", 32768, 0, 290)])
+    med, own = eval_plan.times([eval_plan.load(cur)])
+    assert med[("refreshkv", 32768)] == 290
+    assert abs(own[("refreshkv", 32768)] - (47 / 300 + 30 / 280) / 2) < 1e-12
+    # The plan: tasks vt, cwe, fwe at 2 samples. Missing: refreshkv at (vt,1), (cwe,1), (fwe,0), (fwe,1); FULL at
+    # the same four. All four RefreshKV rows run on FULL's prefill at 290 s x own share.
+    args = [sys.executable, str(ROOT / "bench" / "eval_plan.py"), str(cur), "--methods", "full,refreshkv",
+            "--tasks", "vt,cwe,fwe", "--lengths", "32k:2"]
+    out = subprocess.run(args, capture_output=True, text=True, check=True).stdout
+    t = 290 * (47 / 300 + 30 / 280) / 2
+    assert f"| refreshkv | 4 x 290 s (4 on FULL's prefill, {t:.0f} s) = {4 * t / 3600:.1f} h |" in out, out
+    # Without FULL in the plan, or with --no-shared-prefill, each RefreshKV row pays its own prefill.
+    for extra in (["--methods", "refreshkv"], ["--no-shared-prefill"]):
+        out = subprocess.run(args + extra, capture_output=True, text=True, check=True).stdout
+        assert "| refreshkv | 4 x 290 s = 0.3 h |" in out, (extra, out)

@@ -238,4 +238,47 @@ for bad in "reform:bogus=1|is not a parameter of reform" "reform:recompute=4k|re
   grep -qF -- "${bad#*|}" "$T/log22" || fail "no message '${bad#*|}' for ${bad%%|*}: $(cat "$T/log22")"
 done
 cmp -s "$T/v.jsonl" "$T/v_before.jsonl" || fail "a refused run changed the results file"
+
+# 15. FULL and the RefreshKV methods of a sample share one prefill (stories260K is a llama: FULL's cache keeps every
+#     slot). The RefreshKV rows say so and are charged the prefill they did not repeat; every row answers exactly as
+#     the same method run from its own prefill (--no-share-prefill): answers, scores, recall and RefreshKV's
+#     refresh counts. A unit that dies leaves a row for each of its combinations, rerun by --retry-errors.
+SH=(eval -m "$MODEL" --methods full,refreshkv,refreshkv:partial=6:stride=2 --tasks niah_single,kv_list --lengths 700
+    --samples 2 --threads 1)
+"$LCTX" "${SH[@]}" --out "$T/sh.jsonl" 2> "$T/log30" || fail "shared-prefill eval failed: $(cat "$T/log30")"
+"$LCTX" "${SH[@]}" --no-share-prefill --out "$T/nosh.jsonl" 2> "$T/log31" || fail "--no-share-prefill eval failed"
+[ "$(rows "$T/sh.jsonl")" = 12 ] || fail "expected 12 shared-prefill rows, got $(rows "$T/sh.jsonl")"
+[ "$(grep -c '"prefill_shared_with": "full"' "$T/sh.jsonl")" = 8 ] || fail "expected 8 rows on FULL's prefill"
+grep '"method": "full"' "$T/sh.jsonl" | grep -q prefill_shared_with && fail "a FULL row claims a shared prefill"
+grep -q prefill_shared_with "$T/nosh.jsonl" && fail "--no-share-prefill shared a prefill"
+grep -q ', prefill of full)' "$T/log30" || fail "no progress line for a shared row: $(cat "$T/log30")"
+python3 - "$T/sh.jsonl" "$T/nosh.jsonl" <<'PY' || fail "shared and separate prefills answered differently"
+import json, sys
+def load(p):
+    return {(r["method"], r["task"], r["sample"]): r for r in map(json.loads, open(p)) if "method" in r}
+sh, nosh = load(sys.argv[1]), load(sys.argv[2])
+assert sh.keys() == nosh.keys() and len(sh) == 12, (sorted(sh), sorted(nosh))
+for k, a in sh.items():
+    b = nosh[k]
+    assert "error" not in a and "error" not in b, (a, b)
+    for f in ("answer", "score", "recall", "n_generated", "n_doc_tokens", "n_query_tokens"):
+        assert a.get(f) == b.get(f), (k, f, a.get(f), b.get(f))
+    if k[0] != "full":
+        ra, rb = a["refreshkv"], b["refreshkv"]
+        for f in ("partial", "n_steps", "n_full", "n_partial", "layer_full"):
+            assert ra[f] == rb[f], (k, f, ra[f], rb[f])
+        assert a["wall_s"] >= a["shared_s"] > 0, a
+        assert a["timings_s"]["feed"] == sh[("full",) + k[1:]]["timings_s"]["feed"], k
+# The small partial cache really decodes differently from FULL somewhere (else the check above proves little).
+assert any(sh[("refreshkv:partial=6:stride=2",) + k[1:]]["refreshkv"]["n_partial"] > 0 for k in sh if k[0] == "full")
+PY
+# A unit killed by its timeout: FULL's row says why, the RefreshKV rows that never ran say so; nothing is lost.
+"$LCTX" "${SH[@]}" --samples 1 --tasks niah_single --timeout 0.01 --out "$T/to.jsonl" 2> "$T/log32" || true
+[ "$(rows "$T/to.jsonl")" = 3 ] || fail "a timed-out unit left $(rows "$T/to.jsonl") rows, not 3: $(cat "$T/to.jsonl")"
+grep '"method": "full"' "$T/to.jsonl" | grep -q '"error": "timed out after' || fail "no timeout row for FULL"
+[ "$(grep -c '"error": "not run: the run sharing its prefill ended (timed out' "$T/to.jsonl")" = 2 ] ||
+  fail "the RefreshKV rows of the timed-out unit: $(cat "$T/to.jsonl")"
+"$LCTX" "${SH[@]}" --samples 1 --tasks niah_single --retry-errors --out "$T/to.jsonl" 2> "$T/log33" ||
+  fail "--retry-errors failed: $(cat "$T/log33")"
+[ "$(grep '"method"' "$T/to.jsonl" | grep -vc '"error"')" = 3 ] || fail "--retry-errors did not rerun the unit"
 echo "PASS"
