@@ -97,6 +97,10 @@ std::vector<lctx_token> tokenize(const lctx_model *m, const std::string &text, b
 std::string piece(const lctx_model *m, lctx_token t);
 std::string read_file(const std::string &path);
 
+// The RefreshKV statistics of the last answer (lctx_session_refreshkv_stats)
+// as a JSON object; "" when the session does not decode with RefreshKV.
+std::string refreshkv_json(const lctx_model *m, const lctx_session *s);
+
 // Peak resident set size of this process so far, MiB.
 double peak_rss_mib();
 // One number printed with a printf format of one double ("%.3f"): JSON fields.

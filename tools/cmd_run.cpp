@@ -574,29 +574,10 @@ int cmd_run(int argc, char **argv) {
     }
     const double tok_s = t_encode > 0 ? n_input / t_encode : 0.0;
     // RefreshKV statistics of the answer (when the session decodes with it).
-    std::string rkv_json = "null";
     lctx_refreshkv_stats rst{};
     rst.struct_size = sizeof rst;
-    std::vector<int64_t> layer_full(static_cast<size_t>(lctx_model_n_layer(m))), layer_partial(layer_full.size());
-    const bool has_rkv = lctx_session_refreshkv_stats(s, &rst, layer_full.data(), layer_partial.data(),
-                                                      layer_full.size()) == LCTX_OK;
-    if (has_rkv) {
-        auto list = [](const std::vector<int64_t> &v) {
-            std::string o = "[";
-            for (size_t i = 0; i < v.size(); ++i) {
-                if (i) o += ',';
-                o += std::to_string(v[i]);
-            }
-            return o + "]";
-        };
-        char buf[512];
-        std::snprintf(buf, sizeof buf, "{\"partial\": %lld, \"n_steps\": %lld, \"n_full\": %lld, \"n_partial\": %lld, "
-                      "\"effective_stride\": %.3f, \"full_attention_s\": %.4f, \"partial_attention_s\": %.4f, "
-                      "\"refresh_s\": %.4f, ", (long long)rst.partial, (long long)rst.n_steps, (long long)rst.n_full,
-                      (long long)rst.n_partial, rst.effective_stride, rst.full_attention_s, rst.partial_attention_s,
-                      rst.refresh_s);
-        rkv_json = buf + ("\"layer_full\": " + list(layer_full) + ", \"layer_partial\": " + list(layer_partial) + "}");
-    }
+    const bool has_rkv = lctx_session_refreshkv_stats(s, &rst, nullptr, nullptr, 0) == LCTX_OK;
+    const std::string rkv_json = has_rkv ? refreshkv_json(m, s) : "null";
     if (json) {
         const std::string op_json = op_times_json(s);
         std::string sp_json = "[";

@@ -51,29 +51,6 @@ bool chat_supported(const lctx_model *m) {
     return st == LCTX_OK || st == LCTX_ERR_BUFFER_TOO_SMALL;
 }
 
-// RefreshKV statistics of the answer as a JSON object; "" when the session
-// does not decode with RefreshKV.
-std::string refreshkv_json(const lctx_model *m, const lctx_session *s) {
-    lctx_refreshkv_stats st{};
-    st.struct_size = sizeof st;
-    std::vector<int64_t> full(size_t(std::max(0, lctx_model_n_layer(m)))), part(full.size());
-    if (lctx_session_refreshkv_stats(s, &st, full.data(), part.data(), full.size()) != LCTX_OK) return "";
-    auto list = [](const std::vector<int64_t> &v) {
-        std::string o = "[";
-        for (size_t i = 0; i < v.size(); ++i) {
-            if (i) o += ',';
-            o += std::to_string(v[i]);
-        }
-        return o + "]";
-    };
-    return "{\"partial\": " + std::to_string(st.partial) + ", \"n_steps\": " + std::to_string(st.n_steps) +
-           ", \"n_full\": " + std::to_string(st.n_full) + ", \"n_partial\": " + std::to_string(st.n_partial) +
-           ", \"effective_stride\": " + fmt_num("%.3f", st.effective_stride) + ", \"full_attention_s\": " +
-           fmt_num("%.4f", st.full_attention_s) + ", \"partial_attention_s\": " +
-           fmt_num("%.4f", st.partial_attention_s) + ", \"refresh_s\": " + fmt_num("%.4f", st.refresh_s) +
-           ", \"layer_full\": " + list(full) + ", \"layer_partial\": " + list(part) + "}";
-}
-
 // The oracle's window: --oracle-tokens, else half the trained context (room
 // for the question and answer inside it), at most 4K tokens (FULL's cost).
 int64_t oracle_window(const EvalOptions &o, const lctx_model *m) {
