@@ -3,10 +3,11 @@
 # resume without duplicates (a second run, and a run killed midway), the
 # markdown report, --report, error rows, the plot notice without Python, and the
 # long-form tasks (kv_list, ppl) with reform+refreshkv.
-# usage: test_eval_cli.sh LCTX MODEL.gguf
+# usage: test_eval_cli.sh LCTX MODEL.gguf [WRITE_TINY_MODEL]
 set -euo pipefail
 LCTX=$1
 MODEL=$2
+WRITE_TINY=${3:-}
 [ -f "$MODEL" ] || { echo "FAIL: test model $MODEL not found (stories260K.gguf is committed under tests/data/)"; exit 1; }
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
@@ -281,4 +282,16 @@ grep '"method": "full"' "$T/to.jsonl" | grep -q '"error": "timed out after' || f
 "$LCTX" "${SH[@]}" --samples 1 --tasks niah_single --retry-errors --out "$T/to.jsonl" 2> "$T/log33" ||
   fail "--retry-errors failed: $(cat "$T/log33")"
 [ "$(grep '"method"' "$T/to.jsonl" | grep -vc '"error"')" = 3 ] || fail "--retry-errors did not rerun the unit"
+
+# 16. A model with sliding-window layers (a tiny random gemma3): FULL's cache releases their slots, so the probe
+#     finds that FULL cannot switch to RefreshKV and each method reads the document itself.
+if [ -n "$WRITE_TINY" ]; then
+  "$WRITE_TINY" "$T/g3.gguf" gemma3 7
+  "$LCTX" eval -m "$T/g3.gguf" --methods full,refreshkv --tasks niah_single --lengths 600 --samples 1 --threads 1 \
+    --out "$T/g3.jsonl" 2> "$T/log34" || fail "gemma3 eval failed: $(cat "$T/log34")"
+  [ "$(rows "$T/g3.jsonl")" = 2 ] || fail "expected 2 gemma3 rows: $(cat "$T/g3.jsonl")"
+  grep -q '"error"' "$T/g3.jsonl" && fail "error row on the tiny gemma3: $(cat "$T/g3.jsonl")"
+  grep -q prefill_shared_with "$T/g3.jsonl" && fail "a gemma3 row shared FULL's prefill"
+  grep '"method": "refreshkv"' "$T/g3.jsonl" | grep -q '"refreshkv": {"partial"' || fail "no RefreshKV stats on gemma3"
+fi
 echo "PASS"
