@@ -62,8 +62,7 @@ class MethodRegistryTest {
         String p = System.getenv("LCTX_TINY_MODEL");
         if (p != null) return Path.of(p);
         Path root = Path.of(System.getenv().getOrDefault("LCTX_SOURCE_DIR", "."));
-        Path inRepo = root.resolve("tests/data/stories260K.gguf");
-        return Files.exists(inRepo) ? inRepo : root.resolve("../shared/models/stories260K.gguf");
+        return root.resolve("tests/data/stories260K.gguf");   // committed with the tests
     }
 
     @Test
