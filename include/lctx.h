@@ -112,7 +112,7 @@ typedef struct lctx_selection lctx_selection;
 /* ------------------------------------------------------------------------ */
 LCTX_API int32_t     lctx_version_number(void);       /* LCTX_VERSION_NUMBER of the library */
 LCTX_API const char *lctx_version(void);              /* "MAJOR.MINOR.PATCH" */
-LCTX_API const char *lctx_build_info(void);           /* compiler, CPU variant in use */
+LCTX_API const char *lctx_build_info(void);           /* source revision, compiler, CPU variant in use */
 /* Static text for a status; never NULL. */
 LCTX_API const char *lctx_status_string(lctx_status status);
 /* Message of the last failed call on this thread ("" if none). Valid until the

@@ -38,6 +38,7 @@
 #include "eval/results.h"
 #include "eval/task.h"
 #include "eval_row.h"
+#include "lctx_revision.h"   // generated: LCTX_REVISION, each row's "build"
 #include "method_knobs.h"
 #include "op_times.h"
 
@@ -232,7 +233,7 @@ void run_in_child(const EvalOptions &o, const std::vector<Combo> &unit,
         // time is what it would have cost alone.
         const double wall = seg + parsed.get_num("shared_s");
         on_row(unit[n_done], row.substr(0, row.rfind('}')) + ", \"wall_s\": " + fmt_num("%.3f", wall) +
-               ", \"cpu\": " + json::quote(cpu) +
+               ", \"cpu\": " + json::quote(cpu) + ", \"build\": \"" LCTX_REVISION "\"" +
                (paused >= 1.0 ? ", \"paused_s\": " + fmt_num("%.1f", paused) : std::string()) + "}");
         ++n_done;
         row_charged0 = charged;
@@ -300,7 +301,7 @@ void run_in_child(const EvalOptions &o, const std::vector<Combo> &unit,
                ", \"seed\": " + std::to_string(o.seed) + ", \"score\": null, \"error\": " +
                json::quote(k == n_done ? why : "not run: the run sharing its prefill ended (" + why + ")") +
                ", \"wall_s\": " + fmt_num("%.3f", wall) + ", \"peak_rss_mib\": " + fmt_num("%.1f", rss) +
-               ", \"cpu\": " + json::quote(cpu) + paused + "}");
+               ", \"cpu\": " + json::quote(cpu) + ", \"build\": \"" LCTX_REVISION "\"" + paused + "}");
     }
 }
 

@@ -4,6 +4,7 @@
 #include "api/handles.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/registry.h"
+#include "lctx_revision.h"   // generated: LCTX_REVISION
 
 namespace {
 thread_local std::string t_last_error;
@@ -40,7 +41,7 @@ LCTX_API const char *lctx_version(void) {
 }
 
 LCTX_API const char *lctx_build_info(void) {
-    static const std::string info = std::string("lctx ") + lctx_version() + "; compiler " __VERSION__ +
+    static const std::string info = std::string("lctx ") + lctx_version() + " (" LCTX_REVISION "); compiler " __VERSION__ +
                                     "; cpu kernels " + lctx::cpu_backend_variant() +
                                     "; " + lctx::backends_summary();
     return info.c_str();

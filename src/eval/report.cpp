@@ -111,7 +111,7 @@ std::string markdown_report(const std::vector<Row> &rows, const std::vector<std:
     std::map<std::pair<std::string, int64_t>, std::vector<double>> walls;
     std::map<std::pair<std::string, int64_t>, double> rss;
     std::map<std::pair<std::string, int64_t>, std::set<std::string>> cpus;
-    std::map<std::string, int> rows_per_cpu;
+    std::map<std::string, int> rows_per_cpu, rows_per_build;
     std::map<std::pair<std::string, int64_t>, Cell> recall;
     for (const auto &r : rows) {
         if (r.ok() && r.recall >= 0) {
@@ -121,6 +121,7 @@ std::string markdown_report(const std::vector<Row> &rows, const std::vector<std:
         const std::string cpu = r.cpu.empty() ? "not recorded" : r.cpu;
         cpus[{r.method, r.length}].insert(cpu);
         ++rows_per_cpu[cpu];
+        ++rows_per_build[r.build.empty() ? "not recorded" : r.build];
         Cell &c = cells[{r.task, r.method, r.length}];
         if (r.ok()) c.sum += is_perplexity_task(r.task) ? std::log(std::max(r.score, 1e-30)) : r.score, ++c.n;
         else ++c.errors;
@@ -214,6 +215,11 @@ std::string markdown_report(const std::vector<Row> &rows, const std::vector<std:
     // Times are only comparable on the same kind of machine: say which.
     md += "\nRows per CPU (the `cpu` field of each row):";
     for (const auto &[cpu, n] : rows_per_cpu) md += " " + cpu + ": " + std::to_string(n) + ";";
+    md.back() = '.';
+    // A float-level change between builds can flip a near tie in an answer:
+    // say which builds the rows come from.
+    md += "\nRows per build (the `build` field: the lctx source revision):";
+    for (const auto &[build, n] : rows_per_build) md += " " + build + ": " + std::to_string(n) + ";";
     md.back() = '.';
     md += "\n";
     if (!commands.empty()) {

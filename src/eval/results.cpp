@@ -52,6 +52,7 @@ ResultsFile load_results(const std::string &path) {
         r.wall_s = j.get_num("wall_s");
         r.peak_rss_mib = j.get_num("peak_rss_mib");
         r.cpu = j.get_str("cpu");
+        r.build = j.get_str("build");
         r.attn = j.get_str("attn");
         r.matmul = j.get_str("matmul");
         r.kv = j.get_str("kv");

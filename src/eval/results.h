@@ -20,6 +20,7 @@ struct Row {
     double wall_s = 0;       // whole combination, child process included
     double peak_rss_mib = 0;
     std::string cpu;         // the measuring machine's CPU model; empty in rows written before it was recorded
+    std::string build;       // the lctx source revision that ran it (LCTX_REVISION); empty in older rows
     std::string attn, matmul;   // "bf16" for runs with --attn / --matmul bf16; empty: exact f32
     std::string kv;             // "f16" or "q8" for runs with --kv-type; empty: f32
     // Gather recall (docs/eval.md, "Recall and the oracle"): the share of the

@@ -250,5 +250,10 @@ expect_ok heads --out "$T/h.json" --help && grep -q -- '-o, --output FILE' "$T/o
 expect_ok heads --ilre --out "$T/h.json" --help || true
 expect_fail -- "unknown option '--outt'" heads --outt "$T/h.json" -m "$MODEL"
 
+# --- the version line names the source revision it was built from (cmake/lctx_revision.cmake)
+expect_ok --version
+grep -qE '^lctx 0\.[0-9]+\.[0-9]+ \(([0-9a-f]{10}(-modified)?|unknown)\); compiler ' "$T/out" ||
+  fail "--version without the source revision: $(cat "$T/out")"
+
 echo "cli checks: $passed passed, $failures failed"
 [ $failures -eq 0 ]

@@ -26,7 +26,8 @@ while IFS= read -r line; do
   case $line in *'"kind": "run"'*) continue ;; esac
   for f in '"method": ' '"task": ' '"length": 512' '"sample": 0' '"seed": 42' '"n_input_tokens": ' \
            '"score": ' '"answer": ' '"expected": \[' '"timings_s": {"load": ' '"recompute": ' '"decode": ' \
-           '"encode_tokens_per_s": ' '"peak_rss_mib": ' '"wall_s": ' '"cpu": "[^"]' '"backend": "cpu"'; do
+           '"encode_tokens_per_s": ' '"peak_rss_mib": ' '"wall_s": ' '"cpu": "[^"]' '"backend": "cpu"' \
+           '"build": "\([0-9a-f]\{10\}\(-modified\)\{0,1\}\|unknown\)"'; do
     echo "$line" | grep -q "$f" || fail "field $f missing in: $line"
   done
   echo "$line" | grep -q '"error"' && fail "unexpected error row: $line"
@@ -35,7 +36,7 @@ grep -q '"kind": "run", "command": "lctx eval -m ' "$T/r.jsonl" || fail "no run 
 
 # 2. The markdown report.
 for s in '## Average over tasks' '## niah_single' '## vt' '## Time and memory' '| method | 512 |' '| full |' \
-         '| reform |' 'lctx eval -m ' 'Rows per CPU'; do
+         '| reform |' 'lctx eval -m ' 'Rows per CPU' 'Rows per build'; do
   grep -qF -- "$s" "$T/r.md" || fail "report lacks '$s'"
 done
 
