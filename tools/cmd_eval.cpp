@@ -160,21 +160,30 @@ std::string last_line(std::string s) {
     return nl == std::string::npos ? s : s.substr(nl + 1);
 }
 
-// The CPU model ("model name" of /proc/cpuinfo), recorded in every row: times
-// are only comparable between rows measured on the same kind of machine.
+// The CPU of this machine, recorded in every row: times are only comparable
+// between rows measured on the same kind of machine. The model name, with
+// the family and model numbers when /proc/cpuinfo has them: a virtual
+// machine may only say "AMD EPYC", which Zen 4 and Zen 5 hosts share.
 std::string cpu_model() {
     std::ifstream f("/proc/cpuinfo");
-    std::string line;
-    while (std::getline(f, line)) {
-        if (line.rfind("model name", 0) != 0) continue;
-        const size_t colon = line.find(':');
-        if (colon == std::string::npos) break;
-        std::string v = line.substr(colon + 1);
-        while (!v.empty() && v.front() == ' ') v.erase(v.begin());
+    std::string line, name, family, model;
+    auto trim = [](std::string v) {
+        while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.erase(v.begin());
         while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.pop_back();
-        if (!v.empty()) return v;
+        return v;
+    };
+    while (std::getline(f, line)) {
+        if (line.empty()) break;   // the first processor's block only
+        const size_t colon = line.find(':');
+        if (colon == std::string::npos) continue;
+        const std::string key = trim(line.substr(0, colon)), value = trim(line.substr(colon + 1));
+        if (key == "model name") name = value;
+        else if (key == "cpu family") family = value;
+        else if (key == "model") model = value;
     }
-    return "unknown";
+    if (name.empty()) return "unknown";
+    if (!family.empty() && !model.empty()) name += " (family " + family + " model " + model + ")";
+    return name;
 }
 
 // Runs a unit in a child: one combination, or FULL and the RefreshKV
