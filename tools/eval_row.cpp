@@ -2,8 +2,6 @@
 // answer, score, gather recall and timings as one JSON row.
 #include "eval_row.h"
 
-#include <sys/resource.h>
-
 #include <algorithm>
 #include <cmath>
 #include <set>
@@ -304,13 +302,6 @@ void ask(const Combo &c, Prepared &p, Asked &a) {
     a.op_json = op_times_json(s);
 }
 
-// The child's peak memory so far (ru_maxrss, KiB on Linux), in MiB.
-double peak_rss_mib() {
-    struct rusage ru {};
-    getrusage(RUSAGE_SELF, &ru);
-    return double(ru.ru_maxrss) / 1024.0;
-}
-
 // The row of one question; `extra`: fields added before the timings.
 std::string row_json(const EvalOptions &o, const Combo &c, const Prepared &p, const Asked &a,
                      const std::string &extra) {
@@ -359,7 +350,7 @@ std::string row_json(const EvalOptions &o, const Combo &c, const Prepared &p, co
          ", \"recompute\": " + fmt_num("%.3f", a.t_recompute) + ", \"decode\": " + fmt_num("%.3f", a.t_decode) + "}";
     const double enc = p.t_feed + p.t_index;
     j += ", \"encode_tokens_per_s\": " + fmt_num("%.1f", enc > 0 ? double(p.n_doc) / enc : 0.0);
-    j += ", \"peak_rss_mib\": " + fmt_num("%.1f", peak_rss_mib());
+    j += ", \"peak_rss_mib\": " + fmt_num("%.1f", peak_rss_mib());   // the child's peak so far
     if (!error.empty()) j += ", \"error\": " + json::quote(error);
     return j + "}";
 }
@@ -420,8 +411,7 @@ void run_shared_prefill(const EvalOptions &o, const std::vector<Combo> &group,
             catching(a.error, [&] {
                 if (k > 0) {
                     MethodKnobs knobs;
-                    lctx_session_params unused;
-                    combo_session_params(o, group[k], knobs, unused);
+                    apply_settings(group[k].settings, knobs);   // its refreshkv.* settings over the defaults
                     ok(lctx_session_set_refreshkv(p.s, &knobs.refreshkv), "set_refreshkv");
                 }
                 ask(group[k], p, a);
