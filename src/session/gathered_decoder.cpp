@@ -19,8 +19,7 @@ void GatheredDecoder::forward(const int32_t *tokens, size_t n, Progress *progres
 }
 
 void GatheredDecoder::set_decoding(const RefreshKvConfig *cfg) {
-    next_refreshkv_ = cfg ? std::make_unique<RefreshKvPolicy>(backend_, model_.hparams(), kv_type_, *cfg) : nullptr;
-    decoding_pending_ = true;
+    next_decoding_.set(backend_, model_.hparams(), kv_type_, cfg);
 }
 
 void GatheredDecoder::recompute(const std::vector<int32_t> &doc_ids, const Selection &selection, Progress &progress,
@@ -41,10 +40,7 @@ void GatheredDecoder::recompute(const std::vector<int32_t> &doc_ids, const Selec
     if (static_cast<int64_t>(ids.size()) > n_ctx_)
         fail(LCTX_ERR_CONTEXT_FULL, "%s recompute: %zu tokens do not fit n_ctx = %lld", who_, ids.size(),
              (long long)n_ctx_);
-    if (decoding_pending_) {
-        refreshkv_ = std::move(next_refreshkv_);
-        decoding_pending_ = false;
-    }
+    next_decoding_.apply(refreshkv_);
     // Positions only grow from 0 until the next recompute clears the cache:
     // dense decoding releases the sliding layers' slots out of the window.
     // RefreshKV scores and copies slots of the whole cache by index: no release.

@@ -58,8 +58,7 @@ private:
     KvType kv_type_;
     const char *who_;
     std::unique_ptr<RefreshKvPolicy> refreshkv_;   // null: dense decoding
-    bool decoding_pending_ = false;                // set_decoding's choice, applied by the next recompute
-    std::unique_ptr<RefreshKvPolicy> next_refreshkv_;
+    PendingDecoding next_decoding_;                // set_decoding's choice, applied by the next recompute
     std::unique_ptr<KvStore> cache_;   // made on the first recompute
     std::vector<int32_t> tokens_;
 };

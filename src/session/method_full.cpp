@@ -80,16 +80,12 @@ bool FullMethod::set_decoding(const RefreshKvConfig *cfg) {
         fail(LCTX_ERR_UNSUPPORTED, "lctx_session_set_refreshkv: a FULL session on this model drops the sliding "
              "layers' slots out of the window, which RefreshKV reads: create the session as LCTX_METHOD_REFRESHKV "
              "(it decodes densely after lctx_session_set_refreshkv(session, NULL))");
-    next_refreshkv_ = cfg ? std::make_unique<RefreshKvPolicy>(cache_.backend(), hp, cache_.type(), *cfg) : nullptr;
-    decoding_pending_ = true;
+    next_decoding_.set(cache_.backend(), hp, cache_.type(), cfg);
     return true;
 }
 
 void FullMethod::recompute(const Selection &selection, Progress &progress, std::vector<float> &logits) {
-    if (decoding_pending_) {
-        refreshkv_ = std::move(next_refreshkv_);
-        decoding_pending_ = false;
-    }
+    next_decoding_.apply(refreshkv_);
     // FULL keeps the document's cache: drop the previous question and answer.
     cache_.truncate(n_doc_);
     tokens_.resize(static_cast<size_t>(n_doc_));

@@ -53,9 +53,7 @@ private:
     std::vector<int32_t> tokens_;   // everything in the cache, in order
     std::vector<float> scratch_logits_;
     std::unique_ptr<RefreshKvPolicy> refreshkv_;
-    // set_decoding's choice, applied by the next recompute.
-    bool decoding_pending_ = false;
-    std::unique_ptr<RefreshKvPolicy> next_refreshkv_;
+    PendingDecoding next_decoding_;   // set_decoding's choice, applied by the next recompute
 };
 
 } // namespace lctx

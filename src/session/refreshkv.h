@@ -112,4 +112,26 @@ private:
     std::chrono::steady_clock::time_point t0_;
 };
 
+// A change of decoding asked for between questions (lctx_session_set_refreshkv),
+// applied by the next recompute so that an answer in progress keeps its own.
+// FullMethod and GatheredDecoder hold one each.
+class PendingDecoding {
+public:
+    // cfg null: dense decoding; else RefreshKV with *cfg.
+    void set(Backend &backend, const Hparams &hp, KvType kv_type, const RefreshKvConfig *cfg) {
+        next_ = cfg ? std::make_unique<RefreshKvPolicy>(backend, hp, kv_type, *cfg) : nullptr;
+        pending_ = true;
+    }
+    // Moves a pending choice into `current` (null: dense); nothing if none is pending.
+    void apply(std::unique_ptr<RefreshKvPolicy> &current) {
+        if (!pending_) return;
+        current = std::move(next_);
+        pending_ = false;
+    }
+
+private:
+    bool pending_ = false;
+    std::unique_ptr<RefreshKvPolicy> next_;
+};
+
 } // namespace lctx
