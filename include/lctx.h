@@ -585,7 +585,10 @@ LCTX_API LCTX_NODISCARD lctx_status lctx_decode_token(lctx_session *session, lct
 
 /* RefreshKV decoding statistics since the last lctx_recompute (sessions of
  * LCTX_METHOD_REFRESHKV, or REFORM/ILRe with refreshkv->gathered). A layer
- * step is one layer of one decoded token; the prompt is not counted. */
+ * step is one layer of one decoded token; the prompt is not counted. A
+ * sliding-window layer (Gemma 3's local layers) keeps no partial cache: it
+ * attends over its whole window at every step, counts neither full nor
+ * partial steps and is left out of effective_stride. */
 typedef struct lctx_refreshkv_stats {
     uint32_t struct_size;        /* set by the caller to sizeof(lctx_refreshkv_stats); the library writes
                                     no byte past it */
@@ -594,7 +597,8 @@ typedef struct lctx_refreshkv_stats {
     int64_t  n_steps;            /* decoded tokens */
     int64_t  n_full;             /* layer steps with full attention (and a refresh), all layers */
     int64_t  n_partial;          /* layer steps over the partial cache, all layers */
-    double   effective_stride;   /* mean over layers of n_steps / (full steps of the layer, at least 1) */
+    double   effective_stride;   /* mean over the layers with a partial cache of n_steps / (full steps of the
+                                    layer, at least 1); 1 if no layer has one */
     double   full_attention_s;   /* wall time in full-attention steps' attention, refresh included */
     double   partial_attention_s;/* wall time in partial steps' attention (row copy included) */
     double   refresh_s;          /* of full_attention_s: rebuilding the partial caches (pool, top-k, gather) */
@@ -615,15 +619,11 @@ LCTX_API LCTX_NODISCARD lctx_status lctx_session_refreshkv_stats(const lctx_sess
  * The document is not read again, so one session answers a question both
  * ways: a LCTX_METHOD_FULL session switched to RefreshKV answers as a
  * LCTX_METHOD_REFRESHKV session does and back as FULL does (the same
- * logits), and REFORM or ILRe decode their recomputed cache either way. A
- * REFRESHKV session switched to dense answers as FULL does; on a model with
- * sliding-window layers within float rounding (its cache keeps the slots out
- * of the window that FULL's releases).
- * For sessions of LCTX_METHOD_REFRESHKV, REFORM and ILRe, in any stage, and
- * of LCTX_METHOD_FULL on models without sliding-window layers (on the others
- * FULL drops the out-of-window slots that RefreshKV reads: create the
- * session as LCTX_METHOD_REFRESHKV). Other methods: LCTX_ERR_UNSUPPORTED;
- * bad knobs: LCTX_ERR_INVALID_ARG. Nothing changes on an error. */
+ * logits), a REFRESHKV session switched to dense answers as FULL does, and
+ * REFORM or ILRe decode their recomputed cache either way.
+ * For sessions of LCTX_METHOD_FULL, LCTX_METHOD_REFRESHKV, REFORM and ILRe,
+ * in any stage. Other methods: LCTX_ERR_UNSUPPORTED; bad knobs:
+ * LCTX_ERR_INVALID_ARG. Nothing changes on an error. */
 LCTX_API LCTX_NODISCARD lctx_status lctx_session_set_refreshkv(lctx_session *session,
                                                                const lctx_refreshkv_params *params);
 

@@ -87,8 +87,8 @@ const char *usage_text() {
         "  --timeout S        kill a run after S seconds and record an error (default: none)\n"
         "  --retry-errors     run again the combinations whose row is an error\n"
         "  --no-share-prefill run FULL and RefreshKV rows each from their own prefill (default: the RefreshKV\n"
-        "                     methods of a sample answer on FULL's session after it, on models without\n"
-        "                     sliding-window layers; their rows say \"prefill_shared_with\": \"full\")\n"
+        "                     methods of a sample answer on FULL's session after it; their rows say\n"
+        "                     \"prefill_shared_with\": \"full\")\n"
         "  --no-chat          no chat template: document, then the question as plain text\n"
         "  --profile-ops      time every backend op of each row's session: 'op_times' in its row (docs/profiling.md)\n"
         "  --attn P, --matmul P  arithmetic of every run's attention and weight products: f32 (default) or bf16\n"
@@ -319,8 +319,8 @@ void run_in_child(const EvalOptions &o, const std::vector<Combo> &unit,
 // library's threads): the method variants whose settings the library
 // refuses (a session of each is created, default context; "" when all are
 // accepted, else one line per refused variant), and whether a FULL session
-// can switch to RefreshKV decoding (run_shared_prefill; not on models with
-// sliding-window layers).
+// can switch to RefreshKV decoding (run_shared_prefill; a build or a model
+// that cannot says so and the rows are run on their own).
 struct ModelProbe {
     std::string refused;
     bool full_shares_prefill = false;

@@ -58,8 +58,8 @@ bool decodes_over_full_prefill(const Combo &c);
 // RefreshKV method after lctx_session_set_refreshkv. `emit` gets each row as
 // it is finished; the later rows carry "prefill_shared_with": "full" and
 // "shared_s" (the seconds of loading, generating, tokenizing and prefilling
-// that they did not repeat). The model must not have sliding-window layers
-// (FULL's cache released their slots; the parent checks).
+// that they did not repeat). The parent first asks the library whether a
+// FULL session of the model can switch (probe_model).
 void run_shared_prefill(const EvalOptions &o, const std::vector<Combo> &group,
                         const std::function<void(const std::string &)> &emit);
 

@@ -679,9 +679,8 @@ func (s *Session) RefreshKVStats() (*RefreshKVStats, error) {
 // SetRefreshKV sets how the next questions decode, from the next Recompute on
 // (an answer in progress keeps its decoding; the document is not read
 // again): p non-nil: RefreshKV with those knobs (Gathered is not read); nil:
-// dense decoding. For sessions of MethodRefreshKV, MethodReform and
-// MethodILRe, and of MethodFull on models without sliding-window layers;
-// ErrUnsupported for others, ErrInvalidArg for bad knobs (nothing changes on
+// dense decoding. For sessions of MethodFull, MethodRefreshKV, MethodReform
+// and MethodILRe; ErrUnsupported for others, ErrInvalidArg for bad knobs (nothing changes on
 // an error).
 func (s *Session) SetRefreshKV(p *RefreshKVParams) error {
 	var c *C.lctx_refreshkv_params

@@ -32,6 +32,7 @@ using SlotRanges = std::vector<std::pair<int64_t, int64_t>>;
 struct AttentionPlan {
     const KvStore *store = nullptr;   // non-null: attend over slots [0, n_kv) of this store, not ranges()
     int64_t n_kv = 0;
+    int32_t store_layer = -1;         // the layer of `store` read (-1: the layer attending)
     float *col_max = nullptr;         // non-null: [n_head_kv][attended slots] (host memory), written by the pass
     int64_t obs_begin = 0;
 };

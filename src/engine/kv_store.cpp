@@ -192,24 +192,24 @@ void KvStore::set_positions(int64_t slot0, const int32_t *pos, int64_t n) {
         for (int32_t h = 0; h < n_head_kv_; ++h) std::memcpy(pos_of(l, h) + slot0, pos, n * sizeof(int32_t));
 }
 
-void KvStore::copy_head_rows(int32_t layer, int32_t head, int64_t slot0, const KvStore &src,
+void KvStore::copy_head_rows(int32_t layer, int32_t head, int64_t slot0, const KvStore &src, int32_t src_layer,
                              const int64_t *src_slots, int64_t n) {
     if (n <= 0) return;
     if (&src == this || src.type_ != type_ || src.head_dim_ != head_dim_ || src.n_head_kv_ != n_head_kv_ ||
-        layer < 0 || layer >= n_layers_ || layer >= src.n_layers_ || head < 0 || head >= n_head_kv_ || slot0 < 0 ||
-        slot0 + n > capacity_)
+        layer < 0 || layer >= n_layers_ || src_layer < 0 || src_layer >= src.n_layers_ || head < 0 ||
+        head >= n_head_kv_ || slot0 < 0 || slot0 + n > capacity_)
         fail(LCTX_ERR_INTERNAL, "copy_head_rows: stores or slots do not match");
     check_held("copy_head_rows", layer, slot0, n);
-    const int64_t src_base = src.base_[static_cast<size_t>(layer)], src_lo = src.lo_[static_cast<size_t>(layer)];
+    const int64_t src_base = src.base_[static_cast<size_t>(src_layer)], src_lo = src.lo_[static_cast<size_t>(src_layer)];
     std::vector<int64_t> rows(src_slots, src_slots + n);   // the source layer's buffer rows
     for (int64_t &r : rows) {
         if (r < src_lo || r >= src.capacity_)
             fail(LCTX_ERR_INTERNAL, "copy_head_rows: source slot %lld outside the store or released", (long long)r);
         r -= src_base;
     }
-    be_.gather_rows(type_, row_k(layer, head, slot0), src.head_k(layer, head), rows.data(), n, head_dim_);
-    be_.gather_rows(type_, row_v(layer, head, slot0), src.head_v(layer, head), rows.data(), n, head_dim_);
-    const int32_t *sp = src.positions(layer, head);
+    be_.gather_rows(type_, row_k(layer, head, slot0), src.head_k(src_layer, head), rows.data(), n, head_dim_);
+    be_.gather_rows(type_, row_v(layer, head, slot0), src.head_v(src_layer, head), rows.data(), n, head_dim_);
+    const int32_t *sp = src.positions(src_layer, head);
     int32_t *dp = pos_of(layer, head) + slot0;
     for (int64_t i = 0; i < n; ++i) dp[i] = sp[src_slots[i]];
 }

@@ -132,12 +132,13 @@ public:
     // Moves slot s of every layer and head to position new_pos[s] (size()
     // entries), re-rotating the keys by the delta.
     void reposition(const std::vector<int32_t> &new_pos);
-    // Copies slots src_slots[0..n) of (layer, head) of `src` (same geometry
-    // and type; another store) into slots [slot0, slot0 + n) of this store's
-    // (layer, head), keys, values and positions as they are (RefreshKV's
-    // partial cache gathers its rows from the full cache with this).
-    void copy_head_rows(int32_t layer, int32_t head, int64_t slot0, const KvStore &src, const int64_t *src_slots,
-                        int64_t n);
+    // Copies slots src_slots[0..n) of (src_layer, head) of `src` (same
+    // geometry and type; another store) into slots [slot0, slot0 + n) of this
+    // store's (layer, head), keys, values and positions as they are
+    // (RefreshKV's partial cache, which holds only the layers that keep one,
+    // gathers its rows from the full cache with this).
+    void copy_head_rows(int32_t layer, int32_t head, int64_t slot0, const KvStore &src, int32_t src_layer,
+                        const int64_t *src_slots, int64_t n);
     // Copies the first n slots of every layer and head of `src` (same
     // geometry and type) into this store, which then holds n slots.
     void copy_from(const KvStore &src, int64_t n);

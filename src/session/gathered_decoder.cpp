@@ -41,13 +41,12 @@ void GatheredDecoder::recompute(const std::vector<int32_t> &doc_ids, const Selec
         fail(LCTX_ERR_CONTEXT_FULL, "%s recompute: %zu tokens do not fit n_ctx = %lld", who_, ids.size(),
              (long long)n_ctx_);
     next_decoding_.apply(refreshkv_);
-    // Positions only grow from 0 until the next recompute clears the cache:
-    // dense decoding releases the sliding layers' slots out of the window.
-    // RefreshKV scores and copies slots of the whole cache by index: no release.
-    if (cache_ && cache_->releases_window() != !refreshkv_) cache_.reset();   // the decoding was switched
+    // Positions only grow from 0 until the next recompute clears the cache,
+    // so the sliding layers release their slots out of the window, under
+    // dense decoding and RefreshKV alike (its sliding layers are dense).
     if (!cache_)
         cache_ = std::make_unique<KvStore>(backend_, model_.hparams(), n_ctx_, -1, kv_type_,
-                                           refreshkv_ ? -1 : std::max<int64_t>(1, n_batch_));
+                                           std::max<int64_t>(1, n_batch_));
     cache_->clear();
     tokens_.clear();
     try {

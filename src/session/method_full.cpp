@@ -11,12 +11,12 @@ namespace lctx {
 
 FullMethod::FullMethod(const Model &model, Backend &backend, int64_t n_ctx, int32_t n_batch, KvType kv_type,
                        std::unique_ptr<RefreshKvPolicy> refreshkv)
-    // Dense FULL releases the sliding layers' slots out of the window (the
-    // floor: each document batch's first position, then the document's end,
-    // where every question restarts). RefreshKV scores and copies slots of
-    // the whole cache by index, so its cache keeps them all.
+    // The sliding layers release their slots out of the window (the floor:
+    // each document batch's first position, then the document's end, where
+    // every question restarts). RefreshKV reads them densely too, so either
+    // decoding works on this cache.
     : model_(model), forward_(model, backend),
-      cache_(backend, model.hparams(), n_ctx, -1, kv_type, refreshkv ? -1 : std::max<int64_t>(1, n_batch)),
+      cache_(backend, model.hparams(), n_ctx, -1, kv_type, std::max<int64_t>(1, n_batch)),
       n_batch_(n_batch), refreshkv_(std::move(refreshkv)) {}
 
 void FullMethod::prefill(const int32_t *tokens, size_t n, Progress *progress, double done0, double done1,
@@ -73,14 +73,7 @@ Selection FullMethod::select(const std::vector<int32_t> &query, Progress &) {
 }
 
 bool FullMethod::set_decoding(const RefreshKvConfig *cfg) {
-    const Hparams &hp = model_.hparams();
-    bool sliding = false;
-    for (int32_t l = 0; l < hp.n_layer; ++l) sliding = sliding || hp.window_of(l) > 0;
-    if (cfg && cache_.releases_window() && sliding)
-        fail(LCTX_ERR_UNSUPPORTED, "lctx_session_set_refreshkv: a FULL session on this model drops the sliding "
-             "layers' slots out of the window, which RefreshKV reads: create the session as LCTX_METHOD_REFRESHKV "
-             "(it decodes densely after lctx_session_set_refreshkv(session, NULL))");
-    next_decoding_.set(cache_.backend(), hp, cache_.type(), cfg);
+    next_decoding_.set(cache_.backend(), model_.hparams(), cache_.type(), cfg);
     return true;
 }
 

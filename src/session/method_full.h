@@ -32,8 +32,6 @@ public:
     int64_t n_fed() const override { return n_doc_; }
     uint64_t state_digest() const override;
     const RefreshKvPolicy *refreshkv() const override { return refreshkv_.get(); }
-    // Refuses RefreshKV (LCTX_ERR_UNSUPPORTED) when the cache releases the
-    // sliding layers' slots out of the window (dense FULL on such a model).
     bool set_decoding(const RefreshKvConfig *cfg) override;
 
 private:

@@ -68,8 +68,13 @@ std::optional<RefreshKvConfig> gathered_refreshkv(const Hparams &hp, const lctx_
 double RefreshKvStats::effective_stride() const {
     if (layer_full.empty()) return 0.0;
     double sum = 0.0;
-    for (int64_t f : layer_full) sum += double(n_steps) / double(std::max<int64_t>(1, f));
-    return sum / double(layer_full.size());
+    int64_t n = 0;
+    for (size_t l = 0; l < layer_full.size(); ++l) {
+        if (l < keeps_partial.size() && !keeps_partial[l]) continue;
+        sum += double(n_steps) / double(std::max<int64_t>(1, layer_full[l]));
+        ++n;
+    }
+    return n > 0 ? sum / double(n) : 1.0;
 }
 
 RefreshKvPolicy::RefreshKvPolicy(Backend &backend, const Hparams &hp, KvType kv_type, const RefreshKvConfig &cfg)
@@ -79,6 +84,7 @@ RefreshKvPolicy::RefreshKvPolicy(Backend &backend, const Hparams &hp, KvType kv_
         fail(LCTX_ERR_INVALID_ARG, "RefreshKV: invalid configuration (stride %d, pool kernel %d, partial %lld)",
              cfg_.stride, cfg_.pool_kernel, (long long)cfg_.partial);
     const size_t L = static_cast<size_t>(n_layer_);
+    for (int32_t l = 0; l < n_layer_; ++l) cp_layer_.push_back(hp.window_of(l) > 0 ? -1 : n_cp_layers_++);
     live_.assign(L, 0);
     fifo_.assign(L, {});
     spare_.assign(L, 0);
@@ -93,7 +99,7 @@ void RefreshKvPolicy::begin_prompt(int64_t end) {
     const int64_t K = cfg_.partial > 0 ? cfg_.partial : std::max<int64_t>(1, std::llround(double(end) / 8.0));
     if (!cp_ || K != K_) {
         cp_.reset();
-        cp_ = std::make_unique<KvStore>(be_, hp_, K + 1, n_layer_, kv_type_);
+        cp_ = std::make_unique<KvStore>(be_, hp_, K + 1, n_cp_layers_, kv_type_);
         cp_->append(K + 1);
         K_ = K;
     }
@@ -105,6 +111,7 @@ void RefreshKvPolicy::begin_prompt(int64_t end) {
     stats_.partial = K_;
     stats_.layer_full.assign(static_cast<size_t>(n_layer_), 0);
     stats_.layer_partial.assign(static_cast<size_t>(n_layer_), 0);
+    for (int32_t l = 0; l < n_layer_; ++l) stats_.keeps_partial.push_back(keeps_partial(l) ? 1 : 0);
     std::fill(last_full_.begin(), last_full_.end(), 0);
     std::fill(full_.begin(), full_.end(), 0);
 }
@@ -123,8 +130,8 @@ void RefreshKvPolicy::cancel_step() {
 }
 
 std::vector<int32_t> RefreshKvPolicy::partial_positions(int32_t layer, int32_t head) const {
-    if (!cp_ || layer < 0 || layer >= n_layer_ || head < 0 || head >= H_kv_) return {};
-    const int32_t *p = cp_->positions(layer, head);
+    if (!cp_ || layer < 0 || layer >= n_layer_ || head < 0 || head >= H_kv_ || !keeps_partial(layer)) return {};
+    const int32_t *p = cp_->positions(cp_layer_[static_cast<size_t>(layer)], head);
     std::vector<int32_t> out;
     for (int64_t s : fifo_[static_cast<size_t>(layer)]) out.push_back(p[s]);
     return out;
@@ -147,7 +154,7 @@ bool RefreshKvPolicy::decide(int32_t l) const {
 }
 
 void RefreshKvPolicy::before_attention(int32_t l, const float *q, int64_t n_q, KvStore &) {
-    if (mode_ == Mode::IDLE || n_q <= 0 || l >= n_layer_) return;
+    if (mode_ == Mode::IDLE || n_q <= 0 || l >= n_layer_ || !keeps_partial(l)) return;
     // Mean over all query heads of the last query's pre-RoPE vector.
     std::vector<float> &qb = qbar_[static_cast<size_t>(l)];
     const float *row = q + (n_q - 1) * int64_t(H_) * D_;
@@ -164,7 +171,7 @@ void RefreshKvPolicy::before_attention(int32_t l, const float *q, int64_t n_q, K
 
 AttentionPlan RefreshKvPolicy::plan(int32_t l, KvStore &store, int64_t n_kv, int64_t n_q) {
     AttentionPlan p;
-    if (l >= n_layer_) return p;
+    if (l >= n_layer_ || !keeps_partial(l)) return p;   // a sliding layer: dense over its window
     if (mode_ == Mode::PROMPT) {
         if (n_kv != prompt_end_) return p;   // an earlier sub-batch of the prompt: dense
         probs_.resize(static_cast<size_t>(H_kv_) * n_kv);
@@ -184,8 +191,9 @@ AttentionPlan RefreshKvPolicy::plan(int32_t l, KvStore &store, int64_t n_kv, int
     // Partial step: the new token (already in C_f) enters C_p's spare slot;
     // attend over the live slots + it.
     const int64_t cur = n_kv - 1;
-    for (int32_t g = 0; g < H_kv_; ++g) cp_->copy_head_rows(l, g, spare_[L], store, &cur, 1);
+    for (int32_t g = 0; g < H_kv_; ++g) cp_->copy_head_rows(cp_layer_[L], g, spare_[L], store, l, &cur, 1);
     p.store = cp_.get();
+    p.store_layer = cp_layer_[L];
     p.n_kv = live_[L] + 1;
     return p;
 }
@@ -195,13 +203,15 @@ void RefreshKvPolicy::after_attention(int32_t l, KvStore &store, int64_t n_kv, i
     const size_t L = static_cast<size_t>(l);
     if (mode_ == Mode::PROMPT) {
         if (n_kv != prompt_end_) return;
-        refresh(l, store, n_kv);
-        qref_[L] = qbar_[L];
-        last_full_[L] = 0;
+        if (keeps_partial(l)) {
+            refresh(l, store, n_kv);
+            qref_[L] = qbar_[L];
+            last_full_[L] = 0;
+        }
         if (l == n_layer_ - 1) ready_ = true;
         return;
     }
-    if (mode_ != Mode::STEP) return;
+    if (mode_ != Mode::STEP || !keeps_partial(l)) return;
     if (full_[L]) {
         const auto t1 = std::chrono::steady_clock::now();
         refresh(l, store, n_kv);
@@ -255,7 +265,8 @@ void RefreshKvPolicy::refresh(int32_t l, const KvStore &store, int64_t n_kv) {
             // Slot 0 = the lowest score = the first to leave (FIFO order).
             std::sort(idx.begin(), idx.end(), [&](int64_t a, int64_t b) { return higher(b, a); });
             idx.push_back(c);
-            cp_->copy_head_rows(l, static_cast<int32_t>(g), 0, store, idx.data(), m);
+            cp_->copy_head_rows(cp_layer_[static_cast<size_t>(l)], static_cast<int32_t>(g), 0, store, l, idx.data(),
+                                m);
             idx.resize(static_cast<size_t>(c));
         }
     });

@@ -7,6 +7,12 @@
 // attention and the refresh happen inside the layer's attention, through the
 // AttentionPolicy seam (plan / after_attention): no extra pass.
 //
+// Sliding-window layers (Gemma 3's local layers) keep no partial cache: they
+// attend densely over their window at every step, which is already a small
+// cache (docs/methods/refreshkv.md, "Sliding-window layers"). So the full
+// cache may release their out-of-window slots as FULL's does, and C_p holds
+// only the other layers.
+//
 // RefreshKvPolicy is the policy; FullMethod (method_full.h, as
 // LCTX_METHOD_REFRESHKV) and
 // GatheredDecoder (REFORM, ILRe with --decode refreshkv) drive it:
@@ -53,7 +59,11 @@ template <class T> const T *opt_ptr(const std::optional<T> &o) { return o ? &*o 
 
 struct RefreshKvStats {
     int64_t partial = 0, n_steps = 0;
+    // Per layer; a sliding-window layer (dense over its window) counts neither.
     std::vector<int64_t> layer_full, layer_partial;
+    std::vector<char> keeps_partial;   // per layer: keeps a partial cache
+    // Mean of n_steps / (full steps, at least 1) over the layers that keep a
+    // partial cache; 1 when none does, 0 before a prompt.
     double full_s = 0, partial_s = 0, refresh_s = 0;
     double effective_stride() const;
 };
@@ -76,8 +86,11 @@ public:
     const RefreshKvStats &stats() const { return stats_; }
     const RefreshKvConfig &config() const { return cfg_; }
     int64_t partial() const { return K_; }
-    // Slots of (layer, KV head) in C_p and their positions (tests).
+    // Slots of (layer, KV head) in C_p and their positions (tests); empty
+    // for a sliding-window layer.
     std::vector<int32_t> partial_positions(int32_t layer, int32_t head) const;
+    // Whether layer l keeps a partial cache (false: sliding window, dense).
+    bool keeps_partial(int32_t layer) const { return cp_layer_[static_cast<size_t>(layer)] >= 0; }
 
     void before_attention(int32_t layer, const float *q, int64_t n_q, KvStore &store) override;
     AttentionPlan plan(int32_t layer, KvStore &store, int64_t n_kv, int64_t n_q) override;
@@ -100,7 +113,12 @@ private:
     int64_t K_ = 0;
     int64_t step_ = 0;          // i, 1-based once decoding
     bool ready_ = false;
-    std::unique_ptr<KvStore> cp_;                 // C_p: K + 1 slots per (layer, KV head)
+    std::vector<int32_t> cp_layer_;               // per layer: its layer in cp_, -1 for a sliding one
+    int32_t n_cp_layers_ = 0;
+    // C_p: K + 1 slots per (layer, KV head) for the layers that keep one
+    // (cp_layer_); its own per-layer RoPE parameters are never used (its
+    // slots are only copied in and attended).
+    std::unique_ptr<KvStore> cp_;
     std::vector<int64_t> live_;                   // per layer: live slots (<= K)
     std::vector<std::deque<int64_t>> fifo_;       // per layer: eviction order of the live slots
     std::vector<int64_t> spare_;                  // per layer: the slot the next token enters

@@ -34,8 +34,9 @@ namespace {
 struct Tiny {
     std::unique_ptr<Model> model;
     std::vector<uint8_t> bytes;
-    explicit Tiny(int n_layer = 3) {
+    explicit Tiny(int n_layer = 3, const char *arch = "llama") {
         engine_test::TinyOptions o;
+        o.arch = arch;
         o.n_layer = n_layer;
         bytes = engine_test::make_tiny_llama(o);
         model = Model::load_memory(bytes.data(), bytes.size(), 2);
@@ -70,12 +71,15 @@ struct PolicyRun {
     std::vector<std::vector<std::vector<int32_t>>> init_pos;   // [layer][head] C_p positions after the prompt
 };
 
-// RefreshKV decoding of prompt ++ answer (answer forced), or dense when cfg is null.
+// RefreshKV decoding of prompt ++ answer (answer forced), or dense when cfg
+// is null. release: the sliding layers' out-of-window slots are released as
+// the session caches do (the floor raised to each call's first position).
 PolicyRun run_policy(const Model &m, const RefreshKvConfig *cfg, const std::vector<int32_t> &prompt,
-               const std::vector<int32_t> &answer, int32_t n_batch = 64) {
+               const std::vector<int32_t> &answer, int32_t n_batch = 64, bool release = false) {
     auto be = make_cpu_backend(2);
     Forward fw(m, *be);
-    KvStore cache(*be, m.hparams(), int64_t(prompt.size() + answer.size()) + 4);
+    KvStore cache(*be, m.hparams(), int64_t(prompt.size() + answer.size()) + 4, -1, KvType::F32,
+                  release ? n_batch : -1);
     std::unique_ptr<RefreshKvPolicy> pol;
     if (cfg) pol = std::make_unique<RefreshKvPolicy>(*be, m.hparams(), KvType::F32, *cfg);
     PolicyRun r;
@@ -85,6 +89,7 @@ PolicyRun run_policy(const Model &m, const RefreshKvConfig *cfg, const std::vect
         const size_t n = std::min(prompt.size() - at, size_t(n_batch));
         std::vector<int32_t> pos(n);
         std::iota(pos.begin(), pos.end(), int32_t(at));
+        cache.raise_floor(pos[0]);
         ForwardOptions o;
         o.policy = pol.get();
         fw.run(prompt.data() + at, pos.data(), int64_t(n), cache, o, logits);
@@ -97,6 +102,7 @@ PolicyRun run_policy(const Model &m, const RefreshKvConfig *cfg, const std::vect
     }
     for (size_t t = 0; t < answer.size(); ++t) {
         const int32_t pos = int32_t(prompt.size() + t);
+        cache.raise_floor(pos);
         if (pol) pol->begin_step();
         ForwardOptions o;
         o.policy = pol.get();
@@ -121,7 +127,7 @@ public:
     MaskPolicy(Backend &be, const Hparams &hp) : be_(be), hp_(hp), scratch_(be, hp, 4096) { scratch_.append(4096); }
     std::vector<std::vector<std::vector<int64_t>>> slots;   // [layer][head] -> slots of the store
     AttentionPlan plan(int32_t l, KvStore &store, int64_t, int64_t) override {
-        if (slots.empty()) return {};
+        if (slots.empty() || slots[size_t(l)].empty()) return {};   // dense
         const auto &per_head = slots[size_t(l)];
         const int64_t n = int64_t(per_head[0].size());
         std::vector<float> k(size_t(hp_.head_dim)), v(size_t(hp_.head_dim));
@@ -151,9 +157,11 @@ private:
 // The spec's selection, as plainly as possible: probabilities by a direct
 // double softmax per query head over slots [0, c], max over the group, the
 // max over the 7-window clipped to [0, c), a full sort (score desc, slot
-// desc), the top K-1 in ascending score order, then c.
+// desc), the top K-1 in ascending score order, then c. A sliding layer's
+// keys out of its window (slots = positions here) get probability 0.
 std::vector<int64_t> brute_select(const std::vector<double> &q_rot_head_major, const KvStore &store, int32_t l,
                                   int32_t g, int64_t c, int64_t K, int kernel, const Hparams &hp) {
+    const int64_t window = hp.window_of(l);
     const int D = hp.head_dim, G = hp.n_head / hp.n_head_kv;
     std::vector<double> A(size_t(c + 1), 0.0);
     std::vector<float> k(static_cast<size_t>(D));
@@ -169,7 +177,10 @@ std::vector<int64_t> brute_select(const std::vector<double> &q_rot_head_major, c
             mx = std::max(mx, z[size_t(j)]);
         }
         double sum = 0;
-        for (double &x : z) sum += (x = std::exp(x - mx));
+        for (int64_t j = 0; j <= c; ++j) {
+            double &x = z[size_t(j)];
+            sum += (x = window > 0 && c - j >= window ? 0.0 : std::exp(x - mx));
+        }
         for (int64_t j = 0; j <= c; ++j) A[size_t(j)] = std::max(A[size_t(j)], z[size_t(j)] / sum);
     }
     std::vector<std::pair<double, int64_t>> rank;
@@ -193,8 +204,11 @@ struct SnapRef {
     std::vector<std::vector<std::vector<int64_t>>> init;   // [layer][head] slots, FIFO order
 };
 
+// dense_sliding: sliding-window layers attend densely (RefreshKV); false:
+// they keep a partial cache like the others (what RefreshKV did before
+// 2026-11-29, kept to show that the difference is tested).
 SnapRef snapkv_reference(const Model &m, const std::vector<int32_t> &prompt, const std::vector<int32_t> &answer,
-                         int64_t K, int kernel) {
+                         int64_t K, int kernel, bool dense_sliding = true) {
     const Hparams &hp = m.hparams();
     auto be = make_cpu_backend(1);
     Forward fw(m, *be);
@@ -217,6 +231,7 @@ SnapRef snapkv_reference(const Model &m, const std::vector<int32_t> &prompt, con
     const int64_t c = int64_t(prompt.size()) - 1;
     ref.init.resize(size_t(hp.n_layer));
     for (int32_t l = 0; l < hp.n_layer; ++l) {
+        if (dense_sliding && hp.window_of(l) > 0) continue;   // no partial cache
         std::vector<float> qr = qlast[size_t(l)];
         const int32_t p = int32_t(c);
         be->rope(hp, qr.data(), int64_t(qr.size()), 1, hp.n_head, &p);
@@ -230,7 +245,7 @@ SnapRef snapkv_reference(const Model &m, const std::vector<int32_t> &prompt, con
     for (size_t t = 0; t < answer.size(); ++t) {
         mask.slots.assign(size_t(hp.n_layer), {});
         for (int32_t l = 0; l < hp.n_layer; ++l)
-            for (int32_t g = 0; g < hp.n_head_kv; ++g) {
+            for (int32_t g = 0; g < int32_t(ref.init[size_t(l)].size()); ++g) {
                 std::vector<int64_t> seq = ref.init[size_t(l)][size_t(g)];
                 for (size_t u = 0; u <= t; ++u) seq.push_back(c + 1 + int64_t(u));
                 const size_t keep = std::min(seq.size(), size_t(K + 1));
@@ -304,6 +319,56 @@ TEST(RefreshKv, NeverRefreshingIsSnapKvWithFifoEviction) {
     // And it differs from dense decoding (the test is not vacuous).
     const PolicyRun dense = run_policy(*t.model, nullptr, prompt, answer);
     EXPECT_GT(max_abs_diff(r.logits.back(), dense.logits.back()), 1e-3f);
+}
+
+// Gemma 3's sliding-window layers keep no partial cache: they attend densely
+// over their window at every step, the global layers decode over theirs. A
+// tiny gemma3 whose layers 0-4 and 6 slide over 8 tokens, K = 6 below the
+// window (so a partial cache there would change the answer), never
+// refreshing: the brute-force SnapKV reference with dense sliding layers,
+// over a cache that keeps every slot and over one that releases the sliding
+// layers' out-of-window slots as the sessions' caches do.
+TEST(RefreshKv, SlidingLayersDecodeDenselyOverTheirWindow) {
+    Tiny t(7, "gemma3");
+    const Hparams &hp = t.model->hparams();
+    ASSERT_EQ(hp.window_of(0), 8);
+    ASSERT_EQ(hp.window_of(5), 0);
+    const int64_t K = 6;
+    const auto prompt = random_tokens(180, 21), answer = random_tokens(30, 22);
+    const RefreshKvConfig cfg = config(K, 5, -2.0f, false);
+    const PolicyRun kept = run_policy(*t.model, &cfg, prompt, answer, 64, false);
+    const PolicyRun released = run_policy(*t.model, &cfg, prompt, answer, 64, true);
+    const SnapRef ref = snapkv_reference(*t.model, prompt, answer, K, 7);
+    for (int32_t l = 0; l < hp.n_layer; ++l)
+        for (int32_t g = 0; g < hp.n_head_kv; ++g) {
+            if (hp.window_of(l) > 0) {
+                EXPECT_TRUE(kept.init_pos[size_t(l)][size_t(g)].empty()) << "sliding layer " << l;
+                continue;
+            }
+            std::vector<int32_t> want(ref.init[size_t(l)][size_t(g)].begin(), ref.init[size_t(l)][size_t(g)].end());
+            EXPECT_EQ(kept.init_pos[size_t(l)][size_t(g)], want) << "layer " << l << " head " << g;
+            EXPECT_EQ(released.init_pos[size_t(l)][size_t(g)], want) << "layer " << l << " head " << g;
+        }
+    ASSERT_EQ(kept.logits.size(), ref.logits.size());
+    ASSERT_EQ(released.logits.size(), ref.logits.size());
+    for (size_t i = 0; i < ref.logits.size(); ++i) {
+        EXPECT_LE(max_abs_diff(kept.logits[i], ref.logits[i]), 2e-4f) << i;
+        EXPECT_LE(max_abs_diff(released.logits[i], ref.logits[i]), 2e-4f) << i;
+    }
+    // Statistics: the sliding layers count no steps; the global one only
+    // partial ones, and it alone makes the effective stride.
+    for (int32_t l = 0; l < hp.n_layer; ++l) {
+        const bool sliding = hp.window_of(l) > 0;
+        EXPECT_EQ(kept.stats.layer_full[size_t(l)], 0) << l;
+        EXPECT_EQ(kept.stats.layer_partial[size_t(l)], sliding ? 0 : 30) << l;
+    }
+    EXPECT_DOUBLE_EQ(kept.stats.effective_stride(), 30.0);
+    // Not vacuous: the global layer's partial cache differs from dense
+    // decoding, and partial caches in the sliding layers would differ again.
+    const PolicyRun dense = run_policy(*t.model, nullptr, prompt, answer);
+    EXPECT_GT(max_abs_diff(kept.logits.back(), dense.logits.back()), 1e-3f);
+    const SnapRef all_partial = snapkv_reference(*t.model, prompt, answer, K, 7, false);
+    EXPECT_GT(max_abs_diff(kept.logits.back(), all_partial.logits.back()), 1e-3f);
 }
 
 TEST(RefreshKv, AlwaysRefreshingEqualsTheFixedSchedule) {

@@ -402,8 +402,8 @@ class Session:
         arguments of Session without the prefix; the others from
         lctx_refreshkv_default_params; gathered is not read).
         set_refreshkv(None) or set_refreshkv(False): dense decoding. For
-        sessions of Method.REFRESHKV, REFORM and ILRe, and of Method.FULL on
-        models without sliding-window layers; lctx.UnsupportedError for
+        sessions of Method.FULL, Method.REFRESHKV, REFORM and ILRe;
+        lctx.UnsupportedError for
         others, lctx.InvalidArgumentError for bad knobs (nothing changes on
         an error)."""
         if not enabled:

@@ -920,8 +920,8 @@ impl<'m> Session<'m> {
     /// How the next questions decode, from the next recompute on (an answer
     /// in progress keeps its decoding; the document is not read again):
     /// `Some(knobs)`: RefreshKV with those knobs; `None`: dense decoding. For
-    /// sessions of Method::RefreshKv, Reform and Ilre, and of Method::Full on
-    /// models without sliding-window layers; an Unsupported error for others,
+    /// sessions of Method::Full, Method::RefreshKv, Reform and Ilre; an
+    /// Unsupported error for others,
     /// InvalidArg for bad knobs (nothing changes on an error).
     pub fn set_refreshkv(&mut self, params: Option<&RefreshKvParams>) -> Result<()> {
         let raw = params.map(|k| {

@@ -382,9 +382,8 @@ public final class Session implements AutoCloseable {
      * null: RefreshKV with lctx_refreshkv_default_params edited by knobs, as
      * {@link Params#refreshkv}, e.g. {@code r -> { r.setPartial(8); r.setStride(3); }}
      * ({@code r -> {}}: the defaults; gathered is not read); null: dense
-     * decoding. For sessions of LCTX_METHOD_REFRESHKV, REFORM and ILRe, and of
-     * LCTX_METHOD_FULL on models without sliding-window layers; an
-     * LctxException with LCTX_ERR_UNSUPPORTED for others and
+     * decoding. For sessions of LCTX_METHOD_FULL, LCTX_METHOD_REFRESHKV, REFORM
+     * and ILRe; an LctxException with LCTX_ERR_UNSUPPORTED for others and
      * LCTX_ERR_INVALID_ARG for bad knobs (nothing changes on an error). */
     public void setRefreshkv(Consumer<lctx_refreshkv_params> knobs) {
         if (knobs == null) {
