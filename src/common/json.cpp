@@ -197,12 +197,22 @@ bool try_parse(const std::string &text, Value &out, std::string *error) {
 
 namespace {
 
-// Length of the valid UTF-8 sequence at s[i], or 0.
+// Length of the well-formed UTF-8 sequence at s[i], or 0 (Unicode's table
+// of well-formed byte sequences: no overlong forms such as C0 80, no
+// surrogates ED A0..BF, nothing above U+10FFFF), so that what quote() lets
+// through is valid for every strict JSON reader.
 size_t utf8_len(const std::string &s, size_t i) {
     const unsigned char c = static_cast<unsigned char>(s[i]);
-    const size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    if (c < 0x80) return 1;
+    size_t n = 0;
+    unsigned char lo = 0x80, hi = 0xbf;   // the range of the second byte
+    if (c >= 0xc2 && c <= 0xdf) n = 2;
+    else if (c >= 0xe0 && c <= 0xef) n = 3, lo = c == 0xe0 ? 0xa0 : 0x80, hi = c == 0xed ? 0x9f : 0xbf;
+    else if (c >= 0xf0 && c <= 0xf4) n = 4, lo = c == 0xf0 ? 0x90 : 0x80, hi = c == 0xf4 ? 0x8f : 0xbf;
     if (n == 0 || i + n > s.size()) return 0;
-    for (size_t k = 1; k < n; ++k)
+    const unsigned char c1 = static_cast<unsigned char>(s[i + 1]);
+    if (c1 < lo || c1 > hi) return 0;
+    for (size_t k = 2; k < n; ++k)
         if ((static_cast<unsigned char>(s[i + k]) & 0xc0) != 0x80) return 0;
     return n;
 }

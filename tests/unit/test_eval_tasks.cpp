@@ -792,6 +792,29 @@ TEST(EvalResults, LengthsAndJson) {
     EXPECT_EQ(j.find("n")->arr.size(), 4u);
     EXPECT_FALSE(json::try_parse("{\"a\": 1", j));
     EXPECT_FALSE(json::try_parse("{\"a\": 1} x", j));
+
+    // Byte sequences that look like UTF-8 but are not well-formed (a random
+    // model emits them): each byte becomes U+FFFD, as a strict reader
+    // decoding with replacement gives; well-formed ones pass unchanged.
+    const std::string fffd = "\xef\xbf\xbd";
+    const std::pair<std::string, std::string> cases[] = {
+        {"\xc1\xb2", fffd + fffd},                     // overlong 2-byte form
+        {"\xc0\x80", fffd + fffd},                     // overlong NUL
+        {"\xe0\x80\x80", fffd + fffd + fffd},           // overlong 3-byte form
+        {"\xed\xa0\x80", fffd + fffd + fffd},           // a UTF-16 surrogate
+        {"\xf4\x90\x80\x80", fffd + fffd + fffd + fffd}, // above U+10FFFF
+        {"\xf5\x80\x80\x80", fffd + fffd + fffd + fffd}, // no such lead byte
+        {"\xe0\xa0\x80\xed\x9f\xbf\xf0\x90\x80\x80\xf4\x8f\xbf\xbf",   // the edges, all valid
+         "\xe0\xa0\x80\xed\x9f\xbf\xf0\x90\x80\x80\xf4\x8f\xbf\xbf"},
+    };
+    for (const auto &[in, want] : cases) {
+        const std::string q = json::quote(in);
+        if (want != in)
+            for (unsigned char c : q) EXPECT_LT(c, 0x80) << "quote() passed a byte of a bad sequence through";
+        ASSERT_TRUE(json::try_parse("{\"s\": " + q + "}", j));
+        EXPECT_EQ(j.get_str("s"), want);
+    }
+    EXPECT_EQ(json::quote(cases[6].first), "\"" + cases[6].first + "\"");
 }
 
 TEST(EvalResults, LoadDedupAndReport) {
