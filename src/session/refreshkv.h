@@ -62,9 +62,9 @@ struct RefreshKvStats {
     // Per layer; a sliding-window layer (dense over its window) counts neither.
     std::vector<int64_t> layer_full, layer_partial;
     std::vector<char> keeps_partial;   // per layer: keeps a partial cache
+    double full_s = 0, partial_s = 0, refresh_s = 0;
     // Mean of n_steps / (full steps, at least 1) over the layers that keep a
     // partial cache; 1 when none does, 0 before a prompt.
-    double full_s = 0, partial_s = 0, refresh_s = 0;
     double effective_stride() const;
 };
 

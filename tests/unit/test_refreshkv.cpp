@@ -371,6 +371,23 @@ TEST(RefreshKv, SlidingLayersDecodeDenselyOverTheirWindow) {
     EXPECT_GT(max_abs_diff(kept.logits.back(), all_partial.logits.back()), 1e-3f);
 }
 
+// A model whose every layer slides (a 5-layer gemma3: the first global layer
+// would be the sixth): no partial cache anywhere, so RefreshKV is dense
+// decoding, with an effective stride of 1.
+TEST(RefreshKv, EveryLayerSlidingIsDenseDecoding) {
+    Tiny t(5, "gemma3");
+    for (int32_t l = 0; l < 5; ++l) ASSERT_GT(t.model->hparams().window_of(l), 0) << l;
+    const auto prompt = random_tokens(100, 23), answer = random_tokens(12, 24);
+    const RefreshKvConfig cfg = config(4, 3, 0.5f, false);
+    const PolicyRun dense = run_policy(*t.model, nullptr, prompt, answer, 64, true);
+    const PolicyRun r = run_policy(*t.model, &cfg, prompt, answer, 64, true);
+    ASSERT_EQ(r.logits.size(), dense.logits.size());
+    for (size_t i = 0; i < r.logits.size(); ++i) EXPECT_EQ(r.logits[i], dense.logits[i]) << i;
+    EXPECT_EQ(r.stats.n_steps, 12);
+    for (size_t l = 0; l < 5; ++l) EXPECT_EQ(r.stats.layer_full[l] + r.stats.layer_partial[l], 0) << l;
+    EXPECT_DOUBLE_EQ(r.stats.effective_stride(), 1.0);
+}
+
 TEST(RefreshKv, AlwaysRefreshingEqualsTheFixedSchedule) {
     Tiny t;
     const auto prompt = random_tokens(250, 7), answer = random_tokens(31, 8);
