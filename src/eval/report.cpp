@@ -100,7 +100,7 @@ std::string markdown_report(const std::vector<Row> &rows, const std::vector<std:
         for (const auto &m : methods) {
             if (m == skip) continue;
             t += "| " + m + " |";
-            for (int64_t L : lengths) t += " " + cell(m, L) + " |";
+            for (int64_t L : lengths) t.append(" ").append(cell(m, L)).append(" |");
             t += "\n";
         }
         return t;
@@ -158,7 +158,7 @@ std::string markdown_report(const std::vector<Row> &rows, const std::vector<std:
                 if (it != cells.end() && it->second.n)
                     sum += it->second.mean(), ++n, pooled += it->second.sum, samples += it->second.n;
             }
-            std::string cell = n ? fmt("%.1f", 100.0 * sum / n) : "-" + estimate_text(time, m, L);
+            std::string cell = n ? fmt("%.1f", 100.0 * sum / n) : std::string("-").append(estimate_text(time, m, L));
             // The interval pools every sample of the row's tasks (it is the
             // interval of the task average when the tasks hold equal counts).
             if (n) cell += interval_text(pooled, samples);
