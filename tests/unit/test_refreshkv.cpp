@@ -388,6 +388,37 @@ TEST(RefreshKv, EveryLayerSlidingIsDenseDecoding) {
     EXPECT_DOUBLE_EQ(r.stats.effective_stride(), 1.0);
 }
 
+// On a model with sliding-window layers, a RefreshKV session holds what a
+// FULL session holds (the sliding layers' slots out of the window released)
+// plus the global layers' partial caches: the peak charged to its memory
+// budget, measured on a tiny gemma3 with a context 8x the input, where a
+// cache keeping every sliding slot would need several times FULL's.
+TEST(RefreshKv, OnSlidingLayersItHoldsFullsCachePlusTheGlobalPartialCaches) {
+    Tiny t(7, "gemma3");
+    const Hparams &hp = t.model->hparams();
+    const auto doc = random_tokens(600, 25), q = random_tokens(10, 26), ans = random_tokens(8, 27);
+    auto peak_of = [&](lctx_method method) {
+        SessionParamsRkv p;
+        p.method = method;
+        p.n_ctx = 5120;
+        p.n_threads = 1;
+        Session s(*t.model, p, "cpu");
+        feed_split(s, doc, {100});
+        auto sel = s.select(q.data(), q.size());
+        s.recompute(*sel);
+        for (int32_t tok : ans) s.decode_token(tok);
+        return s.memory().peak();
+    };
+    const uint64_t full = peak_of(LCTX_METHOD_FULL), rkv = peak_of(LCTX_METHOD_REFRESHKV);
+    auto be = make_cpu_backend(1);
+    const int64_t K = std::llround(double(doc.size() + q.size()) / 8.0);
+    const KvStore one_layer_cp(*be, hp, K + 1, 1);   // gemma3's tiny model has one global layer
+    const KvStore every_slot(*be, hp, 5120);          // what a cache keeping every slot allocates
+    EXPECT_GE(rkv, full);
+    EXPECT_LE(rkv, full + one_layer_cp.bytes()) << "full " << full << ", partial caches " << one_layer_cp.bytes();
+    EXPECT_LT(rkv, every_slot.bytes() / 2);
+}
+
 TEST(RefreshKv, AlwaysRefreshingEqualsTheFixedSchedule) {
     Tiny t;
     const auto prompt = random_tokens(250, 7), answer = random_tokens(31, 8);
