@@ -7,6 +7,8 @@
 #include <set>
 #include <stdexcept>
 
+#include <sys/resource.h>
+
 #include "cli.h"
 #include "common/json.h"
 #include "eval/score.h"
@@ -116,6 +118,7 @@ struct Prepared {
     std::vector<lctx_token> doc, query, cont;   // cont: a perplexity task's held-out continuation
     int64_t n_doc = 0, n_query = 0, oracle_len = 0;
     double t_load = 0, t_gen = 0, t_tok = 0, t_feed = 0, t_index = 0;
+    double cpu_s = 0;    // CPU seconds of preparing (all threads)
     std::string error;   // preparing failed
     ~Prepared() {
         lctx_session_free(s);
@@ -127,6 +130,7 @@ struct Prepared {
 // One question asked of a prepared session.
 struct Asked {
     double t_select = 0, t_recompute = 0, t_decode = 0;
+    double cpu_s = 0;    // CPU seconds of asking (all threads)
     int64_t n_gen = 0;
     double nll_mean = 0, score = 0;
     bool context_full = false, measured_recall = false;
@@ -350,18 +354,30 @@ std::string row_json(const EvalOptions &o, const Combo &c, const Prepared &p, co
          ", \"recompute\": " + fmt_num("%.3f", a.t_recompute) + ", \"decode\": " + fmt_num("%.3f", a.t_decode) + "}";
     const double enc = p.t_feed + p.t_index;
     j += ", \"encode_tokens_per_s\": " + fmt_num("%.1f", enc > 0 ? double(p.n_doc) / enc : 0.0);
+    // CPU time, unlike wall time, does not grow when other work shares the
+    // machine; a row on a shared prefill counts that prefill's, as its wall_s does.
+    j += ", \"cpu_s\": " + fmt_num("%.3f", p.cpu_s + a.cpu_s);
     j += ", \"peak_rss_mib\": " + fmt_num("%.1f", peak_rss_mib());   // the child's peak so far
     if (!error.empty()) j += ", \"error\": " + json::quote(error);
     return j + "}";
 }
 
-// Runs f, turning RunError and lctx::Error from the generator into `error`.
-template <class F> void catching(std::string &error, F &&f) {
+// Runs f, turning RunError and lctx::Error from the generator into `error`;
+// adds the CPU seconds it took (user + system, every thread of the process)
+// to cpu_s.
+template <class F> void catching(std::string &error, double &cpu_s, F &&f) {
+    auto cpu_now = [] {
+        rusage u{};
+        getrusage(RUSAGE_SELF, &u);
+        return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + 1e-6 * double(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+    };
+    const double c0 = cpu_now();
     try {
         f();
     } catch (const std::exception &e) {
         error = e.what();
     }
+    cpu_s += cpu_now() - c0;
 }
 
 } // namespace
@@ -392,8 +408,8 @@ void combo_session_params(const EvalOptions &o, const Combo &c, MethodKnobs &kno
 std::string run_combo(const EvalOptions &o, const Combo &c) {
     Prepared p;
     Asked a;
-    catching(p.error, [&] { prepare(o, c, p); });
-    if (p.error.empty()) catching(a.error, [&] { ask(c, p, a); });
+    catching(p.error, p.cpu_s, [&] { prepare(o, c, p); });
+    if (p.error.empty()) catching(a.error, a.cpu_s, [&] { ask(c, p, a); });
     return row_json(o, c, p, a, "");
 }
 
@@ -402,13 +418,13 @@ bool decodes_over_full_prefill(const Combo &c) { return c.method == LCTX_METHOD_
 void run_shared_prefill(const EvalOptions &o, const std::vector<Combo> &group,
                         const std::function<void(const std::string &)> &emit) {
     Prepared p;
-    catching(p.error, [&] { prepare(o, group.at(0), p); });
+    catching(p.error, p.cpu_s, [&] { prepare(o, group.at(0), p); });
     const std::string shared = ", \"prefill_shared_with\": " + json::quote(group[0].method_name) +
                                ", \"shared_s\": " + fmt_num("%.3f", p.shared_s());
     for (size_t k = 0; k < group.size(); ++k) {
         Asked a;
         if (p.error.empty())
-            catching(a.error, [&] {
+            catching(a.error, a.cpu_s, [&] {
                 if (k > 0) {
                     MethodKnobs knobs;
                     apply_settings(group[k].settings, knobs);   // its refreshkv.* settings over the defaults

@@ -273,6 +273,9 @@ for k, a in sh.items():
             assert ra[f] == rb[f], (k, f, ra[f], rb[f])
         assert a["wall_s"] >= a["shared_s"] > 0, a
         assert a["timings_s"]["feed"] == sh[("full",) + k[1:]]["timings_s"]["feed"], k
+    # CPU seconds, one thread: positive, and not above the wall time (plus the clocks' slack).
+    for r in (a, b):
+        assert 0 < r["cpu_s"] <= 1.5 * r["wall_s"] + 0.5, (k, r["cpu_s"], r["wall_s"])
 # A small partial cache really decodes differently from FULL somewhere (else the check above proves little).
 assert any(r["refreshkv"]["n_partial"] > 0 for k, r in sh.items() if k[0] != "full")
 PY
