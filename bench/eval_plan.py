@@ -62,18 +62,24 @@ def prefill_s(j):
     return sum(t.get(k, 0.0) for k in ("load", "generate", "tokenize", "feed", "build_index"))
 
 
-def times(files, backend="cpu"):
-    """Median wall time per (method, length), and the median share of it that
-    is not the prefill (the question and answer)."""
-    t, own = collections.defaultdict(list), collections.defaultdict(list)
+def times(files, backend="cpu", cores=None):
+    """Median time per (method, length), and the median share of it that is
+    not the prefill (the question and answer). The time is the rows' wall
+    time; with `cores`, their CPU seconds divided by the cores where the
+    (method, length) has rows that recorded them (cpu_s): what a run alone
+    on that many cores takes at best, whatever else shared the machine."""
+    t, cpu, own = collections.defaultdict(list), collections.defaultdict(list), collections.defaultdict(list)
     for rows in files:
         for (m, _, L, _, _), j in rows.items():
             if j.get("backend", "cpu") != backend:
                 continue
             if not j.get("error") and isinstance(j.get("wall_s"), (int, float)):
                 t[(m, L)].append(j["wall_s"])
+                if cores and isinstance(j.get("cpu_s"), (int, float)):
+                    cpu[(m, L)].append(j["cpu_s"] / cores)
                 if j["wall_s"] > 0:
                     own[(m, L)].append(max(0.0, j["wall_s"] - prefill_s(j)) / j["wall_s"])
+    t.update(cpu)
     return ({k: statistics.median(v) for k, v in t.items()}, {k: statistics.median(v) for k, v in own.items()})
 
 
@@ -120,11 +126,13 @@ def main():
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--backend", default="cpu", help="price with the rows of this backend (default cpu)")
     ap.add_argument("--no-shared-prefill", action="store_true",
-                    help="price RefreshKV rows as runs of their own (models with sliding-window layers, "
-                         "lctx eval --no-share-prefill)")
+                    help="price RefreshKV rows as runs of their own (lctx eval --no-share-prefill)")
+    ap.add_argument("--cores", type=int, default=None,
+                    help="price from the rows' CPU seconds divided by this many cores where they recorded them "
+                         "(cpu_s), not from their wall time, which grows when other runs share the machine")
     a = ap.parse_args()
     files = [load(p) for p in a.results]
-    med, own = times(files, a.backend)
+    med, own = times(files, a.backend, a.cores)
     done = files[0]
     methods, tasks = a.methods.split(","), a.tasks.split(",")
     plan = [(parse_length(x.split(":")[0]), int(x.split(":")[1])) for x in a.lengths.split(",")]
@@ -155,7 +163,7 @@ def main():
         print(f"| {m} | " + " | ".join(cells) + f" | {hours:.1f} |")
     print("| **all** | " + " | ".join(f"{per_len[L]:.1f} h" for L, _ in plan) + f" | **{total:.1f}** |")
     print("\n*: extrapolated (no row of the method at that length). Times are medians per row of the given files' "
-          f"{a.backend} rows.")
+          f"{a.backend} rows" + (f", from CPU seconds / {a.cores} where rows recorded them." if a.cores else "."))
     return 0
 
 

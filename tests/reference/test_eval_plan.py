@@ -83,3 +83,21 @@ def test_refreshkv_on_fulls_prefill(tmp_path):
     for extra in (["--methods", "refreshkv"], ["--no-shared-prefill"]):
         out = subprocess.run(args + extra, capture_output=True, text=True, check=True).stdout
         assert "| refreshkv | 4 x 290 s = 0.3 h |" in out, (extra, out)
+
+
+def test_cpu_seconds_over_cores(tmp_path):
+    cur = tmp_path / "cur.jsonl"
+    # Two FULL rows recorded their CPU seconds (300 and 340: 150 and 170 s on 2 cores), an older one did not;
+    # the ILRe row has none, so its wall time stays its price.
+    write(cur, [dict(row("full", "vt", 32768, 0, 400), cpu_s=300.0), dict(row("full", "vt", 32768, 1, 420), cpu_s=340.0),
+                row("full", "vt", 32768, 2, 380), row("ilre", "vt", 32768, 0, 50)])
+    rows = eval_plan.load(cur)
+    assert eval_plan.times([rows])[0][("full", 32768)] == 400                  # wall: median of 380, 400, 420
+    med = eval_plan.times([rows], cores=2)[0]
+    assert med[("full", 32768)] == 160                                         # median of 300/2 and 340/2
+    assert med[("ilre", 32768)] == 50
+    out = subprocess.run([sys.executable, str(ROOT / "bench" / "eval_plan.py"), str(cur), "--methods", "full",
+                          "--tasks", "vt", "--lengths", "32k:5", "--cores", "2"],
+                         capture_output=True, text=True, check=True).stdout
+    assert "| full | 2 x 160 s = 0.1 h | 0.1 |" in out, out
+    assert "CPU seconds / 2" in out, out
