@@ -12,7 +12,9 @@ OUT.png: one panel per accuracy task plus "average over tasks" (first). x: the
   (src/eval/report.cpp): a task point is the mean score over its samples
   (errors left out), its interval the Wilson interval of that mean taken as a
   proportion of n samples; an average point is the mean of the task means,
-  its interval the Wilson interval pooling every sample of those tasks.
+  its interval the Wilson interval around it with the effective count
+  T^2 / sum(1/n_t) of its T tasks' sample counts (every sample pooled when
+  the counts are equal).
   Perplexity tasks (ppl) are left out: their score is a perplexity, not an
   accuracy. "oracle" (FULL on a short window of the same haystack, the
   model's own ceiling) is a dashed black line. A cell where every sample
@@ -170,19 +172,21 @@ def accuracy_cells(rows):
 def task_average(cells, method, length, tasks):
     """The report's average over `tasks` of one method at one length: None
     when no task has a successful sample, else a dict with mean (of the task
-    means), lo/hi (Wilson, pooling every sample), n (pooled samples) and
-    n_tasks (tasks averaged)."""
-    means, pooled, samples = [], 0.0, 0
+    means), lo/hi (Wilson around the mean with the effective count
+    T^2 / sum(1/n_t), as src/eval/report.cpp's task_average_interval), n
+    (pooled samples) and n_tasks (tasks averaged)."""
+    means, inv_n, samples = [], 0.0, 0
     for t in tasks:
         c = cells.get((method, t, length))
         if c is not None and c.n:
             means.append(c.mean)
-            pooled += c.sum
+            inv_n += 1.0 / c.n
             samples += c.n
     if not means:
         return None
-    lo, hi = wilson(pooled / samples, samples)
-    return {"mean": sum(means) / len(means), "lo": lo, "hi": hi, "n": samples, "n_tasks": len(means)}
+    mean = sum(means) / len(means)
+    lo, hi = wilson(mean, len(means) ** 2 / inv_n)
+    return {"mean": mean, "lo": lo, "hi": hi, "n": samples, "n_tasks": len(means)}
 
 
 def ordered_tasks(tasks):

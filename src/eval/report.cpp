@@ -37,9 +37,8 @@ std::string header(const std::vector<int64_t> &lengths) {
     return h + "\n" + sep + "\n";
 }
 
-// " [lo-hi] n=N": the interval in % of an accuracy over n samples, and n.
-std::string interval_text(double sum, int n) {
-    const Interval iv = wilson_interval(sum, n);
+// " [lo-hi] n=N": an interval in %, and the samples behind it.
+std::string interval_text(const Interval &iv, int n) {
     return " [" + fmt("%.0f", 100.0 * iv.lo) + "-" + fmt("%.0f", 100.0 * iv.hi) + "] n=" + std::to_string(n);
 }
 
@@ -49,7 +48,7 @@ std::string score_cell(const Cell &c, bool perplexity) {
     if (c.n == 0 && c.errors == 0) return "-";
     if (c.n == 0) return "err";
     std::string s = perplexity ? fmt("%.3f", std::exp(c.mean())) : fmt("%.1f", 100.0 * c.mean());
-    if (!perplexity && c.n >= 2) s += interval_text(c.sum, c.n);
+    if (!perplexity && c.n >= 2) s += interval_text(wilson_interval(c.sum, c.n), c.n);
     if (c.errors) s += " (" + fmt("%.0f", c.errors) + " err)";
     return s;
 }
@@ -73,12 +72,26 @@ std::string estimate_text(const std::map<std::pair<std::string, int64_t>, double
 
 } // namespace
 
-Interval wilson_interval(double successes, int n, double z) {
-    if (n <= 0) return {};
+Interval wilson_interval(double successes, double n, double z) {
+    if (!(n > 0)) return {};
     const double p = std::clamp(successes / n, 0.0, 1.0), z2 = z * z;
     const double denom = 1.0 + z2 / n, centre = (p + z2 / (2.0 * n)) / denom;
     const double half = z * std::sqrt(p * (1.0 - p) / n + z2 / (4.0 * n * double(n))) / denom;
     return {std::max(0.0, centre - half), std::min(1.0, centre + half)};
+}
+
+Interval task_average_interval(const std::vector<double> &sums, const std::vector<int> &counts, double z) {
+    double mean_sum = 0, inv_n = 0;
+    int tasks = 0;
+    for (size_t t = 0; t < sums.size() && t < counts.size(); ++t) {
+        if (counts[t] <= 0) continue;
+        mean_sum += sums[t] / counts[t];
+        inv_n += 1.0 / counts[t];
+        ++tasks;
+    }
+    if (tasks == 0) return {};
+    const double mean = mean_sum / tasks, n_eff = double(tasks) * tasks / inv_n;
+    return wilson_interval(mean * n_eff, n_eff, z);
 }
 
 std::string markdown_report(const std::vector<Row> &rows, const std::vector<std::string> &commands) {
@@ -147,21 +160,25 @@ std::string markdown_report(const std::vector<Row> &rows, const std::vector<std:
           "over samples of the held-out continuation's perplexity, lower is better, not in the average. "
           "\"err\": every sample failed; \"(k err)\": k samples failed and are left out of the mean. "
           "[lo-hi]: the 95% Wilson interval, n: the samples behind it (a task cell shows them from 2 samples on; "
-          "an average pools the samples of its tasks). \"est.\": a length the method did not run, with the "
+          "an average's interval is centred on it, with the effective count T^2 / sum(1/n_t) of its T tasks' "
+          "sample counts n_t: all its samples when the tasks hold equal counts, fewer when they do not). \"est.\": a length the method did not run, with the "
           "wall time per sample extrapolated from its two largest lengths (docs/eval.md).\n\n";
     md += "## Average over tasks\n\n" + header(lengths);
     md += table_rows([&](const std::string &m, int64_t L) {
-            double sum = 0, pooled = 0;
+            double sum = 0;
             int n = 0, samples = 0;
+            std::vector<double> sums;
+            std::vector<int> counts;
             for (const auto &t : scored) {
                 auto it = cells.find({t, m, L});
-                if (it != cells.end() && it->second.n)
-                    sum += it->second.mean(), ++n, pooled += it->second.sum, samples += it->second.n;
+                if (it != cells.end() && it->second.n) {
+                    sum += it->second.mean(), ++n, samples += it->second.n;
+                    sums.push_back(it->second.sum);
+                    counts.push_back(it->second.n);
+                }
             }
             std::string cell = n ? fmt("%.1f", 100.0 * sum / n) : std::string("-").append(estimate_text(time, m, L));
-            // The interval pools every sample of the row's tasks (it is the
-            // interval of the task average when the tasks hold equal counts).
-            if (n) cell += interval_text(pooled, samples);
+            if (n) cell += interval_text(task_average_interval(sums, counts), samples);
             if (n && n < int(scored.size())) cell += " (" + fmt("%.0f", n) + "/" + fmt("%.0f", double(scored.size())) + " tasks)";
             return cell;
         });

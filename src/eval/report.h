@@ -23,6 +23,14 @@ std::string markdown_report(const std::vector<Row> &rows, const std::vector<std:
 struct Interval {
     double lo = 0, hi = 1;
 };
-Interval wilson_interval(double successes, int n, double z = 1.96);
+Interval wilson_interval(double successes, double n, double z = 1.96);
+
+// The interval of an average over tasks that hold different numbers of
+// samples (task t: score sum sums[t] over counts[t] samples): the Wilson
+// interval around the average of the task means, with the effective sample
+// count T^2 / sum(1 / n_t) that the average's variance implies when every
+// task shares one proportion. With equal counts it is the Wilson interval of
+// all the samples pooled. Tasks with no samples are skipped.
+Interval task_average_interval(const std::vector<double> &sums, const std::vector<int> &counts, double z = 1.96);
 
 } // namespace lctx::eval

@@ -2,8 +2,8 @@
 
 The plot's numbers must be the markdown report's (src/eval/report.cpp): the
 Wilson interval of a cell's mean score over its n samples, an average over
-tasks that is the mean of the task means with an interval pooling their
-samples, the last row of a combination winning (src/eval/results.cpp),
+tasks that is the mean of the task means with a Wilson interval around it
+of the effective count T^2 / sum(1/n_t), the last row of a combination winning (src/eval/results.cpp),
 perplexity tasks left out. Both figures (OUT.png and OUT-cost.png) must be
 written for ordinary and awkward files, and an empty file is an error.
 """
@@ -124,10 +124,11 @@ def test_cells_and_average_match_the_report(tmp_path):
     tasks = plot.ordered_tasks({t for (_m, t, _l) in cells})
     assert tasks == ["t1", "t2"]
     avg = plot.task_average(cells, "a", 8192, tasks)
-    # Mean of the task means (0.75 + 1.0) / 2; interval pooling 2.5 of 3 samples.
+    # Mean of the task means (0.75 + 1.0) / 2 = 0.875 (pooling gives 2.5/3 = 0.833); the interval around it with
+    # the effective count 2^2 / (1/2 + 1/1) = 8/3 samples of the 3.
     assert avg["mean"] == pytest.approx(0.875)
     assert (avg["n"], avg["n_tasks"]) == (3, 2)
-    assert (avg["lo"], avg["hi"]) == pytest.approx(plot.wilson(2.5 / 3, 3))
+    assert (avg["lo"], avg["hi"]) == pytest.approx(plot.wilson(0.875, 8 / 3))
     avg_b = plot.task_average(cells, "b", 8192, tasks)   # b's t1 failed: 1 of 2 tasks
     assert (avg_b["mean"], avg_b["n"], avg_b["n_tasks"]) == (0.5, 2, 1)
     assert plot.task_average(cells, "c", 8192, tasks) is None

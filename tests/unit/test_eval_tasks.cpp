@@ -898,3 +898,27 @@ TEST(EvalResults, WilsonInterval) {
     const Interval a = wilson_interval(5, 10), b = wilson_interval(50, 100);
     EXPECT_LT(b.hi - b.lo, a.hi - a.lo);
 }
+
+// The interval of a task average. Equal counts: the pooled Wilson interval.
+// Unequal: task A 10/10, task B 0/1 average 0.5, where pooling all 11
+// samples (10/11) gave [0.62, 0.98], which does not contain it. Worked by
+// hand: n_eff = 2^2 / (1/10 + 1) = 3.6364; Wilson(1.8182 of 3.6364): centre
+// 0.5, half-width 1.96 sqrt(0.25/3.6364 + 3.8416/(4 x 3.6364^2)) /
+// (1 + 3.8416/3.6364) = 0.3584.
+TEST(EvalResults, TaskAverageInterval) {
+    Interval eq = task_average_interval({3, 1, 4}, {5, 5, 5}), pooled = wilson_interval(8, 15);
+    EXPECT_DOUBLE_EQ(eq.lo, pooled.lo);
+    EXPECT_DOUBLE_EQ(eq.hi, pooled.hi);
+    const Interval iv = task_average_interval({10, 0}, {10, 1});
+    EXPECT_NEAR(iv.lo, 0.5 - 0.3584, 5e-4);
+    EXPECT_NEAR(iv.hi, 0.5 + 0.3584, 5e-4);
+    const Interval old = wilson_interval(10, 11);
+    EXPECT_GT(old.lo, 0.5);   // the pooled interval missed the average
+    // A task without samples does not count; none at all: no information.
+    const Interval skip = task_average_interval({10, 0, 7}, {10, 1, 0});
+    EXPECT_DOUBLE_EQ(skip.lo, iv.lo);
+    EXPECT_DOUBLE_EQ(skip.hi, iv.hi);
+    const Interval none = task_average_interval({}, {});
+    EXPECT_DOUBLE_EQ(none.lo, 0.0);
+    EXPECT_DOUBLE_EQ(none.hi, 1.0);
+}
