@@ -180,7 +180,8 @@ void Forward::run(const int32_t *tokens, const int32_t *pos, int64_t n, KvStore 
                 // A store that releases sliding-window slots holds a suffix of them
                 // (KvStore::first_held): the released ones are out of every query's window.
                 const SlotRanges ranges = plan.store ? SlotRanges{} : cache.held(l, policy.ranges(l, n_kv, nb));
-                AttentionArgs a = plan.store ? plan.store->attention_args(plan.store_layer >= 0 ? plan.store_layer : l, plan.n_kv)
+                const int32_t store_layer = plan.store_layer >= 0 ? plan.store_layer : l;
+                AttentionArgs a = plan.store ? plan.store->attention_args(store_layer, plan.n_kv)
                                              : cache.attention_args(l, ranges, gather_);
                 a.q = q;
                 a.ldq = Q;

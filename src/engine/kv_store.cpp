@@ -200,7 +200,8 @@ void KvStore::copy_head_rows(int32_t layer, int32_t head, int64_t slot0, const K
         head >= n_head_kv_ || slot0 < 0 || slot0 + n > capacity_)
         fail(LCTX_ERR_INTERNAL, "copy_head_rows: stores or slots do not match");
     check_held("copy_head_rows", layer, slot0, n);
-    const int64_t src_base = src.base_[static_cast<size_t>(src_layer)], src_lo = src.lo_[static_cast<size_t>(src_layer)];
+    const size_t SL = static_cast<size_t>(src_layer);
+    const int64_t src_base = src.base_[SL], src_lo = src.lo_[SL];
     std::vector<int64_t> rows(src_slots, src_slots + n);   // the source layer's buffer rows
     for (int64_t &r : rows) {
         if (r < src_lo || r >= src.capacity_)

@@ -161,7 +161,8 @@ std::string markdown_report(const std::vector<Row> &rows, const std::vector<std:
           "\"err\": every sample failed; \"(k err)\": k samples failed and are left out of the mean. "
           "[lo-hi]: the 95% Wilson interval, n: the samples behind it (a task cell shows them from 2 samples on; "
           "an average's interval is centred on it, with the effective count T^2 / sum(1/n_t) of its T tasks' "
-          "sample counts n_t: all its samples when the tasks hold equal counts, fewer when they do not). \"est.\": a length the method did not run, with the "
+          "sample counts n_t: all its samples when the tasks hold equal counts, fewer when they do not). "
+          "\"est.\": a length the method did not run, with the "
           "wall time per sample extrapolated from its two largest lengths (docs/eval.md).\n\n";
     md += "## Average over tasks\n\n" + header(lengths);
     md += table_rows([&](const std::string &m, int64_t L) {
