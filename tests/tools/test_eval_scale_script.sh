@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# scripts/eval-scale.sh, the commands of the evaluation at scale: every stage
+# prints its commands with --dry-run; each `lctx eval` command names only
+# methods and tasks that this lctx's `eval --help` lists; a stage that would
+# run needs the binary; an unknown stage is refused.
+# usage: test_eval_scale_script.sh LCTX SOURCE_DIR
+set -uo pipefail
+LCTX=$1
+SRC=$2
+SCRIPT=$SRC/scripts/eval-scale.sh
+failures=0 passed=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+ok() { passed=$((passed + 1)); }
+
+help=$("$LCTX" eval --help 2>&1)
+# The method names: the first word of the indented lines of --methods' list, and the eval-only ones.
+methods=$(printf '%s\n' "$help" | sed -n '/--methods/,/--oracle-tokens/p' | awk '$1 ~ /^[a-z0-9]+$/ && NF > 1 {print $1}')
+methods="$methods oracle"
+tasks=$(printf '%s\n' "$help" | sed -n 's/.*--tasks LIST.*all): //p' | tr -d ' ' | tr ',' ' ')
+[ -n "$tasks" ] || fail "no task list in lctx eval --help"
+
+n_eval=0
+for stage in smollm2-linear smollm2-long smollm2-quadratic gemma3-32k gemma3-128k gemma3-long report plan; do
+    out=$(LCTX="$LCTX" ESSAYS=/essays bash "$SCRIPT" --dry-run "$stage" 2>&1)
+    rc=$?
+    [ $rc -eq 0 ] || { fail "$stage --dry-run exited $rc: $out"; continue; }
+    [ -n "$out" ] || { fail "$stage printed no command"; continue; }
+    ok
+    while read -r line; do
+        case $line in *" eval -m "*) ;; *) continue ;; esac
+        n_eval=$((n_eval + 1))
+        m=$(printf '%s\n' "$line" | sed -n 's/.*--methods \([^ ]*\).*/\1/p')
+        t=$(printf '%s\n' "$line" | sed -n 's/.*--tasks \([^ ]*\).*/\1/p')
+        for name in ${m//,/ }; do
+            base=${name%%:*}
+            case " $(echo $methods) " in *" $base "*) ok ;; *) fail "$stage: method '$base' is not in lctx eval --help" ;; esac
+        done
+        for name in ${t//,/ }; do
+            case " $tasks " in *" $name "*) ok ;; *) fail "$stage: task '$name' is not in lctx eval --help" ;; esac
+        done
+        case $line in *"--essays /essays"*) ok ;; *) fail "$stage: ESSAYS not passed on: $line" ;; esac
+    done <<< "$out"
+done
+[ "$n_eval" -ge 10 ] || fail "only $n_eval lctx eval commands in all stages"
+
+# A stage that runs needs the binary, and says so.
+out=$(LCTX=/nonexistent/lctx ESSAYS=/tmp bash "$SCRIPT" smollm2-linear 2>&1)
+rc=$?
+if [ $rc -ne 0 ] && printf '%s' "$out" | grep -q "no /nonexistent/lctx"; then ok; else fail "missing binary: rc $rc, '$out'"; fi
+
+# An unknown stage is refused before any stage runs.
+out=$(LCTX="$LCTX" bash "$SCRIPT" --dry-run smollm2-linear bogus 2>&1)
+rc=$?
+if [ $rc -eq 2 ] && printf '%s' "$out" | grep -q "unknown stage 'bogus'" && ! printf '%s' "$out" | grep -q "^+ "; then
+    ok
+else
+    fail "unknown stage: rc $rc, '$out'"
+fi
+# No stage: the usage, exit 2.
+out=$(bash "$SCRIPT" 2>&1)
+rc=$?
+if [ $rc -eq 2 ] && printf '%s' "$out" | grep -q "Stages:"; then ok; else fail "no stage: rc $rc"; fi
+
+echo "$passed checks passed, $failures failed ($n_eval lctx eval commands)"
+[ "$failures" -eq 0 ]
