@@ -6,7 +6,9 @@ Reads result files (JSONL of `lctx eval`), takes the median wall time per
 tasks x lengths with samples per length) counts the combinations not yet in
 the first file and estimates their time. A length a method has no rows at is
 extrapolated along the power law through its two nearest measured lengths
-(exponent clamped to [1, 2], as the report's "est." cells). Rows of older
+(exponent clamped to [1, 2], as the report's "est." cells); the oracle
+costs the same at every length, and truncation past its largest measured
+length what it cost there (both read a fixed number of tokens). Rows of older
 files (given after the first) only lend their times, not their results.
 Times come from the rows of one backend (--backend, default cpu; a row
 without the field ran on the CPU), so rows run on a GPU do not price the
@@ -104,6 +106,13 @@ def estimate(med, method, L):
     if method == "oracle":   # the oracle's window is the same at every length
         own = [s for (m, _), s in med.items() if m == "oracle"]
         return (statistics.median(own), True) if own else (None, True)
+    if method.split(":")[0] == "truncate":
+        # Truncation keeps the same tokens at every length past its budget, so past its largest
+        # measured length it costs what it cost there (making and tokenizing the input grow with
+        # the length, but take seconds).
+        own = sorted((l, s) for (m, l), s in med.items() if m == method)
+        if own and L > own[-1][0]:
+            return own[-1][1], True
     if method in COST_LIKE and (COST_LIKE[method], L) in med:
         return med[(COST_LIKE[method], L)], True
     pts = sorted((l, s) for (m, l), s in med.items() if m == method)

@@ -39,6 +39,20 @@ def test_estimates(tmp_path):
     assert eval_plan.estimate(med, "h2o", 8192) == (None, True)
 
 
+def test_truncation_costs_the_same_past_its_largest_length(tmp_path):
+    cur = tmp_path / "cur.jsonl"
+    write(cur, [row("truncate", "vt", 8192, 0, 5), row("truncate", "vt", 32768, 0, 9),
+                row("truncate:budget=1024", "vt", 8192, 0, 3)])
+    med, _ = eval_plan.times([eval_plan.load(cur)])
+    # What it keeps does not grow: 9 s at 512K as at 32K (a power law would say 9 * 16 = 144 s at least).
+    assert eval_plan.estimate(med, "truncate", 524288) == (9, True)
+    assert eval_plan.estimate(med, "truncate:budget=1024", 1048576) == (3, True)
+    # Below its largest measured length the power law still applies: 5 s -> 9 s over 4x is exponent
+    # 0.42, clamped to 1, from 32K's 9 s: 9 / 8 = 1.125 s at 4K.
+    t, est = eval_plan.estimate(med, "truncate", 4096)
+    assert est and abs(t - 1.125) < 1e-9, t
+
+
 def test_counts_what_is_left(tmp_path):
     cur = tmp_path / "cur.jsonl"
     write(cur, [row("reform", "vt", 8192, 0, 10), row("reform", "cwe", 8192, 0, 10), row("reform", "vt", 8192, 1, 10)])
