@@ -56,18 +56,29 @@ std::string score_cell(const Cell &c, bool perplexity) {
 // " (est. 2.5 h/sample)" for a length past the method's measured ones: the
 // median wall time per sample extrapolated along the power law through its two
 // largest measured lengths (exponent clamped to [1, 2]: linear to quadratic
-// in the input). Empty with fewer than two measured lengths.
+// in the input). Empty with fewer than two measured lengths. The oracle and
+// truncation read the same number of tokens at every length past their
+// window, so theirs is the time at their largest measured length (one is
+// enough); bench/eval_plan.py prices them the same way.
 std::string estimate_text(const std::map<std::pair<std::string, int64_t>, double> &time, const std::string &m,
                           int64_t L) {
     std::vector<std::pair<int64_t, double>> pts;   // ascending length
     for (const auto &[k, t] : time)
         if (k.first == m && t > 0) pts.emplace_back(k.second, t);
-    if (pts.size() < 2 || L <= pts.back().first) return "";
-    const auto &[l1, t1] = pts[pts.size() - 2];
+    if (pts.empty() || L <= pts.back().first) return "";
+    const std::string base = m.substr(0, m.find(':'));
+    const bool flat = base == "oracle" || base == "truncate";
+    if (!flat && pts.size() < 2) return "";
     const auto &[l2, t2] = pts.back();
-    const double b = std::clamp(std::log(t2 / t1) / std::log(double(l2) / double(l1)), 1.0, 2.0);
-    const double est = t2 * std::pow(double(L) / double(l2), b);
-    return est >= 3600 ? " (est. " + fmt("%.1f", est / 3600) + " h/sample)" : " (est. " + fmt("%.0f", est / 60) + " min/sample)";
+    double est = t2;
+    if (!flat) {
+        const auto &[l1, t1] = pts[pts.size() - 2];
+        const double b = std::clamp(std::log(t2 / t1) / std::log(double(l2) / double(l1)), 1.0, 2.0);
+        est = t2 * std::pow(double(L) / double(l2), b);
+    }
+    if (est >= 3600) return " (est. " + fmt("%.1f", est / 3600) + " h/sample)";
+    if (est >= 60) return " (est. " + fmt("%.0f", est / 60) + " min/sample)";
+    return " (est. " + fmt("%.0f", est) + " s/sample)";
 }
 
 } // namespace
@@ -163,7 +174,8 @@ std::string markdown_report(const std::vector<Row> &rows, const std::vector<std:
           "an average's interval is centred on it, with the effective count T^2 / sum(1/n_t) of its T tasks' "
           "sample counts n_t: all its samples when the tasks hold equal counts, fewer when they do not). "
           "\"est.\": a length the method did not run, with the "
-          "wall time per sample extrapolated from its two largest lengths (docs/eval.md).\n\n";
+          "wall time per sample extrapolated from its two largest lengths (the oracle and truncation, which read "
+          "the same tokens at every length: the time at their largest) (docs/eval.md).\n\n";
     md += "## Average over tasks\n\n" + header(lengths);
     md += table_rows([&](const std::string &m, int64_t L) {
             double sum = 0;

@@ -80,6 +80,27 @@ TEST(EvalReport, EstimatedTimeForLengthsNotRun) {
     EXPECT_NE(avg.find("| ilre | - | - | 0.0 [0-79] n=1 |"), std::string::npos) << avg;
 }
 
+// The oracle and truncation read the same tokens at every length past their
+// window: past their largest measured length they cost what they cost there,
+// from one measured length on.
+TEST(EvalReport, OracleAndTruncationEstimatesAreFlat) {
+    auto at = [](const std::string &m, int64_t L, double wall) {
+        Row r = row(m, "vt", 0, 0);
+        r.length = L, r.wall_s = wall;
+        return r;
+    };
+    const std::vector<Row> rows = {at("truncate", 8192, 5), at("truncate", 32768, 90), at("oracle", 32768, 12),
+                                   at("truncate:budget=1024", 8192, 7), at("reform", 131072, 1)};
+    const std::string avg = section(markdown_report(rows, {}), "## Average over tasks");
+    // A power law through 5 s and 90 s would say 90 * 4^2 = 1,440 s (24 min) at 128K.
+    EXPECT_NE(avg.find("| truncate | 0.0 [0-79] n=1 | 0.0 [0-79] n=1 | - (est. 2 min/sample) |"), std::string::npos)
+        << avg;
+    EXPECT_NE(avg.find("| oracle | - | 0.0 [0-79] n=1 | - (est. 12 s/sample) |"), std::string::npos) << avg;
+    EXPECT_NE(avg.find("| truncate:budget=1024 | 0.0 [0-79] n=1 | - (est. 7 s/sample) | - (est. 7 s/sample) |"),
+              std::string::npos)
+        << avg;
+}
+
 // Time per sample is the median: one run slowed by other work (300 s among
 // runs of about 10 s) does not move it; an even count takes the middle two.
 TEST(EvalReport, TimeIsTheMedianOfTheRuns) {
