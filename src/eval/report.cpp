@@ -132,7 +132,7 @@ std::string markdown_report(const std::vector<Row> &rows, const std::vector<std:
 
     // (task, method, length) -> scores; (method, length) -> time and memory.
     std::map<std::tuple<std::string, std::string, int64_t>, Cell> cells;
-    std::map<std::pair<std::string, int64_t>, std::vector<double>> walls;
+    std::map<std::pair<std::string, int64_t>, std::vector<double>> walls, cpu_secs;
     std::map<std::pair<std::string, int64_t>, double> rss;
     std::map<std::pair<std::string, int64_t>, std::set<std::string>> cpus;
     std::map<std::string, int> rows_per_cpu, rows_per_build;
@@ -150,18 +150,23 @@ std::string markdown_report(const std::vector<Row> &rows, const std::vector<std:
         if (r.ok()) c.sum += is_perplexity_task(r.task) ? std::log(std::max(r.score, 1e-30)) : r.score, ++c.n;
         else ++c.errors;
         walls[{r.method, r.length}].push_back(r.wall_s);
+        if (r.cpu_s >= 0) cpu_secs[{r.method, r.length}].push_back(r.cpu_s);
         double &m = rss[{r.method, r.length}];
         m = std::max(m, r.peak_rss_mib);
     }
 
     // The median, not the mean: one run slowed by other work on the machine
     // should not move a method's time.
-    std::map<std::pair<std::string, int64_t>, double> time;
-    for (auto &[k, v] : walls) {
-        std::sort(v.begin(), v.end());
-        const size_t n = v.size();
-        time[k] = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-    }
+    auto medians = [](std::map<std::pair<std::string, int64_t>, std::vector<double>> &lists) {
+        std::map<std::pair<std::string, int64_t>, double> out;
+        for (auto &[k, v] : lists) {
+            std::sort(v.begin(), v.end());
+            const size_t n = v.size();
+            out[k] = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+        }
+        return out;
+    };
+    const std::map<std::pair<std::string, int64_t>, double> time = medians(walls), cpu_time = medians(cpu_secs);
     std::string md = "# lctx eval results\n\n";
     std::vector<std::string> scored;   // the tasks of the average: accuracies, not perplexities
     for (const auto &t : tasks)
@@ -234,13 +239,16 @@ std::string markdown_report(const std::vector<Row> &rows, const std::vector<std:
             return it == cells.end() ? std::string("-") : score_cell(it->second, ppl);
         });
     }
-    md += "\n## Time and memory\n\nMedian wall time per sample (seconds; model load, encoding, question and answer) "
-          "and the largest peak RSS (MiB) of one run.\n\n" + header(lengths);
+    md += "\n## Time and memory\n\nMedian wall time per sample (seconds; model load, encoding, question and answer), "
+          "the median CPU seconds of the samples that recorded them (\"CPU\": every thread of the run; unlike wall "
+          "time, it does not grow when other work shares the machine) and the largest peak RSS (MiB) of one "
+          "run.\n\n" + header(lengths);
     md += table_rows([&](const std::string &m, int64_t L) {
         auto it = time.find({m, L});
-        return it == time.end() ? std::string("-")
-                                : fmt("%.1f s", it->second) + ", " + fmt("%.0f MiB", rss[{m, L}]) +
-                                      (cpus[{m, L}].size() > 1 ? " (mixed CPUs)" : "");
+        if (it == time.end()) return std::string("-");
+        auto c = cpu_time.find({m, L});
+        return fmt("%.1f s", it->second) + (c == cpu_time.end() ? "" : fmt(", CPU %.1f s", c->second)) + ", " +
+               fmt("%.0f MiB", rss.at({m, L})) + (cpus.at({m, L}).size() > 1 ? " (mixed CPUs)" : "");
     });
     // Times are only comparable on the same kind of machine: say which.
     md += "\nRows per CPU (the `cpu` field of each row):";

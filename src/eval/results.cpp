@@ -50,6 +50,7 @@ ResultsFile load_results(const std::string &path) {
         }
         r.score = r.error.empty() ? score->num : 0;
         r.wall_s = j.get_num("wall_s");
+        r.cpu_s = j.get_num("cpu_s", -1);
         r.peak_rss_mib = j.get_num("peak_rss_mib");
         r.cpu = j.get_str("cpu");
         r.build = j.get_str("build");

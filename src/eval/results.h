@@ -18,6 +18,7 @@ struct Row {
     uint64_t seed = 0;
     double score = 0;        // 0..1; meaningless when error is set
     double wall_s = 0;       // whole combination, child process included
+    double cpu_s = -1;       // CPU seconds of its process, every thread; < 0 in rows written before it was recorded
     double peak_rss_mib = 0;
     std::string cpu;         // the measuring machine's CPU model; empty in rows written before it was recorded
     std::string build;       // the lctx source revision that ran it (LCTX_REVISION); empty in older rows

@@ -118,3 +118,21 @@ TEST(EvalReport, TimeIsTheMedianOfTheRuns) {
     EXPECT_NE(t.find("| reform | 10.5 s, "), std::string::npos) << t;
     EXPECT_NE(t.find("| full | 7.0 s, "), std::string::npos) << t;
 }
+
+// CPU seconds: the median over the samples that recorded them (rows written
+// before cpu_s have none); a cell without any shows wall time and memory only.
+TEST(EvalReport, CpuSecondsBesideWallTime) {
+    std::vector<Row> rows;
+    const double cpu[] = {-1, 40, 20, 30};   // the first row predates cpu_s
+    for (double c : cpu) {
+        Row r = row("reform", "vt", int(rows.size()), 0);
+        r.wall_s = 50, r.cpu_s = c, r.peak_rss_mib = 100;
+        rows.push_back(r);
+    }
+    Row old = row("full", "vt", 0, 0);
+    old.wall_s = 7, old.peak_rss_mib = 200;
+    rows.push_back(old);
+    const std::string t = section(markdown_report(rows, {}), "## Time and memory");
+    EXPECT_NE(t.find("| reform | 50.0 s, CPU 30.0 s, 100 MiB |"), std::string::npos) << t;
+    EXPECT_NE(t.find("| full | 7.0 s, 200 MiB |"), std::string::npos) << t;
+}
