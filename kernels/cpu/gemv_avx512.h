@@ -96,6 +96,7 @@ lctx::cpu::KernelTable make_table_avx512() {
         k.gemm_bf16 = gemm_bf16;
         k.to_bf16_words = to_bf16_words;
         k.topk_item_screened = topk_item_screened;
+        if (lctx::cpu::cpu_has_amx_bf16()) k.topk_item_screened_amx = topk_item_screened_amx;
     }
     return k;
 }

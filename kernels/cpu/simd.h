@@ -152,6 +152,11 @@ struct KernelTable {
     // keys_transposed + topk_tile over its tiles in order. d even. Null where
     // the CPU has no AVX512_BF16.
     void (*topk_item_screened)(const TopkScreenRows &s, const TopkScreenItem &it, const TopkScreenScratch &w);
+    // The same screen with the products on the AMX tile unit (TDPBF16PS):
+    // the same lists. Needs q2 rows padded to a multiple of 16 pairs and 15
+    // zero rows past the last, kt2 with ldq2 zero-padded pair rows (T * ldq2
+    // words). Null where the CPU or the OS does not run AMX-BF16.
+    void (*topk_item_screened_amx)(const TopkScreenRows &s, const TopkScreenItem &it, const TopkScreenScratch &w);
     // log(sum_i exp(x[i])) for n >= 1 finite x (a logits row's log-softmax
     // normalizer): max pass, then exp(x - max) summed in float lanes, blocks
     // of lane sums added in double.
@@ -190,6 +195,13 @@ void set_q8_vnni_for_testing(bool on);
 // way; tests compare the two paths).
 bool topk_screen_enabled();
 void set_topk_screen_for_testing(bool on);
+// Whether this CPU runs AMX-BF16 and the OS let this process use the tile
+// data (Linux: arch_prctl ARCH_REQ_XCOMP_PERM, asked once here).
+bool cpu_has_amx_bf16();
+// Whether the screen runs its products on AMX: where the active table has
+// that variant, unless a test turned it off (the same lists either way).
+bool topk_amx_enabled();
+void set_topk_amx_for_testing(bool on);
 
 const KernelTable &kernel_table_scalar();
 const KernelTable &kernel_table_avx2();

@@ -4,6 +4,10 @@
 #include <cpuid.h>
 #include <cstdlib>
 #include <cstring>
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #include "common/error.h"
 #include "common/log.h"
@@ -62,6 +66,7 @@ SimdVariant initial_variant() {
 std::atomic<int> g_variant{-1};
 std::atomic<bool> g_q8_vnni_off{false};   // set_q8_vnni_for_testing(false)
 std::atomic<bool> g_topk_screen_off{false};   // set_topk_screen_for_testing(false)
+std::atomic<bool> g_topk_amx_off{false};      // set_topk_amx_for_testing(false)
 
 // An AVX-512 extension's bit of cpuid leaf 7 (subleaf, register eax or ecx),
 // false where the AVX-512 variant cannot run at all.
@@ -88,6 +93,48 @@ bool cpu_has_avx512_vnni() {
     static const bool has = avx512_leaf7_bit(0, false, 11);   // AVX512_VNNI: leaf 7.0, ecx bit 11
     return has;
 }
+
+bool cpu_has_amx_bf16() {
+    static const bool has = [] {
+#if defined(__x86_64__) && defined(__linux__)
+        if (const char *e = std::getenv("LCTX_AMX"); e && std::strcmp(e, "0") == 0) return false;
+        if (best_supported_variant() != SimdVariant::AVX512 || __get_cpuid_max(0, nullptr) < 7) return false;
+        unsigned a, b, c, d;
+        __cpuid_count(7, 0, a, b, c, d);
+        if (!(d & (1u << 22)) || !(d & (1u << 24))) return false;   // AMX-BF16, AMX-TILE: leaf 7.0, edx
+        return (xgetbv0() & (3u << 17)) == (3u << 17);             // the OS saves XTILECFG and XTILEDATA
+#else
+        return false;
+#endif
+    }();
+    return has;
+}
+
+namespace {
+
+// Linux hands a process the tile data only on request (kernel 5.16+). Asked
+// once, at the first use, so a process that never needs AMX (no ReAttention)
+// keeps the smaller signal frames.
+bool amx_permitted() {
+    static const bool ok = [] {
+#if defined(__x86_64__) && defined(__linux__)
+        constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+        if (syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0) return true;
+        LCTX_LOG_WARN("the OS refused AMX tile data to this process; the top-k screen uses AVX-512");
+#endif
+        return false;
+    }();
+    return ok;
+}
+
+} // namespace
+
+bool topk_amx_enabled() {
+    return active_kernels().topk_item_screened_amx != nullptr && !g_topk_amx_off.load(std::memory_order_relaxed) &&
+           amx_permitted();
+}
+
+void set_topk_amx_for_testing(bool on) { g_topk_amx_off.store(!on, std::memory_order_relaxed); }
 
 bool q8_vnni_enabled() { return cpu_has_avx512_vnni() && !g_q8_vnni_off.load(std::memory_order_relaxed); }
 

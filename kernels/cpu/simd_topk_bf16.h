@@ -185,15 +185,53 @@ inline void topk_lb_insert(float *lb, int k, float x) {
     lb[p] = x;
 }
 
+// Row `row` of the item against 16 keys of screened tile ti from key t0 on:
+// c their bf16 scores, kn / kf their norms (TopkScreenScratch). Every key
+// whose bf16 score + bound reaches the row's k-th best lower bound is kept
+// pending, in key order, and its bf16 score - bound joins the row's lower
+// bounds. Returns how many were kept.
+LCTX_TARGET_BF16 inline int64_t topk_screen_offer16(const TopkScreenRows &s, const TopkScreenItem &it,
+                                                    const TopkScreenScratch &w, int64_t row, int32_t ti, int64_t t0,
+                                                    int64_t n_valid, __m512 c, __m512 kn, __m512 kf) {
+    const int k = it.k;
+    float *lb = w.lb + row * k;
+    const __m512 bound = _mm512_fmadd_ps(_mm512_set1_ps(s.bound_k[it.r0 + row]), kn,
+                                         _mm512_fmadd_ps(_mm512_set1_ps(s.bound_f[it.r0 + row]), kf,
+                                                         _mm512_set1_ps(s.bound_1[it.r0 + row])));
+    const __m512 upper = _mm512_add_ps(c, bound);
+    unsigned m = _mm512_cmp_ps_mask(upper, _mm512_set1_ps(lb[k - 1]), _CMP_GE_OQ) & valid_lanes(t0, n_valid);
+    if (!m) return 0;
+    int64_t kept_keys = 0;
+    alignas(64) float up[16], lo[16];
+    _mm512_store_ps(up, upper);
+    _mm512_store_ps(lo, _mm512_sub_ps(c, bound));
+    for (; m; m &= m - 1) {
+        const int j = __builtin_ctz(m);
+        if (!(up[j] >= lb[k - 1])) continue;   // the floor rose within these 16 keys
+        TopkPending *p = w.pending + row * kTopkPendingCap;
+        if (w.n_pending[row] == kTopkPendingCap) {
+            // Drop what the floor has passed; still half full: score them now.
+            int32_t kept = 0;
+            for (int32_t i = 0; i < kTopkPendingCap; ++i)
+                if (p[i].upper >= lb[k - 1]) p[kept++] = p[i];
+            w.n_pending[row] = kept;
+            if (kept > kTopkPendingCap / 2) topk_flush_pending(s, it, w, row, row + 1);
+        }
+        p[w.n_pending[row]++] = {up[j], ti, static_cast<int32_t>(t0 + j)};
+        ++kept_keys;
+        if (lo[j] > lb[k - 1]) topk_lb_insert(lb, k, lo[j]);
+    }
+    return kept_keys;
+}
+
 // RB item rows from row r against one screened tile (item tile ti), 2W keys
-// per register strip: the bf16 scores; every key whose bf16 score + bound
-// reaches its row's k-th best lower bound is kept pending, and its bf16
-// score - bound joins the row's lower bounds. Returns how many were kept.
+// per register strip, the products by VDPBF16PS. Returns how many keys were
+// kept pending.
 template <int RB>
 LCTX_TARGET_BF16 inline int64_t topk_rows_screened(const TopkScreenRows &s, const TopkScreenItem &it,
                                                 const TopkScreenScratch &w, int64_t r, int32_t ti, int64_t n_valid) {
     const int64_t T = it.T;
-    const int k = it.k, n_pairs = it.d / 2;
+    const int n_pairs = it.d / 2;
     const uint32_t *q2 = s.q2 + (it.r0 + r) * s.ldq2;
     int64_t kept_keys = 0;
     for (int64_t t = 0; t < n_valid; t += 2 * W) {
@@ -213,35 +251,65 @@ LCTX_TARGET_BF16 inline int64_t topk_rows_screened(const TopkScreenRows &s, cons
         const __m512 kn0 = _mm512_loadu_ps(w.kn + t), kn1 = _mm512_loadu_ps(w.kn + t + W);
         const __m512 kf0 = _mm512_loadu_ps(w.kn_f + t), kf1 = _mm512_loadu_ps(w.kn_f + t + W);
         for (int u = 0; u < RB; ++u) {
-            const int64_t row = r + u;
-            float *lb = w.lb + row * k;
-            const __m512 ka = _mm512_set1_ps(s.bound_k[it.r0 + row]), kf = _mm512_set1_ps(s.bound_f[it.r0 + row]);
-            const __m512 b1 = _mm512_set1_ps(s.bound_1[it.r0 + row]);
-            for (int v = 0; v < 2; ++v) {
-                const int64_t t0 = t + v * W;
-                const __m512 bound = _mm512_fmadd_ps(ka, v ? kn1 : kn0, _mm512_fmadd_ps(kf, v ? kf1 : kf0, b1));
-                const __m512 upper = _mm512_add_ps(c[u][v], bound);
-                unsigned m = _mm512_cmp_ps_mask(upper, _mm512_set1_ps(lb[k - 1]), _CMP_GE_OQ) & valid_lanes(t0, n_valid);
-                if (!m) continue;
-                alignas(64) float up[16], lo[16];
-                _mm512_store_ps(up, upper);
-                _mm512_store_ps(lo, _mm512_sub_ps(c[u][v], bound));
-                for (; m; m &= m - 1) {
-                    const int j = __builtin_ctz(m);
-                    if (!(up[j] >= lb[k - 1])) continue;   // the floor rose within this strip
-                    TopkPending *p = w.pending + row * kTopkPendingCap;
-                    if (w.n_pending[row] == kTopkPendingCap) {
-                        // Drop what the floor has passed; still half full: score them now.
-                        int32_t kept = 0;
-                        for (int32_t i = 0; i < kTopkPendingCap; ++i)
-                            if (p[i].upper >= lb[k - 1]) p[kept++] = p[i];
-                        w.n_pending[row] = kept;
-                        if (kept > kTopkPendingCap / 2) topk_flush_pending(s, it, w, row, row + 1);
-                    }
-                    p[w.n_pending[row]++] = {up[j], ti, static_cast<int32_t>(t0 + j)};
-                    ++kept_keys;
-                    if (lo[j] > lb[k - 1]) topk_lb_insert(lb, k, lo[j]);
-                }
+            kept_keys += topk_screen_offer16(s, it, w, r + u, ti, t, n_valid, c[u][0], kn0, kf0);
+            kept_keys += topk_screen_offer16(s, it, w, r + u, ti, t + W, n_valid, c[u][1], kn1, kf1);
+        }
+    }
+    return kept_keys;
+}
+
+// The AMX variant of one tile's screen (topk_item_screened_amx, simd.h):
+// every item row against the tile's keys, 16 rows x 32 keys at a time, the
+// bf16 products summed by TDPBF16PS into f32 (inputs and outputs that are
+// denormal flushed to zero, as VDPBF16PS does, so the bound above holds the
+// same), then the same offers as topk_rows_screened. Tiles 0-1: the scores
+// of 16 rows x 16 keys each; 2: 16 rows' next 16 pairs; 3-4: 16 pairs of 16
+// keys each. Needs T a multiple of 32, ldq2 a multiple of 16 with the q2 and
+// kt2 padding of simd.h.
+#define LCTX_TARGET_AMX __attribute__((target("avx512bf16,amx-tile,amx-bf16")))
+
+struct alignas(64) AmxTileConfig {
+    uint8_t palette_id = 1, start_row = 0, reserved[14] = {};
+    uint16_t colsb[16] = {};
+    uint8_t rows[16] = {};
+};
+
+// Loads the screen's tile shapes into this thread's tile configuration.
+LCTX_TARGET_AMX inline void topk_amx_begin() {
+    AmxTileConfig c;
+    for (int i = 0; i < 5; ++i) c.rows[i] = 16, c.colsb[i] = 64;
+    _tile_loadconfig(&c);
+}
+
+LCTX_TARGET_AMX __attribute__((noinline)) int64_t topk_tile_screened_amx(const TopkScreenRows &s,
+                                                                         const TopkScreenItem &it,
+                                                                         const TopkScreenScratch &w, int64_t nr,
+                                                                         int32_t ti, int64_t n_valid) {
+    const int64_t T = it.T, steps = s.ldq2 / 16;
+    int64_t kept_keys = 0;
+    alignas(64) float c0[16 * 16], c1[16 * 16];
+    for (int64_t r = 0; r < nr; r += 16) {
+        const uint32_t *q2 = s.q2 + (it.r0 + r) * s.ldq2;
+        const int64_t rows = std::min<int64_t>(16, nr - r);
+        for (int64_t t = 0; t < n_valid; t += 32) {
+            _tile_zero(0);
+            _tile_zero(1);
+            for (int64_t st = 0; st < steps; ++st) {
+                const uint32_t *b = w.kt2 + st * 16 * T + t;
+                _tile_loadd(2, q2 + st * 16, s.ldq2 * 4);
+                _tile_loadd(3, b, T * 4);
+                _tile_loadd(4, b + 16, T * 4);
+                _tile_dpbf16ps(0, 2, 3);
+                _tile_dpbf16ps(1, 2, 4);
+            }
+            _tile_stored(0, c0, 64);
+            _tile_stored(1, c1, 64);
+            const __m512 kn0 = _mm512_loadu_ps(w.kn + t), kn1 = _mm512_loadu_ps(w.kn + t + 16);
+            const __m512 kf0 = _mm512_loadu_ps(w.kn_f + t), kf1 = _mm512_loadu_ps(w.kn_f + t + 16);
+            for (int64_t u = 0; u < rows; ++u) {
+                kept_keys += topk_screen_offer16(s, it, w, r + u, ti, t, n_valid, _mm512_load_ps(c0 + u * 16), kn0, kf0);
+                kept_keys +=
+                    topk_screen_offer16(s, it, w, r + u, ti, t + 16, n_valid, _mm512_load_ps(c1 + u * 16), kn1, kf1);
             }
         }
     }
@@ -254,10 +322,13 @@ LCTX_TARGET_BF16 inline int64_t topk_rows_screened(const TopkScreenRows &s, cons
 // row's offers stay in key order; so is the rest of the item once more than
 // kScreenMaxPass of its (row, key) pairs have passed the screen (keys whose
 // scores differ by less than the bound, as when a model normalises its keys:
-// rescoring them one by one would cost more than the exact kernel).
+// rescoring them one by one would cost more than the exact kernel). Amx:
+// the products on the tile unit (the caller configured it).
 constexpr double kScreenMaxPass = 0.15;
 
-LCTX_TARGET_BF16 void topk_item_screened(const TopkScreenRows &s, const TopkScreenItem &it, const TopkScreenScratch &w) {
+template <bool Amx>
+LCTX_TARGET_BF16 inline void topk_item_screened_impl(const TopkScreenRows &s, const TopkScreenItem &it,
+                                                     const TopkScreenScratch &w) {
     const int64_t nr = it.r1 - it.r0;
     std::fill(w.lb, w.lb + nr * it.k, -INFINITY);
     std::fill(w.n_pending, w.n_pending + nr, 0);
@@ -275,22 +346,37 @@ LCTX_TARGET_BF16 void topk_item_screened(const TopkScreenRows &s, const TopkScre
                           it.T, t.n, it.d, t.idx0, it.k, false, it.bs + r * it.k, it.bi + r * it.k);
             continue;
         }
-        constexpr int RB = 6;
         const int32_t t32 = static_cast<int32_t>(ti);
-        int64_t r = 0;
-        for (; r + RB <= nr; r += RB) passed += topk_rows_screened<RB>(s, it, w, r, t32, t.n);
-        switch (nr - r) {
-        case 5: passed += topk_rows_screened<5>(s, it, w, r, t32, t.n); break;
-        case 4: passed += topk_rows_screened<4>(s, it, w, r, t32, t.n); break;
-        case 3: passed += topk_rows_screened<3>(s, it, w, r, t32, t.n); break;
-        case 2: passed += topk_rows_screened<2>(s, it, w, r, t32, t.n); break;
-        case 1: passed += topk_rows_screened<1>(s, it, w, r, t32, t.n); break;
-        default: break;
+        if constexpr (Amx) {
+            passed += topk_tile_screened_amx(s, it, w, nr, t32, t.n);
+        } else {
+            constexpr int RB = 6;
+            int64_t r = 0;
+            for (; r + RB <= nr; r += RB) passed += topk_rows_screened<RB>(s, it, w, r, t32, t.n);
+            switch (nr - r) {
+            case 5: passed += topk_rows_screened<5>(s, it, w, r, t32, t.n); break;
+            case 4: passed += topk_rows_screened<4>(s, it, w, r, t32, t.n); break;
+            case 3: passed += topk_rows_screened<3>(s, it, w, r, t32, t.n); break;
+            case 2: passed += topk_rows_screened<2>(s, it, w, r, t32, t.n); break;
+            case 1: passed += topk_rows_screened<1>(s, it, w, r, t32, t.n); break;
+            default: break;
+            }
         }
         if (ti == 0) passed = 0;
         else screened_keys += t.n;
     }
     topk_flush_pending(s, it, w, 0, nr);
+}
+
+LCTX_TARGET_BF16 void topk_item_screened(const TopkScreenRows &s, const TopkScreenItem &it, const TopkScreenScratch &w) {
+    topk_item_screened_impl<false>(s, it, w);
+}
+
+LCTX_TARGET_AMX void topk_item_screened_amx(const TopkScreenRows &s, const TopkScreenItem &it,
+                                            const TopkScreenScratch &w) {
+    topk_amx_begin();
+    topk_item_screened_impl<true>(s, it, w);
+    _tile_release();   // back to the init state: a context switch need not save 8 KiB of tiles
 }
 
 } // namespace

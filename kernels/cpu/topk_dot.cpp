@@ -178,7 +178,7 @@ ScreenQueries screen_queries(const KernelTable &kt, const TopkDotArgs &a) {
     const double rel = 0x1p-7 + 0x1p-16 + 0x1p-23 + 2.2 * a.dim * 0x1p-24 + 0x1p-18;
     const double relf = 2.2 * a.dim * 0x1p-24 + 0x1p-30;
     const double up = 1.0 + 0x1p-20;   // rounds the bound's terms up
-    s.q2.resize(static_cast<size_t>(R * ldq2));
+    s.q2.resize(static_cast<size_t>((R + 15) * ldq2));   // 15 zero rows past the last: the AMX screen's padding
     s.bound_k.resize(static_cast<size_t>(R));
     s.bound_f.resize(static_cast<size_t>(R));
     s.bound_1.resize(static_cast<size_t>(R));
@@ -218,6 +218,8 @@ void topk_dot(ThreadPool &pool, const TopkDotArgs &a) {
     const int64_t k = a.k, R = a.n_rows, n_tiles = static_cast<int64_t>(tiles.size());
     const int64_t threads = pool.size();
     const ScreenQueries screen = screen_queries(kt, a);
+    // The screen's products on the AMX tile unit where there is one (32-key strips).
+    const bool amx = screen.ok && kt.topk_item_screened_amx && topk_amx_enabled() && T % 32 == 0;
     // Key ranges for long inputs (decode: few rows, many keys), row groups
     // for short ones (a prefill chunk against a short middle). Each range
     // starts its lists empty, and a screened list lets through every key
@@ -237,7 +239,8 @@ void topk_dot(ThreadPool &pool, const TopkDotArgs &a) {
         std::vector<float> ktile(static_cast<size_t>(T * a.dim)), tmp(static_cast<size_t>(T * a.dim));
         // The screen's scratch (simd.h, TopkScreenScratch), for the largest item.
         const size_t nr_max = screen.ok ? static_cast<size_t>(rows_per_group) : 0;
-        std::vector<uint32_t> kt2(screen.ok ? static_cast<size_t>(T * a.dim / 2) : 0);
+        // ldq2 pair rows: the AMX screen reads whole steps of 16 pairs (the ones past d / 2 stay zero).
+        std::vector<uint32_t> kt2(screen.ok ? static_cast<size_t>(T * screen.rows.ldq2) : 0);
         std::vector<float> kn(screen.ok ? static_cast<size_t>(T) : 0), kn_f(kn.size()), lb(nr_max * static_cast<size_t>(k));
         std::vector<TopkPending> pending(nr_max * kTopkPendingCap);
         std::vector<int32_t> n_pending(nr_max);
@@ -262,7 +265,7 @@ void topk_dot(ThreadPool &pool, const TopkDotArgs &a) {
                 }
                 const TopkScreenItem it{item_tiles.data(), static_cast<int64_t>(item_tiles.size()), T, a.keys_f16,
                                         a.ld_keys, a.dim, a.k, r0, r1, bs, bi};
-                kt.topk_item_screened(screen.rows, it, scratch);
+                (amx ? kt.topk_item_screened_amx : kt.topk_item_screened)(screen.rows, it, scratch);
                 continue;
             }
             for (int64_t ti = ti0; ti < ti1; ++ti) {

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <random>
 
@@ -26,13 +27,16 @@ struct Lists {
 };
 
 // topk_dot over keys in store-like blocks of 1024 (indices from 5000), with
-// the screen on or off.
+// the screen on or off, its products by VDPBF16PS or (amx) on the AMX tile
+// unit where the CPU has one.
 Lists run_topk(cpu::ThreadPool &pool, const std::vector<float> &q, int64_t rows, const std::vector<float> &keys,
-               int64_t n, int d, int k, bool f16, bool screen) {
+               int64_t n, int d, int k, bool f16, bool screen, bool amx = false) {
     Lists out;
     cpu::set_topk_screen_for_testing(screen);
+    cpu::set_topk_amx_for_testing(amx);
     test::run_topk_dot(pool, q, rows, keys, f16, n, d, 5000, k, false, 1024, out.score, out.index);
     cpu::set_topk_screen_for_testing(true);
+    cpu::set_topk_amx_for_testing(true);
     return out;
 }
 
@@ -160,6 +164,10 @@ void make_data(Data kind, std::mt19937 &rng, int64_t rows, int64_t n, int d, std
 TEST(TopkScreen, SameListsBitForBitAsTheExactKernel) {
     if (!cpu::cpu_has_avx512_bf16()) GTEST_SKIP() << "this CPU has no AVX512_BF16";
     ASSERT_TRUE(cpu::topk_screen_enabled());
+    // Where the CPU and OS run AMX-BF16 the screen uses it, and each case runs both ways.
+    const bool amx = cpu::topk_amx_enabled();
+    if (cpu::cpu_has_amx_bf16()) EXPECT_TRUE(amx) << "the CPU has AMX-BF16, the screen does not use it";
+    if (!amx) std::printf("note: no AMX-BF16 here; the AMX screen is not exercised\n");
     std::mt19937 rng(11);
     struct Case {
         int threads;
@@ -182,6 +190,10 @@ TEST(TopkScreen, SameListsBitForBitAsTheExactKernel) {
                 const Lists screened = run_topk(pool, q, c.rows, keys, c.n, c.d, c.k, f16, true);
                 expect_same_lists(screened, exact);
                 if (HasFatalFailure()) return;
+                if (!amx) continue;
+                SCOPED_TRACE("AMX");
+                expect_same_lists(run_topk(pool, q, c.rows, keys, c.n, c.d, c.k, f16, true, true), exact);
+                if (HasFatalFailure()) return;
             }
         }
     }
@@ -203,5 +215,6 @@ TEST(TopkScreen, QueriesOutOfRangeFallBackToTheExactKernel) {
         const Lists exact = run_topk(pool, qb, rows, keys, n, d, k, false, false);
         const Lists screened = run_topk(pool, qb, rows, keys, n, d, k, false, true);
         expect_same_lists(screened, exact);
+        if (cpu::topk_amx_enabled()) expect_same_lists(run_topk(pool, qb, rows, keys, n, d, k, false, true, true), exact);
     }
 }
