@@ -17,6 +17,13 @@ Row row(const std::string &method, const std::string &task, int sample, double s
     return r;
 }
 
+// A vt row of sample 0 at length L that took wall seconds.
+Row at(const std::string &method, int64_t L, double wall) {
+    Row r = row(method, "vt", 0, 0);
+    r.length = L, r.wall_s = wall;
+    return r;
+}
+
 std::string section(const std::string &md, const std::string &title) {
     const size_t at = md.find(title);
     if (at == std::string::npos) return "";
@@ -65,11 +72,6 @@ TEST(EvalReport, NoOracleNoShareTableAndZeroOracleIsNotADivision) {
 // largest lengths (10 s at 8K, 160 s at 32K: quadratic, so 2,560 s at 128K;
 // a slope past 2 is clamped: 10 s -> 400 s gives 6,400 s, not 16,000 s).
 TEST(EvalReport, EstimatedTimeForLengthsNotRun) {
-    auto at = [](const std::string &m, int64_t L, double wall) {
-        Row r = row(m, "vt", 0, 0);
-        r.length = L, r.wall_s = wall;
-        return r;
-    };
     const std::vector<Row> rows = {at("full", 8192, 10), at("full", 32768, 160), at("steep", 8192, 10),
                                    at("steep", 32768, 400), at("once", 32768, 50), at("ilre", 131072, 100)};
     const std::string avg = section(markdown_report(rows, {}), "## Average over tasks");
@@ -84,11 +86,6 @@ TEST(EvalReport, EstimatedTimeForLengthsNotRun) {
 // window: past their largest measured length they cost what they cost there,
 // from one measured length on.
 TEST(EvalReport, OracleAndTruncationEstimatesAreFlat) {
-    auto at = [](const std::string &m, int64_t L, double wall) {
-        Row r = row(m, "vt", 0, 0);
-        r.length = L, r.wall_s = wall;
-        return r;
-    };
     const std::vector<Row> rows = {at("truncate", 8192, 5), at("truncate", 32768, 90), at("oracle", 32768, 12),
                                    at("truncate:budget=1024", 8192, 7), at("reform", 131072, 1)};
     const std::string avg = section(markdown_report(rows, {}), "## Average over tasks");
