@@ -233,19 +233,19 @@ def median(values):
 
 
 def cost_cells(rows):
-    """{(method, length): {"wall": [...], "rss": [...]}}: wall_s and
-    peak_rss_mib (positive numbers only) of the rows without error, every task."""
-    out = defaultdict(lambda: {"wall": [], "rss": []})
+    """{(method, length): {"wall": [...], "cpu": [...], "rss": [...]}}: wall_s,
+    cpu_s (rows written since it was recorded) and peak_rss_mib (positive
+    numbers only) of the rows without error, every task."""
+    out = defaultdict(lambda: {"wall": [], "cpu": [], "rss": []})
     for r in rows:
         if not r["ok"]:
             continue
-        wall, rss = _number(r.get("wall_s")), _number(r.get("peak_rss_mib"))
         cell = out[(r["method"], r["length"])]
-        if wall is not None and wall > 0:
-            cell["wall"].append(wall)
-        if rss is not None and rss > 0:
-            cell["rss"].append(rss)
-    return {k: v for k, v in out.items() if v["wall"] or v["rss"]}
+        for key, field in (("wall", "wall_s"), ("cpu", "cpu_s"), ("rss", "peak_rss_mib")):
+            v = _number(r.get(field))
+            if v is not None and v > 0:
+                cell[key].append(v)
+    return {k: v for k, v in out.items() if v["wall"] or v["cpu"] or v["rss"]}
 
 
 def label(n):
@@ -435,17 +435,21 @@ def plot_accuracy(plt, rows, styles, out):
 def plot_cost(plt, rows, styles, out):
     cells = cost_cells(rows)
     if not cells:
-        _save_no_data(plt, out, "no successful rows with wall_s or peak_rss_mib")
+        _save_no_data(plt, out, "no successful rows with wall_s, cpu_s or peak_rss_mib")
         return
     from matplotlib.ticker import FuncFormatter
     lengths = sorted({length for (_m, length) in cells})
     methods = ordered_methods({m for (m, _l) in cells})
     dodge = _dodge(methods, lengths)
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.6), layout="constrained")
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.6), layout="constrained")
     handles = {}
+    # CPU seconds beside wall time: a row's wall time grows when other runs share the machine, its CPU
+    # seconds do not (rows before cpu_s was recorded have none).
     for ax, key, ylabel, title in ((axes[0], "wall", "seconds per sample",
                                     "wall time per sample (median, bars: min-max)"),
-                                   (axes[1], "rss", "peak RSS (MiB)", "peak RSS (median)")):
+                                   (axes[1], "cpu", "CPU seconds per sample",
+                                    "CPU seconds per sample, every thread (median, bars: min-max)"),
+                                   (axes[2], "rss", "peak RSS (MiB)", "peak RSS (median)")):
         for m in methods:
             st = styles[m]
             pts = [(length, cells[(m, length)][key]) for length in lengths
@@ -456,7 +460,7 @@ def plot_cost(plt, rows, styles, out):
             line, = ax.plot(xs, [median(v) for _l, v in pts], color=st["color"], marker=st["marker"],
                             linestyle=st["linestyle"], markersize=5, linewidth=1.2, label=m)
             handles.setdefault(m, line)
-            if key == "wall":
+            if key in ("wall", "cpu"):
                 ax.vlines(xs, [min(v) for _l, v in pts], [max(v) for _l, v in pts], color=st["color"],
                           linewidth=0.9, alpha=0.55)
         _length_axis(ax, lengths)

@@ -137,8 +137,8 @@ def test_cells_and_average_match_the_report(tmp_path):
 def test_cost_cells_and_helpers(tmp_path):
     path = tmp_path / "r.jsonl"
     write_rows(path, [
-        row("a", "t1", 8192, 1.0, wall_s=30.0, peak_rss_mib=600.0),
-        row("a", "t1", 8192, 0.0, sample=1, wall_s=10.0, peak_rss_mib=400.0),
+        row("a", "t1", 8192, 1.0, wall_s=30.0, peak_rss_mib=600.0, cpu_s=50.0),
+        row("a", "t1", 8192, 0.0, sample=1, wall_s=10.0, peak_rss_mib=400.0, cpu_s=18.0),
         row("a", "t2", 8192, 1.0, wall_s=20.0, peak_rss_mib=None),
         row("a", "ppl", 8192, 9.0, scoring="perplexity", wall_s=40.0, peak_rss_mib=800.0),
         row("a", "t1", 8192, None, sample=2, error="timeout", wall_s=900.0),   # errors do not count
@@ -149,6 +149,7 @@ def test_cost_cells_and_helpers(tmp_path):
     assert sorted(cells[("a", 8192)]["wall"]) == [10.0, 20.0, 30.0, 40.0]
     assert plot.median(cells[("a", 8192)]["wall"]) == 25.0
     assert plot.median(cells[("a", 8192)]["rss"]) == 600.0
+    assert sorted(cells[("a", 8192)]["cpu"]) == [18.0, 50.0]   # only the rows that recorded cpu_s
     assert plot.median([]) is None
     assert [plot.label(n) for n in (8192, 131072, 1 << 20, 3000)] == ["8K", "128K", "1M", "3000"]
     assert plot.cost_path("docs/results/eval-smollm2.png") == pathlib.Path("docs/results/eval-smollm2-cost.png")
