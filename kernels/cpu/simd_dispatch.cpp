@@ -119,7 +119,10 @@ bool amx_permitted() {
     static const bool ok = [] {
 #if defined(__x86_64__) && defined(__linux__)
         constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
-        if (syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0) return true;
+        if (syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0) {
+            LCTX_LOG_INFO("the top-k screen runs its products on the AMX tile unit (LCTX_AMX=0: AVX-512)");
+            return true;
+        }
         LCTX_LOG_WARN("the OS refused AMX tile data to this process; the top-k screen uses AVX-512");
 #endif
         return false;
