@@ -219,7 +219,7 @@ void topk_dot(ThreadPool &pool, const TopkDotArgs &a) {
     const int64_t threads = pool.size();
     const ScreenQueries screen = screen_queries(kt, a);
     // The screen's products on the AMX tile unit where there is one (32-key strips).
-    const bool amx = screen.ok && kt.topk_item_screened_amx && topk_amx_enabled() && T % 32 == 0;
+    const bool amx = screen.ok && topk_amx_enabled() && T % 32 == 0;   // enabled: the active table kt has it
     // Key ranges for long inputs (decode: few rows, many keys), row groups
     // for short ones (a prefill chunk against a short middle). Each range
     // starts its lists empty, and a screened list lets through every key
