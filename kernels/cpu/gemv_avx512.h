@@ -96,7 +96,12 @@ lctx::cpu::KernelTable make_table_avx512() {
         k.gemm_bf16 = gemm_bf16;
         k.to_bf16_words = to_bf16_words;
         k.topk_item_screened = topk_item_screened;
-        if (lctx::cpu::cpu_has_amx_bf16()) k.topk_item_screened_amx = topk_item_screened_amx;
+        if (lctx::cpu::cpu_has_amx_bf16()) {
+            k.topk_item_screened_amx = topk_item_screened_amx;
+            k.amx_pack_tokens = amx_pack_tokens;
+            k.amx_pack_weights = amx_pack_weights;
+            k.gemm_amx = gemm_amx;
+        }
     }
     return k;
 }

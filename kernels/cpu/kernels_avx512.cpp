@@ -135,6 +135,7 @@ struct V {
 #include "simd_impl.h"
 #include "simd_bf16.h"
 #include "simd_topk_bf16.h"
+#include "simd_gemm_amx.h"
 #include "simd_gemm_i8.h"
 #include "gemv_avx512.h"
 

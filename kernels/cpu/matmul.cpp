@@ -206,6 +206,97 @@ void gemm_multi(ThreadPool &pool, const KernelTable &kt, const MatmulJob *jobs, 
     });
 }
 
+// Prefill on the AMX tile unit (simd_gemm_amx.h). The weights' panels are
+// cut into bf16 parts group by group (all of a layer's weights are one
+// group; a vocabulary-sized output matrix is several, so the parts never
+// take more than kAmxWeightBytes). For each group, chunk by chunk of tokens:
+// the chunk is cut into parts by all threads, then the threads take pairs of
+// panels from a shared counter, so they work through one chunk (kept in
+// their L2) while the panels stream past it. Cutting all tokens at once would
+// write and read back 6 bytes per activation.
+constexpr int64_t kAmxChunkBytes = 1 << 20;     // a chunk's token parts (L2 is 2 MiB a core where AMX runs)
+constexpr int64_t kAmxWeightBytes = 32 << 20;   // a group's weight parts
+
+void gemm_amx_multi(ThreadPool &pool, const KernelTable &kt, const MatmulJob *jobs, int n_jobs, const float *x,
+                    int64_t ldx, int64_t n_tok) {
+    const int64_t K = jobs[0].W->n_cols, kp = (K + 31) / 32 * 16;
+    const int64_t tile_words = 3 * kAmxTileRows * kp;   // a token tile or a weight panel
+    const int64_t n_tiles = (n_tok + 15) / 16;
+    const int n_last = static_cast<int>(n_tok - 16 * (n_tiles - 1));
+    const int64_t tiles_per_chunk = std::min(n_tiles, std::max<int64_t>(1, kAmxChunkBytes / (tile_words * 4)));
+    const int64_t max_panels = std::max<int64_t>(2, kAmxWeightBytes / (tile_words * 4));
+
+    // Panels of 16 rows and pairs of panels (never across two weights), numbered over all jobs.
+    int64_t first_panel[kMaxMatmulJobs + 1], first_pair[kMaxMatmulJobs + 1];
+    first_panel[0] = first_pair[0] = 0;
+    for (int j = 0; j < n_jobs; ++j) {
+        const int64_t panels = (jobs[j].W->n_rows + 15) / 16;
+        first_panel[j + 1] = first_panel[j] + panels;
+        first_pair[j + 1] = first_pair[j] + (panels + 1) / 2;
+    }
+    const int64_t n_pairs = first_pair[n_jobs];
+    auto job_of_pair = [&](int64_t q) {
+        int j = 0;
+        while (q >= first_pair[j + 1]) ++j;
+        return j;
+    };
+    auto first_panel_of_pair = [&](int64_t q) {
+        const int j = job_of_pair(q);
+        return first_panel[j] + 2 * (q - first_pair[j]);
+    };
+    auto end_panel_of_pair = [&](int64_t q) {
+        const int j = job_of_pair(q);
+        return std::min(first_panel[j + 1], first_panel_of_pair(q) + 2);
+    };
+
+    thread_local std::vector<uint32_t> xa_buf, wb_buf;
+    uint32_t *xa = scratch_aligned(xa_buf, static_cast<size_t>(tiles_per_chunk * tile_words));
+    for (int64_t q0 = 0, q1; q0 < n_pairs; q0 = q1) {
+        const int64_t gp0 = first_panel_of_pair(q0);
+        for (q1 = q0 + 1; q1 < n_pairs && end_panel_of_pair(q1) - gp0 <= max_panels; ++q1) {}
+        const int64_t n_panels = end_panel_of_pair(q1 - 1) - gp0;
+        uint32_t *wb = scratch_aligned(wb_buf, static_cast<size_t>(n_panels * tile_words));
+
+        pool.parallel_for(n_panels, [&](int64_t b, int64_t e, int) {
+            thread_local std::vector<float> rows_buf;
+            thread_local std::vector<uint32_t> tmp_buf;
+            float *rows = scratch(rows_buf, static_cast<size_t>(16 * K));
+            uint32_t *tmp = scratch_aligned(tmp_buf, static_cast<size_t>(tile_words));
+            int j = 0;
+            for (int64_t i = b; i < e; ++i) {
+                const int64_t gp = gp0 + i;
+                while (gp >= first_panel[j + 1]) ++j;
+                const WeightView &W = *jobs[j].W;
+                const int64_t r0 = (gp - first_panel[j]) * 16, n_r = std::min<int64_t>(16, W.n_rows - r0);
+                for (int64_t r = 0; r < n_r; ++r) dequant(kt, W, r0 + r, rows + r * K);
+                kt.amx_pack_weights(rows, K, static_cast<int>(n_r), K, kp, wb + i * tile_words, tmp);
+            }
+        });
+
+        for (int64_t t0 = 0; t0 < n_tiles; t0 += tiles_per_chunk) {
+            const int64_t t1 = std::min(n_tiles, t0 + tiles_per_chunk);
+            pool.parallel_for(t1 - t0, [&](int64_t b, int64_t e, int) {
+                for (int64_t i = b; i < e; ++i) {
+                    const int64_t tok = (t0 + i) * 16;
+                    kt.amx_pack_tokens(x + tok * ldx, ldx, static_cast<int>(std::min<int64_t>(16, n_tok - tok)), K,
+                                       kp, xa + i * tile_words);
+                }
+            });
+            parallel_claim(pool, q1 - q0, [&](auto &&claim_items) {
+                claim_items([&](int64_t i) {
+                    const int64_t q = q0 + i;
+                    const int j = job_of_pair(q);
+                    const WeightView &W = *jobs[j].W;
+                    const int64_t gp = first_panel_of_pair(q), r0 = (gp - first_panel[j]) * 16;
+                    const int rows = static_cast<int>(std::min<int64_t>(32, W.n_rows - r0));
+                    kt.gemm_amx(xa, t1 - t0, t1 == n_tiles ? n_last : 16, wb + (gp - gp0) * tile_words, rows, kp,
+                                jobs[j].y + t0 * 16 * W.n_rows + r0, W.n_rows);
+                });
+            });
+        }
+    }
+}
+
 } // namespace
 
 bool matmul_bf16_available() { return active_kernels().gemm_bf16 != nullptr; }
@@ -254,7 +345,8 @@ void matmul_multi(ThreadPool &pool, const MatmulJob *jobs, int n_jobs, const flo
         else if (n_f32) gemm_multi(pool, kt, f32, n_f32, x, ldx, n_tok, false);
     } else {
         const bool bf16 = arith == MatmulArith::BF16 && kt.gemm_bf16 && jobs[0].W->n_cols % 2 == 0;
-        gemm_multi(pool, kt, jobs, n_jobs, x, ldx, n_tok, bf16);
+        if (!bf16 && n_tok >= kMinAmxGemmTokens && matmul_amx_enabled()) gemm_amx_multi(pool, kt, jobs, n_jobs, x, ldx, n_tok);
+        else gemm_multi(pool, kt, jobs, n_jobs, x, ldx, n_tok, bf16);
     }
 }
 

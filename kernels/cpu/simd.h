@@ -157,6 +157,18 @@ struct KernelTable {
     // zero rows past the last, kt2 with ldq2 zero-padded pair rows (T * ldq2
     // words). Null where the CPU or the OS does not run AMX-BF16.
     void (*topk_item_screened_amx)(const TopkScreenRows &s, const TopkScreenItem &it, const TopkScreenScratch &w);
+    // matmul's f32 GEMM on the AMX tile unit (simd_gemm_amx.h, layouts
+    // there): a token tile (tokens x + t * ldx, t < n <= 16) and a weight
+    // panel (rows src + r * lds, r < rows <= 16; tmp 3 * 16 * kp words) as
+    // three bf16 parts each, K columns in kp pairs (a multiple of 16); and
+    // y[t * ldy + r] for n_tiles consecutive token tiles (the last holding
+    // n_last tokens) against `rows` <= 32 weight rows (one panel, or two in a
+    // row). Null where the CPU or the OS does not run AMX-BF16.
+    void (*amx_pack_tokens)(const float *x, int64_t ldx, int n, int64_t K, int64_t kp, uint32_t *dst);
+    void (*amx_pack_weights)(const float *src, int64_t lds, int rows, int64_t K, int64_t kp, uint32_t *dst,
+                             uint32_t *tmp);
+    void (*gemm_amx)(const uint32_t *xa, int64_t n_tiles, int n_last, const uint32_t *wb, int rows, int64_t kp,
+                     float *y, int64_t ldy);
     // log(sum_i exp(x[i])) for n >= 1 finite x (a logits row's log-softmax
     // normalizer): max pass, then exp(x - max) summed in float lanes, blocks
     // of lane sums added in double.
@@ -202,6 +214,17 @@ bool cpu_has_amx_bf16();
 // that variant, unless a test turned it off (the same lists either way).
 bool topk_amx_enabled();
 void set_topk_amx_for_testing(bool on);
+
+// Whether matmul's f32 GEMM runs on AMX (simd_gemm_amx.h): where the active
+// table has it and the OS granted the tile data, unless a test turned it off
+// (f32 sums either way, in another order; tests compare the two paths).
+bool matmul_amx_enabled();
+void set_matmul_amx_for_testing(bool on);
+// Tokens from which matmul's f32 GEMM takes the AMX path: below, packing the
+// weights into bf16 parts costs more than the tile unit saves.
+constexpr int64_t kMinAmxGemmTokens = 256;
+// Rows of an AMX tile: the tokens of a packed token tile, the weight rows of a panel.
+constexpr int64_t kAmxTileRows = 16;
 
 const KernelTable &kernel_table_scalar();
 const KernelTable &kernel_table_avx2();

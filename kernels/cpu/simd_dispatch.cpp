@@ -67,6 +67,7 @@ std::atomic<int> g_variant{-1};
 std::atomic<bool> g_q8_vnni_off{false};   // set_q8_vnni_for_testing(false)
 std::atomic<bool> g_topk_screen_off{false};   // set_topk_screen_for_testing(false)
 std::atomic<bool> g_topk_amx_off{false};      // set_topk_amx_for_testing(false)
+std::atomic<bool> g_matmul_amx_off{false};    // set_matmul_amx_for_testing(false)
 
 // An AVX-512 extension's bit of cpuid leaf 7 (subleaf, register eax or ecx),
 // false where the AVX-512 variant cannot run at all.
@@ -113,17 +114,18 @@ bool cpu_has_amx_bf16() {
 namespace {
 
 // Linux hands a process the tile data only on request (kernel 5.16+). Asked
-// once, at the first use, so a process that never needs AMX (no ReAttention)
-// keeps the smaller signal frames.
+// once, at the first use, so a process that never needs AMX (no prefill of 256
+// tokens or more, no ReAttention) keeps the smaller signal frames.
 bool amx_permitted() {
     static const bool ok = [] {
 #if defined(__x86_64__) && defined(__linux__)
         constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
         if (syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0) {
-            LCTX_LOG_INFO("the top-k screen runs its products on the AMX tile unit (LCTX_AMX=0: AVX-512)");
+            LCTX_LOG_INFO("the f32 GEMM and the top-k screen run their products on the AMX tile unit "
+                          "(LCTX_AMX=0: AVX-512)");
             return true;
         }
-        LCTX_LOG_WARN("the OS refused AMX tile data to this process; the top-k screen uses AVX-512");
+        LCTX_LOG_WARN("the OS refused AMX tile data to this process; the f32 GEMM and the top-k screen use AVX-512");
 #endif
         return false;
     }();
@@ -138,6 +140,13 @@ bool topk_amx_enabled() {
 }
 
 void set_topk_amx_for_testing(bool on) { g_topk_amx_off.store(!on, std::memory_order_relaxed); }
+
+bool matmul_amx_enabled() {
+    return active_kernels().gemm_amx != nullptr && !g_matmul_amx_off.load(std::memory_order_relaxed) &&
+           amx_permitted();
+}
+
+void set_matmul_amx_for_testing(bool on) { g_matmul_amx_off.store(!on, std::memory_order_relaxed); }
 
 bool q8_vnni_enabled() { return cpu_has_avx512_vnni() && !g_q8_vnni_off.load(std::memory_order_relaxed); }
 

@@ -1191,7 +1191,7 @@ void max_dot_tile(const float *q, int64_t ldq, int rows, const float *kt, int64_
 const lctx::cpu::KernelTable kTable = {
     V::name, MR, NR, dequant_row, gemv, dot, gemm, transpose, rms_norm, swiglu, geglu, attn_partial, attn_colsum,
     keys_transposed, topk_tile, max_dot_tile, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
-    nullptr, log_sum_exp,
+    nullptr, nullptr, nullptr, nullptr, log_sum_exp,
 };
 
 } // namespace
