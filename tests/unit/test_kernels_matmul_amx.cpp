@@ -47,6 +47,19 @@ double max_rel_err(const WeightView &W, const float *x, int64_t ldx, int64_t n_t
     return worst;
 }
 
+// matmul_multi of the weights ws on n_tok tokens of K columns: one output each.
+std::vector<std::vector<float>> matmul_jobs(cpu::ThreadPool &pool, const std::vector<RandomWeight> &ws,
+                                           const std::vector<float> &x, int64_t K, int64_t n_tok) {
+    std::vector<std::vector<float>> ys(ws.size());
+    std::vector<cpu::MatmulJob> jobs;
+    for (size_t j = 0; j < ws.size(); ++j) {
+        ys[j].assign(static_cast<size_t>(ws[j].view.n_rows * n_tok), NAN);
+        jobs.push_back({&ws[j].view, ys[j].data()});
+    }
+    cpu::matmul_multi(pool, jobs.data(), static_cast<int>(jobs.size()), x.data(), K, n_tok);
+    return ys;
+}
+
 } // namespace
 
 TEST(KernelsMatmulAmx, F32SumsLikeTheAvx512Gemm) {
@@ -104,13 +117,7 @@ TEST(KernelsMatmulAmx, SeveralWeightsShareTheTokens) {
     ws.emplace_back(GgmlType::Q4_1, 192, K, rng);
     ws.emplace_back(GgmlType::Q8_0, 31, K, rng);
     auto x = test::random_floats(static_cast<size_t>(K * n_tok), rng);
-    std::vector<std::vector<float>> ys(ws.size());
-    std::vector<cpu::MatmulJob> jobs;
-    for (size_t j = 0; j < ws.size(); ++j) {
-        ys[j].assign(static_cast<size_t>(ws[j].view.n_rows * n_tok), NAN);
-        jobs.push_back({&ws[j].view, ys[j].data()});
-    }
-    cpu::matmul_multi(pool, jobs.data(), static_cast<int>(jobs.size()), x.data(), K, n_tok);
+    const auto ys = matmul_jobs(pool, ws, x, K, n_tok);
     for (size_t j = 0; j < ws.size(); ++j) {
         std::vector<float> ref(ys[j].size());
         cpu::matmul_ref(ws[j].view, x.data(), K, n_tok, ref.data());
@@ -161,13 +168,7 @@ TEST(KernelsMatmulAmx, LargeWeightsGoInGroups) {
     ws.emplace_back(GgmlType::Q4_1, 1400, K, rng);
     ws.emplace_back(GgmlType::Q8_0, 1390, K, rng);
     auto x = test::random_floats(static_cast<size_t>(K * n_tok), rng);
-    std::vector<std::vector<float>> ys(ws.size());
-    std::vector<cpu::MatmulJob> jobs;
-    for (size_t j = 0; j < ws.size(); ++j) {
-        ys[j].assign(static_cast<size_t>(ws[j].view.n_rows * n_tok), NAN);
-        jobs.push_back({&ws[j].view, ys[j].data()});
-    }
-    cpu::matmul_multi(pool, jobs.data(), static_cast<int>(jobs.size()), x.data(), K, n_tok);
+    const auto ys = matmul_jobs(pool, ws, x, K, n_tok);
     // Every row, for three of the tokens (the groups split the rows, not the tokens).
     for (size_t j = 0; j < ws.size(); ++j)
         for (int64_t t : {0, 131, 259}) {
