@@ -1,5 +1,4 @@
-// The f32 GEMM of matmul on the AMX tile unit (docs/kernels.md, "The f32
-// GEMM on AMX"). Every f32 operand is split into three bf16 parts,
+// The f32 GEMM of matmul on the AMX tile unit (docs/amx.md). Every f32 operand is split into three bf16 parts,
 // a = a1 + a2 + a3, which is exact for a normal float (8 + 8 + 8 significand
 // bits; each remainder is exact by Sterbenz's lemma). Of the nine products of
 // the parts, the six at least 2^-16 as large as a1 b1 are summed by
@@ -9,8 +8,8 @@
 // own rounding, not a bf16 product: matmul's F32 arithmetic, by another
 // summation order. Parts that fall below bf16's normal range are flushed to
 // zero (the tile unit flushes denormals), an absolute error below 1e-38 per
-// product. An inf or NaN keeps the first part only, so it reaches the sums as
-// in f32.
+// product. An inf or NaN keeps the first part only, so its token's sums are
+// inf or NaN (an inf may come out as NaN where the FMA path gives inf).
 //
 // Included by kernels_avx512.cpp after simd_topk_bf16.h (its AMX target and
 // tile configuration); run only where cpu_has_amx_bf16() and the OS granted
