@@ -27,6 +27,9 @@
 namespace {
 
 using lctx::cpu::kAmxTileRows;
+// Words of one tile (16 rows of 64 bytes), and of one step's three parts.
+constexpr int64_t kAmxTileWords = kAmxTileRows * 16;
+constexpr int64_t kAmxStepWords = 3 * kAmxTileWords;
 
 // The three bf16 parts of 16 floats, 16 halves each.
 LCTX_TARGET_AMX inline void split_bf16x3(__m512 v, __m256i part[3]) {
@@ -71,8 +74,8 @@ LCTX_TARGET_AMX void amx_pack_weights(const float *src, int64_t lds, int rows, i
                                       uint32_t *tmp) {
     amx_pack_tokens(src, lds, rows, K, kp, tmp);   // the rows in the A layout: tmp[s][p][r][i % 16]
     for (int64_t sp = 0; sp < kp / 16 * 3; ++sp)   // each 16 x 16 word block transposed: [r][i] -> [i][r]
-        V::transpose(reinterpret_cast<const float *>(tmp + sp * 256), 16, reinterpret_cast<float *>(dst + sp * 256),
-                     16);
+        V::transpose(reinterpret_cast<const float *>(tmp + sp * kAmxTileWords), 16,
+                     reinterpret_cast<float *>(dst + sp * kAmxTileWords), 16);
 }
 
 // y[t * ldy + r] = sum_k x_t[k] w_r[k] for the tokens of n_tiles packed
@@ -95,13 +98,13 @@ LCTX_TARGET_AMX void gemm_amx(const uint32_t *xa, int64_t n_tiles, int n_last, c
         _tile_zero(0);
         _tile_zero(1);
         for (int64_t s = 0; s < steps; ++s) {
-            const uint32_t *as = a + s * 768, *b = wb + s * 768;
+            const uint32_t *as = a + s * kAmxStepWords, *b = wb + s * kAmxStepWords;
             _tile_loadd(2, as, 64);
-            _tile_loadd(3, as + 256, 64);
-            _tile_loadd(4, as + 512, 64);
+            _tile_loadd(3, as + kAmxTileWords, 64);
+            _tile_loadd(4, as + 2 * kAmxTileWords, 64);
             _tile_loadd(5, b, 64);
-            _tile_loadd(6, b + 256, 64);
-            _tile_loadd(7, b + 512, 64);
+            _tile_loadd(6, b + kAmxTileWords, 64);
+            _tile_loadd(7, b + 2 * kAmxTileWords, 64);
             // The smaller products first.
             _tile_dpbf16ps(0, 4, 5);   // x3 w1
             _tile_dpbf16ps(0, 3, 6);   // x2 w2
@@ -112,8 +115,8 @@ LCTX_TARGET_AMX void gemm_amx(const uint32_t *xa, int64_t n_tiles, int n_last, c
             if (two) {
                 b += tile_words;
                 _tile_loadd(5, b, 64);
-                _tile_loadd(6, b + 256, 64);
-                _tile_loadd(7, b + 512, 64);
+                _tile_loadd(6, b + kAmxTileWords, 64);
+                _tile_loadd(7, b + 2 * kAmxTileWords, 64);
                 _tile_dpbf16ps(1, 4, 5);
                 _tile_dpbf16ps(1, 3, 6);
                 _tile_dpbf16ps(1, 2, 7);
