@@ -76,6 +76,22 @@ inline std::vector<float> random_floats(size_t n, std::mt19937 &rng, float lo = 
     return v;
 }
 
+// mag[t * W.n_rows + r] = sum_c |w_rc x_tc| (W dequantized by the reference):
+// the scale of a GEMM output's f32 accumulation error.
+inline std::vector<double> abs_product_sums(const WeightView &W, const float *x, int64_t ldx, int64_t n_tok) {
+    std::vector<float> row(static_cast<size_t>(W.n_cols));
+    std::vector<double> mag(static_cast<size_t>(W.n_rows * n_tok), 0.0);
+    for (int64_t r = 0; r < W.n_rows; ++r) {
+        dequantize_row_ref(W.type, W.row(r), row.data(), W.n_cols);
+        for (int64_t t = 0; t < n_tok; ++t) {
+            double m = 0.0;
+            for (int64_t c = 0; c < W.n_cols; ++c) m += std::fabs(static_cast<double>(row[c]) * x[t * ldx + c]);
+            mag[static_cast<size_t>(t * W.n_rows + r)] = m;
+        }
+    }
+    return mag;
+}
+
 // Normalised mean squared error sum (a - b)^2 / sum b^2.
 inline double nmse(const float *a, const float *b, size_t n) {
     double num = 0.0, den = 0.0;
