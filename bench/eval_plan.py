@@ -5,8 +5,12 @@ Reads result files (JSONL of `lctx eval`), takes the median wall time per
 (method, length) of the rows without error, and for a planned run (methods x
 tasks x lengths with samples per length) counts the combinations not yet in
 the first file and estimates their time. A length a method has no rows at is
-extrapolated along the power law through its two nearest measured lengths
-(exponent clamped to [1, 2], as the report's "est." cells); the oracle
+extrapolated as the report's "est." cells do: linearly for the methods
+whose work per input token does not grow with the input (REFORM, ILRe and
+the recurrent eviction baselines read it chunk by chunk into a cache of
+fixed size), from the nearest measured length; along the power law through
+the two nearest measured lengths for the others (exponent clamped to
+[1, 2]); the oracle
 costs the same at every length, and truncation past its largest measured
 length what it cost there (both read a fixed number of tokens). Rows of older
 files (given after the first) only lend their times, not their results.
@@ -95,6 +99,15 @@ def shares_prefill(method):
     return method == "refreshkv" or method.startswith("refreshkv:")
 
 
+# Methods that read the input chunk by chunk into a cache of fixed size: the
+# same work per input token at any length (the report's cost_grows_linearly).
+LINEAR = {"reform", "ilre", "streaming", "h2o", "tova", "snapkv", "infinipot"}
+
+
+def grows_linearly(method):
+    return method.split(":")[0].split("+")[0] in LINEAR
+
+
 # Methods whose cost at an unmeasured length is another's: RefreshKV prefills
 # with full attention, as FULL does.
 COST_LIKE = {"refreshkv": "full"}
@@ -118,8 +131,10 @@ def estimate(med, method, L):
     pts = sorted((l, s) for (m, l), s in med.items() if m == method)
     if not pts:
         return None, True
-    if len(pts) == 1:
-        return pts[0][1] * L / pts[0][0], True   # linear from one point: a lower bound for quadratic methods
+    if len(pts) == 1 or grows_linearly(method):
+        # linear from the nearest measured length (from one point: a lower bound for the others)
+        l0, t0 = min(pts, key=lambda p: (abs(math.log(p[0] / L)), -p[0]))   # a tie: the longer run
+        return t0 * L / l0, True
     below = [p for p in pts if p[0] < L]
     (l1, t1), (l2, t2) = (below[-2:] if len(below) >= 2 else pts[:2])
     b = min(2.0, max(1.0, math.log(t2 / t1) / math.log(l2 / l1)))

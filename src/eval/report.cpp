@@ -53,13 +53,27 @@ std::string score_cell(const Cell &c, bool perplexity) {
     return s;
 }
 
+// Methods that read the input chunk by chunk into a cache of fixed size and
+// scan what they keep once per query (REFORM, ILRe, the recurrent eviction
+// baselines): the same work per input token at any length past their chunk,
+// so their time grows linearly with the input (docs/eval.md). "reform:..."
+// variants and "reform+refreshkv" count as their base method.
+bool cost_grows_linearly(const std::string &m) {
+    const std::string base = m.substr(0, m.find_first_of(":+"));
+    for (const char *lin : {"reform", "ilre", "streaming", "h2o", "tova", "snapkv", "infinipot"})
+        if (base == lin) return true;
+    return false;
+}
+
 // " (est. 2.5 h/sample)" for a length past the method's measured ones: the
-// median wall time per sample extrapolated along the power law through its two
-// largest measured lengths (exponent clamped to [1, 2]: linear to quadratic
-// in the input). Empty with fewer than two measured lengths. The oracle and
+// median wall time per sample extrapolated from its largest measured length.
+// A method whose cost grows linearly (above) grows linearly from there: one
+// measured length is enough. Any other grows along the power law through its
+// two largest measured lengths (exponent clamped to [1, 2]: linear to
+// quadratic in the input; none with fewer than two). The oracle and
 // truncation read the same number of tokens at every length past their
 // window, so theirs is the time at their largest measured length (one is
-// enough); bench/eval_plan.py prices them the same way.
+// enough). bench/eval_plan.py prices them all the same way.
 std::string estimate_text(const std::map<std::pair<std::string, int64_t>, double> &time, const std::string &m,
                           int64_t L) {
     std::vector<std::pair<int64_t, double>> pts;   // ascending length
@@ -67,11 +81,13 @@ std::string estimate_text(const std::map<std::pair<std::string, int64_t>, double
         if (k.first == m && t > 0) pts.emplace_back(k.second, t);
     if (pts.empty() || L <= pts.back().first) return "";
     const std::string base = m.substr(0, m.find(':'));
-    const bool flat = base == "oracle" || base == "truncate";
-    if (!flat && pts.size() < 2) return "";
+    const bool flat = base == "oracle" || base == "truncate", linear = cost_grows_linearly(m);
+    if (!flat && !linear && pts.size() < 2) return "";
     const auto &[l2, t2] = pts.back();
     double est = t2;
-    if (!flat) {
+    if (linear) {
+        est = t2 * double(L) / double(l2);
+    } else if (!flat) {
         const auto &[l1, t1] = pts[pts.size() - 2];
         const double b = std::clamp(std::log(t2 / t1) / std::log(double(l2) / double(l1)), 1.0, 2.0);
         est = t2 * std::pow(double(L) / double(l2), b);
@@ -179,8 +195,10 @@ std::string markdown_report(const std::vector<Row> &rows, const std::vector<std:
           "an average's interval is centred on it, with the effective count T^2 / sum(1/n_t) of its T tasks' "
           "sample counts n_t: all its samples when the tasks hold equal counts, fewer when they do not). "
           "\"est.\": a length the method did not run, with the "
-          "wall time per sample extrapolated from its two largest lengths (the oracle and truncation, which read "
-          "the same tokens at every length: the time at their largest) (docs/eval.md).\n\n";
+          "wall time per sample extrapolated from its largest length: linearly for the methods whose work per "
+          "token does not grow with the input (REFORM, ILRe, the recurrent eviction baselines), otherwise along "
+          "the power law through its two largest lengths (the oracle and truncation, which read the same tokens "
+          "at every length: the time at their largest) (docs/eval.md).\n\n";
     md += "## Average over tasks\n\n" + header(lengths);
     md += table_rows([&](const std::string &m, int64_t L) {
             double sum = 0;

@@ -1,5 +1,6 @@
 """bench/eval_plan.py: remaining combinations and their estimated time, worked by hand."""
 import json
+import math
 import pathlib
 import subprocess
 import sys
@@ -37,6 +38,25 @@ def test_estimates(tmp_path):
     # The oracle costs the same at every length; a method never seen has no time.
     assert eval_plan.estimate(med, "oracle", 1048576) == (7, True)
     assert eval_plan.estimate(med, "h2o", 8192) == (None, True)
+
+
+def test_chunked_methods_grow_linearly(tmp_path):
+    cur = tmp_path / "cur.jsonl"
+    write(cur, [row("h2o", "vt", 8192, 0, 10), row("h2o", "vt", 32768, 0, 100),
+                row("infllm", "vt", 8192, 0, 10), row("infllm", "vt", 32768, 0, 100),
+                row("reform+refreshkv", "vt", 131072, 0, 300)])
+    med, _ = eval_plan.times([eval_plan.load(cur)])
+    # h2o's cache is fixed: 100 s x 32 = 3,200 s at 1M, not the power law's 100 x 32^1.66 (31,600 s).
+    t, est = eval_plan.estimate(med, "h2o", 1048576)
+    assert est and abs(t - 3200) < 1e-9, t
+    # Between its lengths, from the nearer one (halfway: the longer): 100 s / 2 at 16K, 10 s x 1.25 at 10K.
+    assert abs(eval_plan.estimate(med, "h2o", 16384)[0] - 50) < 1e-9
+    assert abs(eval_plan.estimate(med, "h2o", 10240)[0] - 12.5) < 1e-9
+    # InfLLM's block lookups grow faster than the input: the power law stays (exponent log(10)/log(4)).
+    t, _ = eval_plan.estimate(med, "infllm", 131072)
+    assert abs(t - 100 * 4 ** (math.log(10) / math.log(4))) < 1e-6, t
+    # A variant counts as its base method: 300 s x 8 at 1M.
+    assert abs(eval_plan.estimate(med, "reform+refreshkv", 1048576)[0] - 2400) < 1e-9
 
 
 def test_truncation_costs_the_same_past_its_largest_length(tmp_path):

@@ -98,6 +98,27 @@ TEST(EvalReport, OracleAndTruncationEstimatesAreFlat) {
         << avg;
 }
 
+// The methods that read the input chunk by chunk into a fixed cache grow
+// linearly past their largest measured length, whatever slope their short
+// runs show: an 8K run of a few chunks carries the model's load and the first,
+// cheaper chunks.
+TEST(EvalReport, ChunkedMethodsEstimatesAreLinear) {
+    const std::vector<Row> rows = {at("h2o", 8192, 10), at("h2o", 32768, 100), at("infllm", 8192, 10),
+                                   at("infllm", 32768, 100), at("reform:recompute=4096", 8192, 30),
+                                   at("ilre+refreshkv", 32768, 45), at("full", 131072, 1)};
+    const std::string avg = section(markdown_report(rows, {}), "## Average over tasks");
+    // h2o: 100 s x 4 = 400 s (7 min) at 128K; the power law through 10 s and 100 s would say 1,000 s.
+    EXPECT_NE(avg.find("| h2o | 0.0 [0-79] n=1 | 0.0 [0-79] n=1 | - (est. 7 min/sample) |"), std::string::npos) << avg;
+    // InfLLM's lookups grow faster than the input: the power law, 100 x 4^1.66 = 1,000 s (17 min).
+    EXPECT_NE(avg.find("| infllm | 0.0 [0-79] n=1 | 0.0 [0-79] n=1 | - (est. 17 min/sample) |"), std::string::npos)
+        << avg;
+    // One measured length is enough for a linear method and its variants: 30 s x 4, 30 s x 16; 45 s x 4.
+    EXPECT_NE(avg.find("| reform:recompute=4096 | 0.0 [0-79] n=1 | - (est. 2 min/sample) | - (est. 8 min/sample) |"),
+              std::string::npos)
+        << avg;
+    EXPECT_NE(avg.find("| ilre+refreshkv | - | 0.0 [0-79] n=1 | - (est. 3 min/sample) |"), std::string::npos) << avg;
+}
+
 // Time per sample is the median: one run slowed by other work (300 s among
 // runs of about 10 s) does not move it; an even count takes the middle two.
 TEST(EvalReport, TimeIsTheMedianOfTheRuns) {
