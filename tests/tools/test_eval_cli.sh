@@ -303,4 +303,34 @@ if [ -n "$WRITE_TINY" ]; then
     fail "expected 4 gemma3 rows on FULL's prefill: $(cat "$T/g3.jsonl")"
   python3 "$T/same_rows.py" "$T/g3.jsonl" "$T/g3no.jsonl" 6 || fail "gemma3: shared and separate prefills differ"
 fi
+# 17. --jobs 2: two runs at once give the rows that one at a time gives (answers, scores, recall), each once, with
+#     FULL and RefreshKV of a sample still on one prefill; a run killed midway resumes without duplicates.
+J=(eval -m "$MODEL" --methods full,reform,refreshkv --tasks niah_single,vt --lengths 512 --samples 2 --threads 1)
+"$LCTX" "${J[@]}" --out "$T/j1.jsonl" 2> "$T/log40" || fail "the --jobs 1 run failed: $(cat "$T/log40")"
+"$LCTX" "${J[@]}" --jobs 2 --out "$T/j2.jsonl" 2> "$T/log41" &
+PID=$!
+for _ in $(seq 1 600); do
+  [ "$(rows "$T/j2.jsonl")" -ge 2 ] && break
+  kill -0 "$PID" 2>/dev/null || break
+  sleep 0.05
+done
+kill -TERM "$PID" 2>/dev/null || true
+wait "$PID" 2>/dev/null || true
+"$LCTX" "${J[@]}" --jobs 2 --out "$T/j2.jsonl" 2> "$T/log42" || fail "the --jobs 2 run failed: $(cat "$T/log42")"
+[ "$(rows "$T/j2.jsonl")" = 12 ] || fail "expected 12 rows with --jobs 2, got $(rows "$T/j2.jsonl")"
+[ -z "$(dups "$T/j2.jsonl")" ] || fail "--jobs 2 duplicated rows: $(dups "$T/j2.jsonl")"
+grep -q '"error"' "$T/j2.jsonl" && fail "--jobs 2 left an error row: $(grep '"error"' "$T/j2.jsonl")"
+[ "$(grep -c '"prefill_shared_with": "full"' "$T/j2.jsonl")" = 4 ] || fail "--jobs 2: RefreshKV off FULL's prefill"
+python3 - "$T/j1.jsonl" "$T/j2.jsonl" <<'PY' || fail "--jobs 2 answered differently from --jobs 1"
+import json, sys
+def load(p):
+    return {(r["method"], r["task"], r["sample"]): r for r in map(json.loads, open(p)) if "method" in r}
+one, two = load(sys.argv[1]), load(sys.argv[2])
+assert one.keys() == two.keys() and len(one) == 12, (sorted(one), sorted(two))
+for k, a in one.items():
+    for f in ("answer", "score", "recall", "n_generated", "n_doc_tokens"):
+        assert a.get(f) == two[k].get(f), (k, f, a.get(f), two[k].get(f))
+PY
+"$LCTX" eval -m "$MODEL" --jobs 0 --out "$T/j0.jsonl" 2> "$T/log43" && fail "--jobs 0 was accepted"
+grep -q -- '--jobs' "$T/log43" || fail "--jobs 0: no message naming the option: $(cat "$T/log43")"
 echo "PASS"

@@ -39,9 +39,18 @@ for stage in smollm2-32k smollm2-128k smollm2-long gemma3-32k gemma3-128k gemma3
             case " $tasks " in *" $name "*) ok ;; *) fail "$stage: task '$name' is not in lctx eval --help" ;; esac
         done
         case $line in *"--essays /essays"*) ok ;; *) fail "$stage: ESSAYS not passed on: $line" ;; esac
+        for flag in $(printf '%s\n' "$line" | grep -o -- ' --[a-z-]*' ); do
+            case $help in *"$flag "*) ok ;; *) fail "$stage: option $flag is not in lctx eval --help" ;; esac
+        done
     done <<< "$out"
 done
 [ "$n_eval" -ge 10 ] || fail "only $n_eval lctx eval commands in all stages"
+
+# JOBS: runs at once, passed on as --jobs; THREADS as -t, by default the cores shared among the JOBS.
+out=$(LCTX="$LCTX" ESSAYS=/essays JOBS=3 THREADS=2 bash "$SCRIPT" --dry-run smollm2-32k 2>&1)
+case $out in *" -t 2 --jobs 3 "*) ok ;; *) fail "JOBS=3 THREADS=2 not passed on: $out" ;; esac
+out=$(LCTX="$LCTX" ESSAYS=/essays JOBS=$(( $(nproc) + 1 )) bash "$SCRIPT" --dry-run smollm2-32k 2>&1)
+case $out in *" -t 1 --jobs "*) ok ;; *) fail "more JOBS than cores: not one thread a run: $out" ;; esac
 
 # A stage that runs needs the binary, and says so.
 out=$(LCTX=/nonexistent/lctx ESSAYS=/tmp bash "$SCRIPT" smollm2-32k 2>&1)
