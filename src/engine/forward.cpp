@@ -134,11 +134,22 @@ void Forward::run(const int32_t *tokens, const int32_t *pos, int64_t n, KvStore 
             if (hp.embd_scale != 1.0f) be_.scale(x, hp.embd_scale, nb * E);
             laps.lap(ForwardProfile::EMBED);
 
+            // The last layer run needs its output only where something reads
+            // it: the logits' rows, every row for an on_hidden hook. Rows
+            // [0, last_r0) of this sub-batch only store their K/V there; the
+            // column scores of a layer (below) take their rows back.
+            int64_t last_r0 = 0;
+            if (!opt.every_row_last_layer && !(hooks && hooks->on_hidden)) {
+                if (opt.logits == LogitsMode::NONE) last_r0 = nb;
+                else if (opt.logits == LogitsMode::LAST) last_r0 = b0 + nb == n ? nb - 1 : nb;
+            }
             if (opt.profile) {
                 opt.profile->layer_tokens += nb * n_layers;
-                // Keys before the sub-batch, then causal within it.
-                const double pairs = double(nb) * double(n_kv - nb) + 0.5 * double(nb) * double(nb + 1);
-                opt.profile->attn_pairs += double(n_layers) * pairs;
+                // Keys before the sub-batch, then causal within it, for rows [r0, nb).
+                const auto pairs = [&](int64_t r0) {
+                    return double(nb - r0) * double(n_kv - nb) + 0.5 * (double(nb) * double(nb + 1) - double(r0) * double(r0 + 1));
+                };
+                opt.profile->attn_pairs += double(n_layers - 1) * pairs(0) + pairs(last_r0);
             }
             for (int32_t l = 0; l < n_layers; ++l) {
                 laps.layer = l;
@@ -183,13 +194,9 @@ void Forward::run(const int32_t *tokens, const int32_t *pos, int64_t n, KvStore 
                 const int32_t store_layer = plan.store_layer >= 0 ? plan.store_layer : l;
                 AttentionArgs a = plan.store ? plan.store->attention_args(store_layer, plan.n_kv)
                                              : cache.attention_args(l, ranges, gather_);
-                a.q = q;
                 a.ldq = Q;
-                a.out = attn;
                 a.ldo = Q;
-                a.n_q = nb;
                 a.n_head = hp.n_head;
-                a.q_pos = pos + b0;
                 a.scale = hp.attn_scale;
                 a.window = hp.window_of(l);
                 a.softcap = hp.attn_softcap;
@@ -197,6 +204,13 @@ void Forward::run(const int32_t *tokens, const int32_t *pos, int64_t n, KvStore 
                 // kernel writes [H_kv][attended slots]; add them into
                 // [H_kv][base + n] at the slots' indices.
                 const bool want_cols = col_sums && hooks->obs_begin < b0 + nb;
+                // Rows [r0, nb) of this layer are computed (see last_r0); column
+                // scores read the probabilities of every row from their obs_begin on.
+                const int64_t r0 = l == n_layers - 1 && !want_cols && !plan.col_max ? last_r0 : 0, nr = nb - r0;
+                a.q = q + r0 * Q;
+                a.out = attn + r0 * Q;
+                a.n_q = nr;
+                a.q_pos = pos + b0 + r0;
                 if ((want_cols || plan.col_max) && cache.first_held(l) > 0)
                     fail(LCTX_ERR_INTERNAL, "column scores over a KV store that released sliding-window slots");
                 if (plan.col_max) {
@@ -214,7 +228,7 @@ void Forward::run(const int32_t *tokens, const int32_t *pos, int64_t n, KvStore 
                 }
                 double col_pass = 0.0;   // the kernel's column pass, when profiling
                 if (opt.profile && a.col_sums) a.colsum_seconds = &col_pass;
-                be_.attention(a);
+                if (nr > 0) be_.attention(a);
                 laps.lap(ForwardProfile::ATTENTION);
                 laps.move(ForwardProfile::ATTENTION, ForwardProfile::COL_SCORES, col_pass);
                 if (want_cols) {
@@ -231,33 +245,37 @@ void Forward::run(const int32_t *tokens, const int32_t *pos, int64_t n, KvStore 
                 laps.lap(ForwardProfile::COL_SCORES);
                 policy.after_attention(l, cache, n_kv, nb);
                 laps.lap(ForwardProfile::POLICY);
-                be_.matmul(L.wo, attn, Q, nb, xn);
+                if (nr == 0) continue;   // the last layer, and no row of it is read
+                // Rows [r0, nb) from here on: the residual stream xr, the
+                // normed rows xnr; attn's first nr rows hold the MLP's output.
+                float *xr = x + r0 * E, *xnr = xn + r0 * E;
+                be_.matmul(L.wo, attn + r0 * Q, Q, nr, xnr);
                 laps.lap(ForwardProfile::ATTN_OUT);
                 if (hp.post_norms) {
-                    be_.rms_norm(xn, L.attn_post_norm, xn, nb, E, hp.rms_eps);
+                    be_.rms_norm(xnr, L.attn_post_norm, xnr, nr, E, hp.rms_eps);
                     laps.lap(ForwardProfile::NORM);
                 }
-                be_.add(x, xn, nb * E);
+                be_.add(xr, xnr, nr * E);
                 laps.lap(ForwardProfile::RESIDUAL);
 
                 // --- MLP
-                be_.rms_norm(x, L.ffn_norm, xn, nb, E, hp.rms_eps);
+                be_.rms_norm(xr, L.ffn_norm, xnr, nr, E, hp.rms_eps);
                 laps.lap(ForwardProfile::NORM);
                 const MatmulJob gate_up[2] = {{&L.ffn_gate, gate}, {&L.ffn_up, up}};
-                be_.matmul_multi(gate_up, 2, xn, E, nb);
+                be_.matmul_multi(gate_up, 2, xnr, E, nr);
                 laps.lap(ForwardProfile::FFN_GATE_UP);
                 if (hp.ffn_act == FfnAct::GELU_TANH)
-                    be_.geglu(gate, up, tmp, nb, F);
+                    be_.geglu(gate, up, tmp, nr, F);
                 else
-                    be_.swiglu(gate, up, tmp, nb, F);
+                    be_.swiglu(gate, up, tmp, nr, F);
                 laps.lap(ForwardProfile::SWIGLU);
-                be_.matmul(L.ffn_down, tmp, F, nb, attn);
+                be_.matmul(L.ffn_down, tmp, F, nr, attn);
                 laps.lap(ForwardProfile::FFN_DOWN);
                 if (hp.post_norms) {
-                    be_.rms_norm(attn, L.ffn_post_norm, attn, nb, E, hp.rms_eps);
+                    be_.rms_norm(attn, L.ffn_post_norm, attn, nr, E, hp.rms_eps);
                     laps.lap(ForwardProfile::NORM);
                 }
-                be_.add(x, attn, nb * E);
+                be_.add(xr, attn, nr * E);
                 laps.lap(ForwardProfile::RESIDUAL);
 
                 if (hooks && hooks->on_hidden) hooks->on_hidden(l, on_host(hx_, x, nb * E), nb);

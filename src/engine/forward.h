@@ -68,6 +68,11 @@ struct ForwardOptions {
     std::function<bool()> keep_going;
     ForwardProfile *profile = nullptr;   // optional, see ForwardProfile
     AttentionPolicy *policy = nullptr;   // null: dense (every filled slot)
+    // The last layer run computes its attention, output projection and MLP
+    // only for the rows whose result is used (the logits' rows): the others
+    // need only their K/V there. true: every row, as the layers before it
+    // (tests compare the two).
+    bool every_row_last_layer = false;
 };
 
 class Forward {
@@ -80,6 +85,8 @@ public:
     // apply the output norm and head to that layer's hidden state.
     // A sub-batch attends to the slots filled so far, so a token never sees
     // a later sub-batch's token even at a smaller position.
+    // The last layer's outputs of rows that no logits, on_hidden hook or
+    // column score read are not computed (ForwardOptions::every_row_last_layer).
     // Throws lctx::Error on bad ids (LCTX_ERR_INVALID_ARG), a full cache
     // (LCTX_ERR_CONTEXT_FULL) or cancellation; the cache is then unchanged.
     void run(const int32_t *tokens, const int32_t *pos, int64_t n, KvStore &cache, const ForwardOptions &opt,

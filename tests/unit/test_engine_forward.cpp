@@ -344,6 +344,80 @@ TEST_P(EngineForward, ColumnSumsAreAttentionMass) {
     }
 }
 
+// The last layer computes only the rows something reads. Against the same
+// runs with every row computed (every_row_last_layer): the K/V of every layer
+// are the same bits (they come before the skipped part), so is every later
+// step; the logits read agree to rounding (one row goes through the
+// single-row kernels). A prefix, then 700 tokens (sub-batches of 512 and 188)
+// without logits, then 5 with the last one's.
+TEST_P(EngineForward, LastLayerComputesOnlyTheRowsRead) {
+    const int64_t n0 = 30, n1 = 700, n2 = 5, n = n0 + n1 + n2 + 1;
+    const auto tok = random_tokens(n, V(), 21);
+    const auto pos = iota_pos(n);
+    KvStore skip(*be_, hp(), n), every(*be_, hp(), n);
+    std::vector<float> ls, le;
+    for (bool all_rows : {false, true}) {
+        KvStore &c = all_rows ? every : skip;
+        std::vector<float> &logits = all_rows ? le : ls;
+        ForwardOptions opt;
+        opt.every_row_last_layer = all_rows;
+        ForwardProfile prof;
+        opt.profile = &prof;
+        opt.logits = LogitsMode::NONE;
+        fwd_->run(tok.data(), pos.data(), n0, c, opt, logits);
+        fwd_->run(tok.data() + n0, pos.data() + n0, n1, c, opt, logits);
+        EXPECT_TRUE(logits.empty());
+        // Pairs counted: every layer's queries, but the last layer's of the NONE runs.
+        // Per layer: the prefix causally, then sub-batches of 512 and 188 over what came before them.
+        const auto causal = [](double nb, double before) { return nb * before + 0.5 * nb * (nb + 1); };
+        const double L = hp().n_layer, per_layer = causal(n0, 0) + causal(512, n0) + causal(n1 - 512, n0 + 512);
+        EXPECT_NEAR(prof.attn_pairs, all_rows ? L * per_layer : (L - 1) * per_layer, 1e-6 * L * per_layer);
+        opt.logits = LogitsMode::LAST;
+        fwd_->run(tok.data() + n0 + n1, pos.data() + n0 + n1, n2, c, opt, logits);
+        ASSERT_EQ(logits.size(), static_cast<size_t>(V()));
+    }
+    EXPECT_LE(rel_diff(le.data(), ls.data(), V()), 1e-5);
+    std::vector<float> a(static_cast<size_t>((n - 1) * hp().head_dim)), b(a.size());
+    for (int32_t l = 0; l < hp().n_layer; ++l)
+        for (int32_t h = 0; h < hp().n_head_kv; ++h) {
+            skip.read_keys(l, h, 0, n - 1, a.data());
+            every.read_keys(l, h, 0, n - 1, b.data());
+            ASSERT_EQ(a, b) << "keys of layer " << l << " head " << h;
+            skip.read_values(l, h, 0, n - 1, a.data());
+            every.read_values(l, h, 0, n - 1, b.data());
+            ASSERT_EQ(a, b) << "values of layer " << l << " head " << h;
+        }
+    // A decoding step on each cache: one row either way, the same bits.
+    ForwardOptions opt;
+    opt.logits = LogitsMode::LAST;
+    fwd_->run(tok.data() + n - 1, pos.data() + n - 1, 1, skip, opt, ls);
+    fwd_->run(tok.data() + n - 1, pos.data() + n - 1, 1, every, opt, le);
+    EXPECT_EQ(ls, le);
+}
+
+// An on_hidden hook reads every row of every layer, so nothing is skipped
+// for it: the last layer's rows are those of a run with every row computed.
+TEST_P(EngineForward, HiddenHookSeesEveryRowOfTheLastLayer) {
+    const int64_t n = 40;
+    const auto tok = random_tokens(n, V(), 22);
+    const auto pos = iota_pos(n);
+    std::vector<float> last[2], logits;
+    for (int all_rows = 0; all_rows < 2; ++all_rows) {
+        ForwardHooks hooks;
+        hooks.on_hidden = [&](int32_t l, const float *h, int64_t nt) {
+            if (l == hp().n_layer - 1) last[all_rows].assign(h, h + nt * hp().n_embd);
+        };
+        ForwardOptions opt;
+        opt.hooks = &hooks;
+        opt.logits = LogitsMode::NONE;
+        opt.every_row_last_layer = all_rows;
+        KvStore c(*be_, hp(), n);
+        fwd_->run(tok.data(), pos.data(), n, c, opt, logits);
+    }
+    ASSERT_EQ(last[0].size(), static_cast<size_t>(n * hp().n_embd));
+    EXPECT_EQ(last[0], last[1]);
+}
+
 TEST_P(EngineForward, ShiftedPositionsAndRepositionGiveSameLogits) {
     // RoPE attention depends on position differences only.
     const int64_t n = 21;
