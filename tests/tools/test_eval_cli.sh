@@ -15,6 +15,21 @@ fail() { echo "FAIL: $*"; exit 1; }
 rows() { grep -c '"method"' "$1" || true; }
 # Combinations (method task length sample) that occur more than once.
 dups() { grep -o '"method": "[a-z0-9]*", "task": "[a-z_]*", "length": [0-9]*, "sample": [0-9]*' "$1" | sort | uniq -d; }
+# kill_after_rows FILE N LOG ARGS...: runs lctx ARGS in the background (stderr to LOG) and kills it (SIGTERM)
+# once FILE holds more than N rows, or when it ends first.
+kill_after_rows() {
+  local file=$1 n=$2 log=$3
+  shift 3
+  "$LCTX" "$@" 2> "$log" &
+  local pid=$!
+  for _ in $(seq 1 600); do
+    [ "$(rows "$file")" -gt "$n" ] && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.05
+  done
+  kill -TERM "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+}
 
 ARGS=(eval -m "$MODEL" --methods full,reform --tasks niah_single,vt --lengths 512 --threads 1)
 
@@ -46,15 +61,7 @@ done
 grep -q 'already in' "$T/log2" || fail "the rerun did not report skipped combinations"
 
 # 4. A run killed after its first new row, then resumed: 3 samples -> 12 rows, no duplicates.
-"$LCTX" "${ARGS[@]}" --samples 3 --out "$T/r.jsonl" 2> "$T/log3" &
-PID=$!
-for _ in $(seq 1 600); do
-  [ "$(rows "$T/r.jsonl")" -gt 4 ] && break
-  kill -0 "$PID" 2>/dev/null || break
-  sleep 0.05
-done
-kill -TERM "$PID" 2>/dev/null || true
-wait "$PID" 2>/dev/null || true
+kill_after_rows "$T/r.jsonl" 4 "$T/log3" "${ARGS[@]}" --samples 3 --out "$T/r.jsonl"
 echo "rows after the kill: $(rows "$T/r.jsonl")"
 "$LCTX" "${ARGS[@]}" --samples 3 --out "$T/r.jsonl" --md "$T/r.md" 2> "$T/log4"
 [ "$(rows "$T/r.jsonl")" = 12 ] || fail "expected 12 rows after resuming, got $(rows "$T/r.jsonl")"
@@ -307,15 +314,7 @@ fi
 #     FULL and RefreshKV of a sample still on one prefill; a run killed midway resumes without duplicates.
 J=(eval -m "$MODEL" --methods full,reform,refreshkv --tasks niah_single,vt --lengths 512 --samples 2 --threads 1)
 "$LCTX" "${J[@]}" --out "$T/j1.jsonl" 2> "$T/log40" || fail "the --jobs 1 run failed: $(cat "$T/log40")"
-"$LCTX" "${J[@]}" --jobs 2 --out "$T/j2.jsonl" 2> "$T/log41" &
-PID=$!
-for _ in $(seq 1 600); do
-  [ "$(rows "$T/j2.jsonl")" -ge 2 ] && break
-  kill -0 "$PID" 2>/dev/null || break
-  sleep 0.05
-done
-kill -TERM "$PID" 2>/dev/null || true
-wait "$PID" 2>/dev/null || true
+kill_after_rows "$T/j2.jsonl" 1 "$T/log41" "${J[@]}" --jobs 2 --out "$T/j2.jsonl"
 "$LCTX" "${J[@]}" --jobs 2 --out "$T/j2.jsonl" 2> "$T/log42" || fail "the --jobs 2 run failed: $(cat "$T/log42")"
 [ "$(rows "$T/j2.jsonl")" = 12 ] || fail "expected 12 rows with --jobs 2, got $(rows "$T/j2.jsonl")"
 [ -z "$(dups "$T/j2.jsonl")" ] || fail "--jobs 2 duplicated rows: $(dups "$T/j2.jsonl")"
