@@ -282,7 +282,8 @@ func TestOpTimesOfAProfiledSession(t *testing.T) {
 		sum += o.Seconds
 		calls[o.Op] = o.Calls
 	}
-	if want := int64(4 * m.NLayer()); calls["attention"] != want { // 200 tokens in passes of 64
+	// 200 tokens in passes of 64; a fed chunk reads no logits, so the last layer computes no row.
+	if want := int64(4 * (m.NLayer() - 1)); calls["attention"] != want {
 		t.Errorf("attention calls %d, want %d", calls["attention"], want)
 	}
 	if sum > life {

@@ -458,7 +458,8 @@ fn op_times_of_a_profiled_session() {
     s.feed(&toks).unwrap();
     let t = s.op_times().unwrap();
     let attention = t.ops.iter().find(|o| o.op == "attention").expect("attention timed");
-    assert_eq!(attention.calls, 4 * m.n_layer() as i64, "200 tokens in passes of 64");
+    // A fed chunk reads no logits, so the last layer computes no row.
+    assert_eq!(attention.calls, 4 * (m.n_layer() as i64 - 1), "200 tokens in passes of 64");
     assert!(t.ops.iter().all(|o| o.calls > 0 && o.seconds >= 0.0), "{:?}", t.ops);
     assert!(t.ops.iter().map(|o| o.seconds).sum::<f64>() <= t.lifetime_s);
     drop(s);

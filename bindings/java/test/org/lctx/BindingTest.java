@@ -136,7 +136,8 @@ class BindingTest {
                 sum += o.seconds;
                 if (o.op.equals("attention")) attention = o.calls;
             }
-            assertEquals(4L * model.nLayer(), attention);   // 200 tokens in passes of 64
+            // 200 tokens in passes of 64; a fed chunk reads no logits, so the last layer computes no row.
+            assertEquals(4L * (model.nLayer() - 1), attention);
             assertTrue(sum <= life[0]);
         }
     }
