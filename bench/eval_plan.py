@@ -101,7 +101,7 @@ def shares_prefill(method):
 
 # Methods that read the input chunk by chunk into a cache of fixed size: the
 # same work per input token at any length (the report's cost_grows_linearly).
-LINEAR = {"reform", "ilre", "streaming", "h2o", "tova", "snapkv", "infinipot"}
+LINEAR = {"reform", "ilre", "streaming", "h2o", "tova", "snapkv", "infinipot", "infllm"}
 
 
 def grows_linearly(method):

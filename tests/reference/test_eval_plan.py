@@ -44,6 +44,7 @@ def test_chunked_methods_grow_linearly(tmp_path):
     cur = tmp_path / "cur.jsonl"
     write(cur, [row("h2o", "vt", 8192, 0, 10), row("h2o", "vt", 32768, 0, 100),
                 row("infllm", "vt", 8192, 0, 10), row("infllm", "vt", 32768, 0, 100),
+                row("reattention", "vt", 8192, 0, 10), row("reattention", "vt", 32768, 0, 100),
                 row("reform+refreshkv", "vt", 131072, 0, 300)])
     med, _ = eval_plan.times([eval_plan.load(cur)])
     # h2o's cache is fixed: 100 s x 32 = 3,200 s at 1M, not the power law's 100 x 32^1.66 (31,600 s).
@@ -52,8 +53,10 @@ def test_chunked_methods_grow_linearly(tmp_path):
     # Between its lengths, from the nearer one (halfway: the longer): 100 s / 2 at 16K, 10 s x 1.25 at 10K.
     assert abs(eval_plan.estimate(med, "h2o", 16384)[0] - 50) < 1e-9
     assert abs(eval_plan.estimate(med, "h2o", 10240)[0] - 12.5) < 1e-9
-    # InfLLM's block lookups grow faster than the input: the power law stays (exponent log(10)/log(4)).
-    t, _ = eval_plan.estimate(med, "infllm", 131072)
+    # InfLLM's working cache is fixed too (its block lookups are a small share): 100 s x 4 at 128K.
+    assert abs(eval_plan.estimate(med, "infllm", 131072)[0] - 400) < 1e-9
+    # ReAttention scores every key per query: the power law stays (exponent log(10)/log(4)).
+    t, _ = eval_plan.estimate(med, "reattention", 131072)
     assert abs(t - 100 * 4 ** (math.log(10) / math.log(4))) < 1e-6, t
     # A variant counts as its base method: 300 s x 8 at 1M.
     assert abs(eval_plan.estimate(med, "reform+refreshkv", 1048576)[0] - 2400) < 1e-9

@@ -103,14 +103,19 @@ TEST(EvalReport, OracleAndTruncationEstimatesAreFlat) {
 // runs show: an 8K run of a few chunks carries the model's load and the first,
 // cheaper chunks.
 TEST(EvalReport, ChunkedMethodsEstimatesAreLinear) {
-    const std::vector<Row> rows = {at("h2o", 8192, 10), at("h2o", 32768, 100), at("infllm", 8192, 10),
-                                   at("infllm", 32768, 100), at("reform:recompute=4096", 8192, 30),
-                                   at("ilre+refreshkv", 32768, 45), at("full", 131072, 1)};
+    const std::vector<Row> rows = {at("h2o", 8192, 10),          at("h2o", 32768, 100),
+                                   at("infllm", 8192, 10),       at("infllm", 32768, 100),
+                                   at("reattention", 8192, 10),  at("reattention", 32768, 100),
+                                   at("reform:recompute=4096", 8192, 30), at("ilre+refreshkv", 32768, 45),
+                                   at("full", 131072, 1)};
     const std::string avg = section(markdown_report(rows, {}), "## Average over tasks");
-    // h2o: 100 s x 4 = 400 s (7 min) at 128K; the power law through 10 s and 100 s would say 1,000 s.
+    // h2o and InfLLM: 100 s x 4 = 400 s (7 min) at 128K; the power law through 10 s and 100 s would say 1,000 s.
     EXPECT_NE(avg.find("| h2o | 0.0 [0-79] n=1 | 0.0 [0-79] n=1 | - (est. 7 min/sample) |"), std::string::npos) << avg;
-    // InfLLM's lookups grow faster than the input: the power law, 100 x 4^1.66 = 1,000 s (17 min).
-    EXPECT_NE(avg.find("| infllm | 0.0 [0-79] n=1 | 0.0 [0-79] n=1 | - (est. 17 min/sample) |"), std::string::npos)
+    EXPECT_NE(avg.find("| infllm | 0.0 [0-79] n=1 | 0.0 [0-79] n=1 | - (est. 7 min/sample) |"), std::string::npos)
+        << avg;
+    // ReAttention scores every key per query: the power law, 100 x 4^1.66 = 1,000 s (17 min).
+    EXPECT_NE(avg.find("| reattention | 0.0 [0-79] n=1 | 0.0 [0-79] n=1 | - (est. 17 min/sample) |"),
+              std::string::npos)
         << avg;
     // One measured length is enough for a linear method and its variants: 30 s x 4, 30 s x 16; 45 s x 4.
     EXPECT_NE(avg.find("| reform:recompute=4096 | 0.0 [0-79] n=1 | - (est. 2 min/sample) | - (est. 8 min/sample) |"),
