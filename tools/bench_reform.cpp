@@ -35,13 +35,6 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// Multiply-adds x 2 of one layer's matmuls per token (q, k, v, o, gate, up, down).
-double layer_matmul_flops(const Hparams &hp) {
-    const double E = hp.n_embd, F = hp.n_ff, Q = double(hp.n_head) * hp.head_dim,
-                 KV = double(hp.n_head_kv) * hp.head_dim;
-    return 2.0 * (E * Q + 2 * E * KV + Q * E + 3 * E * F);
-}
-
 // The encode profile of one document as JSON: non-overlapping named parts
 // (seconds and shares of the wall time), the remainder no part names, per
 // layer totals and the rates of the matmuls and the attention.
@@ -100,9 +93,9 @@ std::string profile_json(const ReformProfile &p, const Hparams &hp, double wall,
 
     const double mm_s = p.forward.seconds[F::QKV] + p.forward.seconds[F::ATTN_OUT] + p.forward.seconds[F::FFN_GATE_UP] +
                         p.forward.seconds[F::FFN_DOWN];
-    const double mm_gf = mm_s > 0 ? layer_matmul_flops(hp) * double(p.forward.layer_tokens) / mm_s / 1e9 : 0.0;
+    const double mm_gf = mm_s > 0 ? p.forward.matmul_flops(hp) / mm_s / 1e9 : 0.0;
     const double at_s = p.forward.seconds[F::ATTENTION];
-    const double at_gf = at_s > 0 ? 4.0 * hp.n_head * hp.head_dim * p.forward.attn_pairs / at_s / 1e9 : 0.0;
+    const double at_gf = at_s > 0 ? p.forward.attention_flops(hp) / at_s / 1e9 : 0.0;
     const double ex_s = p.seconds[R::EXIT_PROJ];
     const double ex_gf = ex_s > 0 ? 2.0 * hp.n_embd * double(p.exit_rows) / ex_s / 1e9 : 0.0;
     std::snprintf(buf, sizeof buf,

@@ -51,12 +51,6 @@ std::vector<int64_t> parse_list(const std::string &s) {
 }
 
 // Multiply-adds of the layer matmuls per token (q, k, v, o, gate, up, down).
-double matmul_flops_per_token(const Hparams &hp) {
-    const double E = hp.n_embd, F = hp.n_ff, Q = double(hp.n_head) * hp.head_dim,
-                 KV = double(hp.n_head_kv) * hp.head_dim;
-    return 2.0 * hp.n_layer * (E * Q + 2 * E * KV + Q * E + 3 * E * F);
-}
-
 std::string json_profile(const ForwardProfile &p) {
     std::string s = "{";
     char buf[96];
@@ -364,19 +358,17 @@ int cmd_bench(int argc, char **argv) {
 
         const double fma_peak = profile ? cpu_backend_fma_peak_gflops(*backend) : 0.0;
         if (profile) {
-            const double peak = fma_peak, flops = matmul_flops_per_token(hp);
+            const double peak = fma_peak;
             const double read_bw = cpu_backend_read_bandwidth_gb_s(*backend);
             std::snprintf(buf, sizeof buf, "  \"fma_peak_gflops\": %.1f,\n  \"read_bandwidth_gb_s\": %.2f,\n  \"profile\": {",
                           peak, read_bw);
             out += buf;
             for (size_t i = 0; i < prompts.size(); ++i) {
                 const ForwardProfile &p = prefill_prof[i];
-                const double gflops = flops * p.tokens / matmul_seconds(p) / 1e9;
-                // Causal attention: q.k and p.v over every earlier position
-                // (windowed layers counted whole).
-                const double n = static_cast<double>(prompts[i]);
-                const double attn_gflops = 4.0 * hp.head_dim * hp.n_head * hp.n_layer * (n * (n + 1) / 2) /
-                                           p.seconds[ForwardProfile::ATTENTION] / 1e9;
+                // The work done: the last layer's unread rows skip their MLP and
+                // attention, a sliding-window layer's queries see at most its window.
+                const double gflops = p.matmul_flops(hp) / matmul_seconds(p) / 1e9;
+                const double attn_gflops = p.attention_flops(hp) / p.seconds[ForwardProfile::ATTENTION] / 1e9;
                 std::snprintf(buf, sizeof buf,
                               "%s\n    \"prefill_%lld\": {\"matmul_gflops\": %.1f, \"matmul_peak_fraction\": %.3f, "
                               "\"attention_gflops\": %.1f, \"attention_peak_fraction\": %.3f, \"seconds\": ",

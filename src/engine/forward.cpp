@@ -47,6 +47,17 @@ struct Laps {
     }
 };
 
+// Keys attended by queries that see lo, lo + 1, ..., hi slots each (causal,
+// one query per count), each seeing at most `window` of them when window > 0.
+double attended_pairs(int64_t lo, int64_t hi, int64_t window) {
+    const auto upto = [window](int64_t m) {   // sum of min(j, window) for j = 1..m
+        const double w = double(window), x = double(m);
+        if (window <= 0 || m <= window) return 0.5 * x * (x + 1.0);
+        return 0.5 * w * (w + 1.0) + (x - w) * w;
+    };
+    return hi < lo ? 0.0 : upto(hi) - upto(lo - 1);
+}
+
 } // namespace
 
 const char *ForwardProfile::name(int op) {
@@ -60,6 +71,16 @@ double ForwardProfile::total() const {
     double t = 0.0;
     for (double s : seconds) t += s;
     return t;
+}
+
+double ForwardProfile::matmul_flops(const Hparams &hp) const {
+    const double E = hp.n_embd, F = hp.n_ff, Q = double(hp.n_head) * hp.head_dim,
+                 KV = double(hp.n_head_kv) * hp.head_dim;
+    return 2.0 * (double(layer_tokens) * (E * Q + 2 * E * KV) + double(mlp_rows) * (Q * E + 3 * E * F));
+}
+
+double ForwardProfile::attention_flops(const Hparams &hp) const {
+    return 4.0 * double(hp.n_head) * hp.head_dim * attn_pairs;   // q.k and p.v, a multiply-add each
 }
 
 Forward::Forward(const Model &model, Backend &backend) : model_(model), be_(backend) {
@@ -137,20 +158,14 @@ void Forward::run(const int32_t *tokens, const int32_t *pos, int64_t n, KvStore 
             // The last layer run needs its output only where something reads
             // it: the logits' rows, every row for an on_hidden hook. Rows
             // [0, last_r0) of this sub-batch only store their K/V there; the
-            // column scores of a layer (below) take their rows back.
+            // column scores of a layer (below) keep its attention on every
+            // row, since they read every row's probabilities.
             int64_t last_r0 = 0;
             if (!opt.every_row_last_layer && !(hooks && hooks->on_hidden)) {
                 if (opt.logits == LogitsMode::NONE) last_r0 = nb;
                 else if (opt.logits == LogitsMode::LAST) last_r0 = b0 + nb == n ? nb - 1 : nb;
             }
-            if (opt.profile) {
-                opt.profile->layer_tokens += nb * n_layers;
-                // Keys before the sub-batch, then causal within it, for rows [r0, nb).
-                const auto pairs = [&](int64_t r0) {
-                    return double(nb - r0) * double(n_kv - nb) + 0.5 * (double(nb) * double(nb + 1) - double(r0) * double(r0 + 1));
-                };
-                opt.profile->attn_pairs += double(n_layers - 1) * pairs(0) + pairs(last_r0);
-            }
+            if (opt.profile) opt.profile->layer_tokens += nb * n_layers;
             for (int32_t l = 0; l < n_layers; ++l) {
                 laps.layer = l;
                 if (opt.keep_going && !opt.keep_going()) fail(LCTX_ERR_CANCELLED, "forward pass cancelled");
@@ -204,13 +219,19 @@ void Forward::run(const int32_t *tokens, const int32_t *pos, int64_t n, KvStore 
                 // kernel writes [H_kv][attended slots]; add them into
                 // [H_kv][base + n] at the slots' indices.
                 const bool want_cols = col_sums && hooks->obs_begin < b0 + nb;
-                // Rows [r0, nb) of this layer are computed (see last_r0); column
-                // scores read the probabilities of every row from their obs_begin on.
-                const int64_t r0 = l == n_layers - 1 && !want_cols && !plan.col_max ? last_r0 : 0, nr = nb - r0;
-                a.q = q + r0 * Q;
-                a.out = attn + r0 * Q;
-                a.n_q = nr;
-                a.q_pos = pos + b0 + r0;
+                // Rows [r0, nb) of this layer go on past attention (see last_r0);
+                // rows [ra, nb) attend: column scores read the probabilities of
+                // every row from their obs_begin on, so with them every row does.
+                const int64_t r0 = l == n_layers - 1 ? last_r0 : 0, nr = nb - r0;
+                const int64_t ra = want_cols || plan.col_max ? 0 : r0;
+                a.q = q + ra * Q;
+                a.out = attn + ra * Q;
+                a.n_q = nb - ra;
+                a.q_pos = pos + b0 + ra;
+                if (opt.profile) {
+                    opt.profile->attn_pairs += attended_pairs(n_kv - nb + ra + 1, n_kv, a.window);
+                    opt.profile->mlp_rows += nr;
+                }
                 if ((want_cols || plan.col_max) && cache.first_held(l) > 0)
                     fail(LCTX_ERR_INTERNAL, "column scores over a KV store that released sliding-window slots");
                 if (plan.col_max) {
@@ -228,7 +249,7 @@ void Forward::run(const int32_t *tokens, const int32_t *pos, int64_t n, KvStore 
                 }
                 double col_pass = 0.0;   // the kernel's column pass, when profiling
                 if (opt.profile && a.col_sums) a.colsum_seconds = &col_pass;
-                if (nr > 0) be_.attention(a);
+                if (a.n_q > 0) be_.attention(a);
                 laps.lap(ForwardProfile::ATTENTION);
                 laps.move(ForwardProfile::ATTENTION, ForwardProfile::COL_SCORES, col_pass);
                 if (want_cols) {

@@ -48,15 +48,23 @@ struct ForwardProfile {
               OUTPUT, HOOKS, POLICY, COL_SCORES, N_OPS };
     double seconds[N_OPS] = {};
     int64_t tokens = 0;         // tokens forwarded while profiling
-    int64_t layer_tokens = 0;   // tokens x layers run: the layer matmuls' work
+    int64_t layer_tokens = 0;   // tokens x layers run: rows through the Q/K/V projections
+    // Rows through the output projection and the MLP, summed over layers:
+    // layer_tokens less the last layer's rows that nothing reads.
+    int64_t mlp_rows = 0;
     // (query, key) pairs attended per query head, summed over layers,
-    // counting every slot filled before a query's sub-batch as visible
-    // (dense causal attention; sliding windows see fewer).
+    // counting every slot filled before a query's sub-batch as visible, up
+    // to a sliding-window layer's window (dense causal attention).
     double attn_pairs = 0.0;
     // Per layer: the time of the ops run inside that layer (hooks included).
     std::vector<double> layer_seconds;
     static const char *name(int op);
     double total() const;
+    // Floating-point operations of the profiled work: the layers' weight
+    // matmuls (Q/K/V for layer_tokens rows, output and MLP for mlp_rows) and
+    // attention's two products over attn_pairs.
+    double matmul_flops(const Hparams &hp) const;
+    double attention_flops(const Hparams &hp) const;
 };
 
 struct ForwardOptions {
@@ -85,8 +93,9 @@ public:
     // apply the output norm and head to that layer's hidden state.
     // A sub-batch attends to the slots filled so far, so a token never sees
     // a later sub-batch's token even at a smaller position.
-    // The last layer's outputs of rows that no logits, on_hidden hook or
-    // column score read are not computed (ForwardOptions::every_row_last_layer).
+    // The last layer's outputs of rows that no logits or on_hidden hook read
+    // are not computed (ForwardOptions::every_row_last_layer); column scores
+    // keep its attention on every row, but not its output projection and MLP.
     // Throws lctx::Error on bad ids (LCTX_ERR_INVALID_ARG), a full cache
     // (LCTX_ERR_CONTEXT_FULL) or cancellation; the cache is then unchanged.
     void run(const int32_t *tokens, const int32_t *pos, int64_t n, KvStore &cache, const ForwardOptions &opt,

@@ -65,6 +65,18 @@ protected:
     const Hparams &hp() const { return model_->hparams(); }
     int32_t V() const { return hp().n_vocab; }
 
+    // (query, key) pairs of a sub-batch of nb rows after `before` filled
+    // slots in layer l, counted one query at a time: causal, and at most the
+    // window of a sliding-window layer (ForwardProfile::attn_pairs).
+    double pairs_seen(int32_t l, int64_t before, int64_t nb) const {
+        double s = 0.0;
+        for (int64_t i = 0; i < nb; ++i) {
+            const int64_t seen = before + i + 1, w = hp().window_of(l);
+            s += double(w > 0 ? std::min(seen, w) : seen);
+        }
+        return s;
+    }
+
     // Runs tokens [0, n) in calls of the given sizes (cycled), returns all logits.
     std::vector<float> run_in_calls(const std::vector<int32_t> &tok, const std::vector<int32_t> &pos,
                                     const std::vector<int64_t> &sizes, KvStore &cache) {
@@ -369,9 +381,13 @@ TEST_P(EngineForward, LastLayerComputesOnlyTheRowsRead) {
         EXPECT_TRUE(logits.empty());
         // Pairs counted: every layer's queries, but the last layer's of the NONE runs.
         // Per layer: the prefix causally, then sub-batches of 512 and 188 over what came before them.
-        const auto causal = [](double nb, double before) { return nb * before + 0.5 * nb * (nb + 1); };
-        const double L = hp().n_layer, per_layer = causal(n0, 0) + causal(512, n0) + causal(n1 - 512, n0 + 512);
-        EXPECT_NEAR(prof.attn_pairs, all_rows ? L * per_layer : (L - 1) * per_layer, 1e-6 * L * per_layer);
+        const int32_t L = hp().n_layer;
+        double want = 0.0;
+        for (int32_t l = 0; l < (all_rows ? L : L - 1); ++l)
+            want += pairs_seen(l, 0, n0) + pairs_seen(l, n0, 512) + pairs_seen(l, n0 + 512, n1 - 512);
+        EXPECT_NEAR(prof.attn_pairs, want, 1e-9 * want);
+        EXPECT_EQ(prof.mlp_rows, (all_rows ? L : L - 1) * (n0 + n1));
+        EXPECT_EQ(prof.layer_tokens, L * (n0 + n1));
         opt.logits = LogitsMode::LAST;
         fwd_->run(tok.data() + n0 + n1, pos.data() + n0 + n1, n2, c, opt, logits);
         ASSERT_EQ(logits.size(), static_cast<size_t>(V()));
@@ -393,6 +409,59 @@ TEST_P(EngineForward, LastLayerComputesOnlyTheRowsRead) {
     fwd_->run(tok.data() + n - 1, pos.data() + n - 1, 1, skip, opt, ls);
     fwd_->run(tok.data() + n - 1, pos.data() + n - 1, 1, every, opt, le);
     EXPECT_EQ(ls, le);
+}
+
+// Column scores read the probabilities of their rows in every layer, so the
+// last layer attends with every row of a sub-batch that holds observed rows
+// (the scores are those of a run with every row computed, bit for bit), but
+// runs its output projection and MLP only for the rows read.
+TEST_P(EngineForward, ColumnScoresKeepTheLastLayersAttentionNotItsMlp) {
+    const int64_t n1 = 700, n2 = 3, n = n1 + n2, obs = 64;
+    const auto tok = random_tokens(n, V(), 23);
+    const auto pos = iota_pos(n);
+    const int32_t L = hp().n_layer;
+    KvStore skip(*be_, hp(), n), every(*be_, hp(), n);
+    std::vector<std::vector<float>> cols[2][2];   // [all_rows][run]
+    std::vector<float> logits[2];
+    for (int all_rows = 0; all_rows < 2; ++all_rows) {
+        KvStore &c = all_rows ? every : skip;
+        ForwardProfile prof;
+        ForwardOptions opt;
+        opt.profile = &prof;
+        opt.every_row_last_layer = all_rows;
+        ForwardHooks hooks;
+        opt.hooks = &hooks;
+        // Sub-batches of 512 and 188: only the second holds observed rows.
+        hooks.col_sums = &cols[all_rows][0];
+        hooks.obs_begin = n1 - obs;
+        opt.logits = LogitsMode::NONE;
+        fwd_->run(tok.data(), pos.data(), n1, c, opt, logits[all_rows]);
+        double want = 0.0;
+        for (int32_t l = 0; l < L; ++l) {
+            want += pairs_seen(l, 512, n1 - 512);   // the observed sub-batch attends in every layer
+            if (all_rows || l < L - 1) want += pairs_seen(l, 0, 512);
+        }
+        EXPECT_NEAR(prof.attn_pairs, want, 1e-9 * want);
+        EXPECT_EQ(prof.mlp_rows, (all_rows ? L : L - 1) * n1);
+        // The question: every row observed, the last one read.
+        hooks.col_sums = &cols[all_rows][1];
+        hooks.obs_begin = 0;
+        opt.logits = LogitsMode::LAST;
+        fwd_->run(tok.data() + n1, pos.data() + n1, n2, c, opt, logits[all_rows]);
+        EXPECT_EQ(prof.mlp_rows, (all_rows ? L : L - 1) * n1 + (all_rows ? L * n2 : (L - 1) * n2 + 1));
+    }
+    for (int run = 0; run < 2; ++run) {
+        ASSERT_EQ(cols[0][run].size(), static_cast<size_t>(L));
+        for (int32_t l = 0; l < L; ++l) EXPECT_EQ(cols[0][run][l], cols[1][run][l]) << "run " << run << " layer " << l;
+    }
+    ASSERT_EQ(logits[0].size(), static_cast<size_t>(V()));
+    EXPECT_LE(rel_diff(logits[1].data(), logits[0].data(), V()), 1e-5);
+    std::vector<float> a(static_cast<size_t>(n * hp().head_dim)), b(a.size());
+    for (int32_t h = 0; h < hp().n_head_kv; ++h) {
+        skip.read_keys(L - 1, h, 0, n, a.data());
+        every.read_keys(L - 1, h, 0, n, b.data());
+        ASSERT_EQ(a, b) << "keys of the last layer, head " << h;
+    }
 }
 
 // An on_hidden hook reads every row of every layer, so nothing is skipped
