@@ -198,8 +198,9 @@ std::string markdown_report(const std::vector<Row> &rows, const std::vector<std:
           "sample counts n_t: all its samples when the tasks hold equal counts, fewer when they do not). "
           "\"est.\": a length the method did not run, with the "
           "wall time per sample extrapolated from its largest length: linearly for the methods whose work per "
-          "token does not grow with the input (REFORM, ILRe, the recurrent eviction baselines), otherwise along "
-          "the power law through its two largest lengths (the oracle and truncation, which read the same tokens "
+          "token does not grow with the input (REFORM, ILRe, the recurrent eviction baselines, InfLLM), "
+          "otherwise along the power law through its two largest lengths (the oracle and truncation, which read "
+          "the same tokens "
           "at every length: the time at their largest) (docs/eval.md).\n\n";
     md += "## Average over tasks\n\n" + header(lengths);
     md += table_rows([&](const std::string &m, int64_t L) {
