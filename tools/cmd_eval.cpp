@@ -21,6 +21,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -209,12 +210,31 @@ std::string cpu_model() {
     return name;
 }
 
+// With --jobs, the threads that fork the children. A child runs on in the
+// forked copy of this process (no exec), and a fork copies every lock as it
+// stands: a lock that another thread held at that moment (the allocator's
+// under a sanitizer, stderr's while a progress line is written) stays held
+// in the child forever, and the child hangs at its first use of it. So a
+// thread holds the fork guard whenever it runs code, and lets it go only
+// where it blocks in a system call (poll, wait4); a fork, made under the
+// guard, then finds every other thread inside the kernel. Null without --jobs.
+struct ForkGuard {
+    std::mutex *m = nullptr;
+    void lock() const { if (m) m->lock(); }
+    void unlock() const { if (m) m->unlock(); }
+};
+
 // Runs a unit in a child: one combination, or FULL and the RefreshKV
 // methods sharing its prefill (run_shared_prefill). on_row gets each row,
 // finished with wall_s, cpu and paused_s, as soon as the child writes it,
 // and an error row for each that the child did not write.
 void run_in_child(const EvalOptions &o, const std::vector<Combo> &unit,
-                  const std::function<void(const Combo &, const std::string &)> &on_row) {
+                  const std::function<void(const Combo &, const std::string &)> &on_row, ForkGuard guard = {}) {
+    guard.lock();
+    struct Unlock {
+        ForkGuard g;
+        ~Unlock() { g.unlock(); }
+    } unlock_at_end{guard};
     int out_pipe[2], err_pipe[2];
     if (pipe(out_pipe) != 0 || pipe(err_pipe) != 0) die("pipe: %s", std::strerror(errno));
     std::fflush(nullptr);
@@ -282,7 +302,11 @@ void run_in_child(const EvalOptions &o, const std::vector<Combo> &unit,
             }
             wait_s = std::min(wait_s, left);
         }
+        guard.unlock();
         const int r = poll(fds, 2, int(wait_s * 1000) + 1);
+        const int poll_errno = errno;
+        guard.lock();
+        errno = poll_errno;
         if (r < 0 && errno == EINTR) continue;
         if (r < 0) break;
         charge();
@@ -307,7 +331,9 @@ void run_in_child(const EvalOptions &o, const std::vector<Combo> &unit,
     close(err_pipe[0]);
     int status = 0;
     struct rusage ru {};
+    guard.unlock();
     while (wait4(pid, &status, 0, &ru) < 0 && errno == EINTR) {}
+    guard.lock();
     charge();
     if (!out.empty() && !timed_out) finish_row(out);   // a last row without its newline
     if (n_done == unit.size()) return;
@@ -337,24 +363,33 @@ void run_in_child(const EvalOptions &o, const std::vector<Combo> &unit,
 }
 
 // Runs the units, `jobs` at a time (--jobs): each worker thread takes the
-// next unit in order and runs it in its child; on_row gets one row at a time.
+// next unit in order and runs it in its child; on_row gets one row at a time
+// (it runs under the fork guard, which also keeps rows from interleaving).
 void run_units(const EvalOptions &o, const std::vector<std::vector<Combo>> &units, int jobs,
                const std::function<void(const Combo &, const std::string &)> &on_row) {
     if (jobs <= 1 || units.size() <= 1) {
         for (const auto &unit : units) run_in_child(o, unit, on_row);
         return;
     }
-    std::mutex row_mutex;
-    const auto on_row_locked = [&](const Combo &c, const std::string &row) {
-        std::lock_guard<std::mutex> lock(row_mutex);
-        on_row(c, row);
-    };
+    std::mutex fork_mutex;
+    const ForkGuard guard{&fork_mutex};
     std::atomic<size_t> next{0};
+    const size_t n_workers = std::min(size_t(jobs), units.size());
+    // A thread that ends frees its stack and thread-local memory, which
+    // takes the allocator's locks: no worker ends while another may fork.
+    std::mutex done_mutex;
+    std::condition_variable all_done;
+    size_t n_done = 0;
     std::vector<std::thread> workers;
-    for (size_t j = 0; j < std::min(size_t(jobs), units.size()); ++j)
+    guard.lock();   // creating a thread takes locks too: no fork meanwhile
+    for (size_t j = 0; j < n_workers; ++j)
         workers.emplace_back([&] {
-            for (size_t k; (k = next.fetch_add(1)) < units.size();) run_in_child(o, units[k], on_row_locked);
+            for (size_t k; (k = next.fetch_add(1)) < units.size();) run_in_child(o, units[k], on_row, guard);
+            std::unique_lock<std::mutex> lock(done_mutex);
+            if (++n_done == n_workers) all_done.notify_all();
+            all_done.wait(lock, [&] { return n_done == n_workers; });
         });
+    guard.unlock();
     for (auto &w : workers) w.join();
 }
 
