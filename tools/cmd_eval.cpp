@@ -682,6 +682,17 @@ int cmd_eval(int argc, char **argv) {
         if ((r.kv.empty() ? "f32" : r.kv) != o.kv)
             die("%s holds rows measured with --kv-type %s; write --kv-type %s runs to another --out file",
                 o.out.c_str(), r.kv.empty() ? "f32" : r.kv.c_str(), o.kv.c_str());
+    // A sample's needle sits at depth (i + 0.5) / --samples: rows made under
+    // another --samples hold other depths, and the cells will mix them.
+    std::set<std::pair<int64_t, int>> warned;
+    for (const auto &r : done.rows)
+        if (r.n_samples > 0 && r.n_samples != o.samples &&
+            std::find(lengths.begin(), lengths.end(), r.length) != lengths.end() &&
+            warned.insert({r.length, r.n_samples}).second)
+            std::fprintf(stderr,
+                         "lctx eval: warning: %s holds %s rows made with --samples %d: their needles sit at depths "
+                         "(i + 0.5) / %d, this run's at (i + 0.5) / %d, and the report's cells will mix both\n",
+                         o.out.c_str(), eval::length_label(r.length).c_str(), r.n_samples, r.n_samples, o.samples);
     std::set<std::string> have;
     for (const auto &r : done.rows)
         if (r.ok() || !a.on("--retry-errors")) have.insert(eval::combo_key(r));

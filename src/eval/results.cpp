@@ -57,6 +57,7 @@ ResultsFile load_results(const std::string &path) {
         r.attn = j.get_str("attn");
         r.matmul = j.get_str("matmul");
         r.kv = j.get_str("kv");
+        r.n_samples = int(j.get_num("n_samples", 0));
         const json::Value *recall = j.find("recall");
         if (recall && recall->type == json::Value::Type::NUMBER) r.recall = recall->num;
         auto it = at.find(combo_key(r));

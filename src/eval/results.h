@@ -24,6 +24,9 @@ struct Row {
     std::string build;       // the lctx source revision that ran it (LCTX_REVISION); empty in older rows
     std::string attn, matmul;   // "bf16" for runs with --attn / --matmul bf16; empty: exact f32
     std::string kv;             // "f16" or "q8" for runs with --kv-type; empty: f32
+    // --samples of the run that made it: sample i's needle depth is
+    // (i + 0.5) / n_samples, so it names the sample as much as its index. 0: not recorded.
+    int n_samples = 0;
     // Gather recall (docs/eval.md, "Recall and the oracle"): the share of the
     // needle's tokens the method kept or attended to; < 0 when the row has
     // none (a task without needles, a failed run, an older row).

@@ -65,6 +65,9 @@ kill_after_rows "$T/r.jsonl" 4 "$T/log3" "${ARGS[@]}" --samples 3 --out "$T/r.js
 echo "rows after the kill: $(rows "$T/r.jsonl")"
 "$LCTX" "${ARGS[@]}" --samples 3 --out "$T/r.jsonl" --md "$T/r.md" 2> "$T/log4"
 [ "$(rows "$T/r.jsonl")" = 12 ] || fail "expected 12 rows after resuming, got $(rows "$T/r.jsonl")"
+# The first rows were made with --samples 1: their needles sit at other depths, and the run says so.
+grep -q 'holds 512 rows made with --samples 1: their needles sit at depths (i + 0.5) / 1, this run.s at (i + 0.5) / 3' "$T/log4" ||
+  fail "no warning about rows of another --samples: $(cat "$T/log4")"
 [ -z "$(dups "$T/r.jsonl")" ] || fail "duplicate rows: $(dups "$T/r.jsonl")"
 
 # 5. --report only; a missing Python is a notice, not a failure.
