@@ -329,7 +329,10 @@ kill_after_rows "$T/j2.jsonl" 1 "$T/log41" "${J[@]}" --jobs 2 --out "$T/j2.jsonl
 [ "$(rows "$T/j2.jsonl")" = 12 ] || fail "expected 12 rows with --jobs 2, got $(rows "$T/j2.jsonl")"
 [ -z "$(dups "$T/j2.jsonl")" ] || fail "--jobs 2 duplicated rows: $(dups "$T/j2.jsonl")"
 grep -q '"error"' "$T/j2.jsonl" && fail "--jobs 2 left an error row: $(grep '"error"' "$T/j2.jsonl")"
-[ "$(grep -c '"prefill_shared_with": "full"' "$T/j2.jsonl")" = 4 ] || fail "--jobs 2: RefreshKV off FULL's prefill"
+# The killed run may have split a FULL+RefreshKV unit (its RefreshKV row then runs alone on resuming),
+# so the prefill sharing is checked on a --jobs 2 run left alone.
+"$LCTX" "${J[@]}" --jobs 2 --out "$T/j3.jsonl" 2> "$T/log44" || fail "the whole --jobs 2 run failed: $(cat "$T/log44")"
+[ "$(grep -c '"prefill_shared_with": "full"' "$T/j3.jsonl")" = 4 ] || fail "--jobs 2: RefreshKV off FULL's prefill"
 python3 - "$T/j1.jsonl" "$T/j2.jsonl" <<'PY' || fail "--jobs 2 answered differently from --jobs 1"
 import json, sys
 def load(p):
