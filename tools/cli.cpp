@@ -440,4 +440,13 @@ void chat_parts(const lctx_model *m, const std::string &question, std::string &b
     after = text.substr(at + mark.size());
 }
 
+std::string shell_quote(const std::string &s) {
+    if (!s.empty() && s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./,=:+") ==
+                          std::string::npos)
+        return s;
+    std::string o = "'";
+    for (char c : s) o += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return o + "'";
+}
+
 } // namespace lctx::cli

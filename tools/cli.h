@@ -105,6 +105,11 @@ std::string refreshkv_json(const lctx_model *m, const lctx_session *s);
 double peak_rss_mib();
 // One number printed with a printf format of one double ("%.3f"): JSON fields.
 std::string fmt_num(const char *format, double v);
+
+// s as one word of a POSIX shell command: as it is when it holds only safe
+// characters, else in single quotes.
+std::string shell_quote(const std::string &s);
+
 // The chat prompt around the document: before = template text up to the
 // user's content, after = "\n\n" + question, end of turn and the assistant
 // header. The document goes between them.

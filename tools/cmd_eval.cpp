@@ -93,6 +93,10 @@ const char *usage_text() {
         "  --plot FILE.png    accuracy vs length plot (bench/plot_eval.py, needs python3 + matplotlib)\n"
         "  --timeout S        kill a run after S seconds and record an error (default: none)\n"
         "  --retry-errors     run again the combinations whose row is an error\n"
+        "  --dump-prompts DIR write every sample of --tasks, --lengths and --samples to DIR and run nothing:\n"
+        "                     TASK-LENGTH-I.document.txt and .question.txt (lctx run --file --question-file\n"
+        "                     builds the same prompt from them) and .json (answers, depth, tokens, and that\n"
+        "                     lctx run command with a --probe per answer); --out is then not needed\n"
         "  --no-share-prefill run FULL and RefreshKV rows each from their own prefill (default: the RefreshKV\n"
         "                     methods of a sample answer on FULL's session after it; their rows say\n"
         "                     \"prefill_shared_with\": \"full\")\n"
@@ -124,15 +128,6 @@ std::vector<std::string> split_list(const std::string &s) {
         at = end + 1;
     }
     return out;
-}
-
-std::string shell_quote(const std::string &s) {
-    if (!s.empty() && s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./,=:+") ==
-                          std::string::npos)
-        return s;
-    std::string o = "'";
-    for (char c : s) o += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    return o + "'";
 }
 
 
@@ -538,6 +533,32 @@ void report(const std::string &results, const std::string &md_path, const std::s
     if (!png.empty()) make_plot(results, png);
 }
 
+// --dump-prompts DIR: every sample of the plan written for lctx run
+// (dump_prompt), none run.
+void dump_prompts(const EvalOptions &o, const std::vector<std::string> &tasks, const std::vector<int64_t> &lengths,
+                  const std::string &dir) {
+    if (mkdir(dir.c_str(), 0777) != 0 && errno != EEXIST)
+        die("--dump-prompts: cannot create '%s': %s", dir.c_str(), std::strerror(errno));
+    struct stat st {};
+    if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) die("--dump-prompts: '%s' is not a directory", dir.c_str());
+    int n = 0;
+    for (int64_t len : lengths)
+        for (const auto &task : tasks)
+            for (int i = 0; i < o.samples; ++i) {
+                const Combo c{"", task, LCTX_METHOD_FULL, false, false, {}, len, i};
+                try {
+                    const std::string name = dump_prompt(o, c, dir);
+                    std::fprintf(stderr, "lctx eval: wrote %s/%s.{document.txt,question.txt,json}\n", dir.c_str(),
+                                 name.c_str());
+                    ++n;
+                } catch (const std::exception &e) {
+                    die("--dump-prompts: %s %s sample %d: %s", task.c_str(), eval::length_label(len).c_str(), i,
+                        e.what());
+                }
+            }
+    std::fprintf(stderr, "lctx eval: %d sample(s) written to %s; nothing was run\n", n, dir.c_str());
+}
+
 std::string iso_now() {
     char b[32];
     const std::time_t t = std::time(nullptr);
@@ -551,7 +572,7 @@ int cmd_eval(int argc, char **argv) {
     Args a = parse_args(argc, argv,
                         concat({"--model", "--methods", "--tasks", "--lengths", "--samples", "--threads", "--seed",
                                 "--out", "--md", "--plot", "--report", "--timeout", "--backend", "--oracle-tokens",
-                                "--essays", "--kv-type", "--jobs"},
+                                "--essays", "--kv-type", "--jobs", "--dump-prompts"},
                                kPrecisionFlags),
                         {"--no-chat", "--retry-errors", "--profile-ops", "--no-share-prefill"}, {{"-m", "--model"}, {"-t", "--threads"}}, usage_text());
     if (!a.positional.empty()) die("unexpected argument '%s'\n\n%s", a.positional[0].c_str(), usage_text());
@@ -582,7 +603,8 @@ int cmd_eval(int argc, char **argv) {
     o.oracle_tokens = a.get_int("--oracle-tokens", 0, 64, int64_t(1) << 30);
     o.essays = a.get("--essays");
     if (o.model.empty()) die("eval needs a model: -m MODEL.gguf\n\n%s", usage_text());
-    if (o.out.empty()) die("eval needs --out RESULTS.jsonl\n\n%s", usage_text());
+    const std::string dump_dir = a.get("--dump-prompts");
+    if (o.out.empty() && dump_dir.empty()) die("eval needs --out RESULTS.jsonl\n\n%s", usage_text());
     if (access(o.model.c_str(), R_OK) != 0) die("cannot read the model '%s': %s", o.model.c_str(), std::strerror(errno));
     if (o.samples < 1) die("--samples must be at least 1");
     o.command = "lctx eval";
@@ -666,6 +688,11 @@ int cmd_eval(int argc, char **argv) {
             if (!o.essays.empty()) die("--essays %s: %s", o.essays.c_str(), e.what());
             std::fprintf(stderr, "lctx eval: warning: %s\n", e.what());
         }
+    }
+
+    if (!dump_dir.empty()) {
+        dump_prompts(o, tasks, lengths, dump_dir);
+        return 0;
     }
 
     // What is already in the results file.

@@ -199,6 +199,9 @@ int cmd_run(int argc, char **argv) {
         "                       indexing, selecting, recompute, decoding; decoding only when the answer does not\n"
         "                       stream to the same terminal), with tok/s and ETA once measured\n"
         "  --no-chat            no chat template: feed the document, then the question as is\n"
+        "  --answer-prefix TEXT with --no-chat: the prompt ends with the question, a newline and TEXT, the\n"
+        "                       start of the answer (as lctx eval's plain prompts: a base model answers\n"
+        "                       instead of going on with the document)\n"
         "  --set K=V[:K=V...]   any field of the method's parameter struct in lctx.h, after the options above,\n"
         "                       e.g. --set recompute=4096:evictor=tova (reform), --set sink=64:obs=32 (h2o),\n"
         "                       --set refreshkv.stride=5 (with --decode refreshkv); as lctx eval's method variants\n"
@@ -217,7 +220,7 @@ int cmd_run(int argc, char **argv) {
                                 "--ctx", "--threads", "--layer", "--window", "--ilre-profile", "--query-tokens", "--score-distance",
                                 "--global", "--local", "--span", "--vote-k", "--spans", "--reuse", "--store-ram",
                                 "--store-dir", "--kv-type", "--decode", "--rkv-k", "--rkv-stride", "--rkv-threshold",
-                                "--rkv-max-run", "--backend", "--probe", "--probes", "--set"},
+                                "--rkv-max-run", "--backend", "--probe", "--probes", "--set", "--answer-prefix"},
                                concat(kSamplingFlags, kPrecisionFlags)),
                         {"--json", "--progress", "--no-chat", "--no-dca", "--tile-max", "--rkv-fixed", "--lossy", "--profile-ops"},
                         {{"-m", "--model"}, {"-n", "--n-predict"}, {"-c", "--ctx"}, {"-t", "--threads"}}, usage);
@@ -308,6 +311,11 @@ int cmd_run(int argc, char **argv) {
                                 : check_text(a.get("--question"), "--question", lossy));
     }
     const std::string question = questions[0];
+    if (a.has("--answer-prefix") && !a.on("--no-chat"))
+        die("--answer-prefix goes with --no-chat (a chat prompt ends with the assistant's header)");
+    const std::string answer_prefix = check_text(a.get("--answer-prefix"), "--answer-prefix", lossy, true);
+    // A plain prompt's part after the document.
+    auto plain_after = [&](const std::string &q) { return "\n\n" + q + "\n" + answer_prefix; };
     // Probes: every --probe for each question, plus line i of --probes for question i.
     std::vector<std::vector<std::string>> probes(questions.size());
     for (const std::string &p : a.get_all("--probe"))
@@ -340,7 +348,7 @@ int cmd_run(int argc, char **argv) {
     // Tokens: [before doc] [doc] | [after doc] = query.
     t = now_s();
     std::string before, after;
-    if (a.on("--no-chat")) after = "\n\n" + question + "\n";
+    if (a.on("--no-chat")) after = plain_after(question);
     else chat_parts(m, question, before, after);
     std::vector<lctx_token> doc;
     if (!doc_text.empty()) {
@@ -363,7 +371,7 @@ int cmd_run(int argc, char **argv) {
     size_t max_query = query.size();   // FULL's cache holds the longest question
     for (size_t qi = 1; qi < questions.size(); ++qi) {
         std::string b2, a2;
-        if (a.on("--no-chat")) a2 = "\n\n" + questions[qi] + "\n";
+        if (a.on("--no-chat")) a2 = plain_after(questions[qi]);
         else chat_parts(m, questions[qi], b2, a2);
         max_query = std::max(max_query, tokenize(m, a2, false, true).size());
     }
@@ -508,7 +516,7 @@ int cmd_run(int argc, char **argv) {
     if (qi > 0) {   // the next question's tokens (the document part of the template is the same)
         std::string b2;
         after.clear();
-        if (a.on("--no-chat")) after = "\n\n" + questions[qi] + "\n";
+        if (a.on("--no-chat")) after = plain_after(questions[qi]);
         else chat_parts(m, questions[qi], b2, after);
         query = tokenize(m, after, false, true);
     }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <set>
 #include <stdexcept>
 
@@ -11,6 +12,7 @@
 
 #include "cli.h"
 #include "common/json.h"
+#include "eval/results.h"
 #include "eval/score.h"
 #include "eval/task.h"
 #include "op_times.h"
@@ -138,24 +140,26 @@ struct Asked {
     std::string answer, rkv_json, op_json, error;
 };
 
-// Loads the model, builds the sample and the prompt, creates c's session
-// and feeds it the document (build_index included).
-void prepare(const EvalOptions &o, const Combo &c, Prepared &p) {
-    const uint64_t sseed = eval::sample_seed(o.seed, c.task, c.length, c.sample);
-    double t = now_s();
+void load_model(const EvalOptions &o, Prepared &p) {
+    const double t = now_s();
     lctx_model_params mp;
     lctx_model_default_params(&mp);
     mp.n_threads = o.threads;
     mp.backend = o.backend.c_str();
     ok(lctx_model_load(o.model.c_str(), &mp, &p.m), "loading the model");
-    lctx_model *m = p.m;
     p.t_load = now_s() - t;
+}
+
+// Builds c's sample and tokenizes its prompt with p.m's prompt format.
+void make_prompt(const EvalOptions &o, const Combo &c, Prepared &p) {
+    const uint64_t sseed = eval::sample_seed(o.seed, c.task, c.length, c.sample);
+    lctx_model *m = p.m;
 
     // The prompt: [before][document] | [after = "\n\n" question tail].
     // Perplexity tasks are plain text (language modelling), and the
     // held-out continuation is part of the length: the prompt is fitted
     // to length - answer_tokens.
-    t = now_s();
+    double t = now_s();
     p.ppl = eval::is_perplexity_task(c.task);
     const bool plain = p.ppl || o.no_chat || !chat_supported(m);
     if (plain) p.prompt = "plain";
@@ -198,6 +202,15 @@ void prepare(const EvalOptions &o, const Combo &c, Prepared &p) {
         if (int64_t(p.cont.size()) > sample.answer_tokens) p.cont.resize(size_t(sample.answer_tokens));
         if (p.cont.empty()) throw RunError("the held-out continuation is empty");
     }
+}
+
+// Loads the model, builds the sample and the prompt, creates c's session
+// and feeds it the document (build_index included).
+void prepare(const EvalOptions &o, const Combo &c, Prepared &p) {
+    load_model(o, p);
+    make_prompt(o, c, p);
+    lctx_model *m = p.m;
+    const eval::Sample &sample = p.sample;
 
     lctx_session_params sp;
     MethodKnobs knobs;
@@ -208,7 +221,7 @@ void prepare(const EvalOptions &o, const Combo &c, Prepared &p) {
     ok(lctx_session_create(m, &sp, &p.s), "creating the session");
     p.backend = session_backend(p.s);
 
-    t = now_s();
+    double t = now_s();
     const size_t step = size_t(std::max(512, lctx_model_n_ctx_train(m) / 4));
     for (size_t at = 0; at < p.doc.size(); at += step)
         ok(lctx_feed_chunk(p.s, p.doc.data() + at, std::min(step, p.doc.size() - at)), "feed_chunk");
@@ -434,6 +447,46 @@ void run_shared_prefill(const EvalOptions &o, const std::vector<Combo> &group,
             });
         emit(row_json(o, group[k], p, a, k > 0 ? shared : ""));
     }
+}
+
+std::string dump_prompt(const EvalOptions &o, const Combo &c, const std::string &dir) {
+    Prepared p;
+    std::string error;
+    double cpu_s = 0;
+    catching(error, cpu_s, [&] {
+        load_model(o, p);
+        make_prompt(o, c, p);
+    });
+    if (!error.empty()) throw std::runtime_error(error);
+    const eval::Sample &s = p.sample;
+    const std::string name = c.task + "-" + eval::length_label(c.length) + "-" + std::to_string(c.sample);
+    const std::string base = dir + "/" + name;
+    auto write = [](const std::string &path, const std::string &text) {
+        std::ofstream f(path, std::ios::binary | std::ios::trunc);
+        if (!(f << text) || !(f.flush())) throw std::runtime_error("cannot write '" + path + "'");
+    };
+    write(base + ".document.txt", s.document);
+    write(base + ".question.txt", s.question);
+    // The command that reads it as this row's runs do, probing every
+    // expected answer (lctx run --probe, docs/methods/reform.md).
+    const bool plain = p.prompt == "plain";
+    std::string cmd = "lctx run -m " + shell_quote(o.model) + " --method reform --file " +
+                      shell_quote(base + ".document.txt") + " --question-file " + shell_quote(base + ".question.txt");
+    if (plain) cmd += " --no-chat";
+    if (plain && !p.ppl) cmd += " --answer-prefix " + shell_quote(s.answer_prefix);
+    for (const auto &ans : s.answers)
+        if (!p.ppl) cmd += " --probe " + shell_quote(ans);
+    std::string answers;
+    for (const auto &ans : s.answers) answers += (answers.empty() ? "" : ", ") + json::quote(ans);
+    write(base + ".json",
+          "{\"task\": " + json::quote(c.task) + ", \"length\": " + std::to_string(c.length) +
+              ", \"sample\": " + std::to_string(c.sample) + ", \"samples\": " + std::to_string(o.samples) +
+              ", \"seed\": " + std::to_string(s.seed) + ", \"depth\": " + json::number(s.depth) +
+              ", \"prompt\": " + json::quote(p.prompt) + ", \"n_doc\": " + std::to_string(p.n_doc) +
+              ", \"n_query\": " + std::to_string(p.n_query) + ", \"question\": " + json::quote(s.question) +
+              ", \"answer_prefix\": " + json::quote(s.answer_prefix) + ", \"answers\": [" + answers +
+              "], \"run\": " + json::quote(cmd) + "}\n");
+    return name;
 }
 
 } // namespace lctx::cli

@@ -63,4 +63,13 @@ bool decodes_over_full_prefill(const Combo &c);
 void run_shared_prefill(const EvalOptions &o, const std::vector<Combo> &group,
                         const std::function<void(const std::string &)> &emit);
 
+// --dump-prompts: writes c's sample (its task, length and sample index, at
+// full length; c.method is not used) to DIR as NAME.document.txt and
+// NAME.question.txt, the files `lctx run --file --question-file` reads to
+// build the same prompt, and NAME.json (seed, depth, prompt tokens, the
+// expected answers and that lctx run command, with a --probe per answer).
+// NAME is TASK-LENGTH-SAMPLE ("niah_single-128K-2"); returns it. Throws
+// std::runtime_error when the sample cannot be built or a file written.
+std::string dump_prompt(const EvalOptions &o, const Combo &c, const std::string &dir);
+
 } // namespace lctx::cli

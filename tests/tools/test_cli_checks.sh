@@ -144,6 +144,11 @@ expect_ok run -m "$MODEL" --no-chat --file "$T/bad.txt" --lossy --question "What
 expect_ok run -m "$MODEL" --no-chat --file "$T/good_utf8.txt" --question "What?" -n 4 -t 1 || true
 # the documented -1 and 0 of ReAttention, and -1 of ILRe's --layer
 expect_ok "${RUN[@]}" --method reattention --spans 0 || true
+# --answer-prefix: the end of a plain prompt only (a chat prompt ends with the assistant's header)
+expect_fail -- '--answer-prefix goes with --no-chat' run -m "$MODEL" --file "$T/doc.txt" --question "What?" -n 4 -t 1 \
+    --answer-prefix "Lily had"
+expect_fail -- '--answer-prefix is not valid UTF-8: invalid byte sequence at byte offset 1' "${RUN[@]}" --answer-prefix "$(printf 'a\xffb')"
+expect_ok "${RUN[@]}" --answer-prefix "Lily had a" --json || true
 expect_ok "${RUN[@]}" --method reattention --spans -1 --global -1 --local -1 --span -1 --vote-k -1 || true
 expect_ok "${RUN[@]}" --method reattention --vote-k 2 || true
 expect_ok "${RUN[@]}" --method ilre --layer -1 || true

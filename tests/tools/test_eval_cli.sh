@@ -345,4 +345,32 @@ for k, a in one.items():
 PY
 "$LCTX" eval -m "$MODEL" --jobs 0 --out "$T/j0.jsonl" 2> "$T/log43" && fail "--jobs 0 was accepted"
 grep -q -- '--jobs' "$T/log43" || fail "--jobs 0: no message naming the option: $(cat "$T/log43")"
+# 18. --dump-prompts writes the samples of section 1 and runs nothing; the lctx run command in each .json
+#     (reform, a --probe per answer; --no-chat --answer-prefix here, stories260K has no chat template) builds
+#     the same prompt from the files: the same token count and, for as many tokens, the same answer as the row.
+"$LCTX" eval -m "$MODEL" --tasks niah_single,vt --lengths 512 --samples 1 --dump-prompts "$T/dump" 2> "$T/log50" ||
+  fail "--dump-prompts failed: $(cat "$T/log50")"
+grep -q '2 sample(s) written' "$T/log50" || fail "--dump-prompts: no summary: $(cat "$T/log50")"
+[ "$(ls "$T/dump" | wc -l)" = 6 ] || fail "--dump-prompts wrote $(ls "$T/dump")"
+python3 - "$LCTX" "$T/dump" "$T/r.jsonl" <<'PY' || fail "a dumped prompt differs from the eval's"
+import json, shlex, subprocess, sys
+lctx, d, rows = sys.argv[1:]
+rows = {r["task"]: r for r in map(json.loads, open(rows)) if r.get("method") == "reform" and r["sample"] == 0}
+for task in ("niah_single", "vt"):
+    meta = json.load(open(f"{d}/{task}-512-0.json"))
+    row = rows[task]
+    assert meta["answers"] == row["expected"], (meta["answers"], row["expected"])
+    assert all(a in open(f"{d}/{task}-512-0.document.txt").read() for a in meta["answers"])
+    cmd = shlex.split(meta["run"])
+    assert cmd[:2] == ["lctx", "run"] and "--no-chat" in cmd and "--answer-prefix" in cmd, cmd
+    out = subprocess.run([lctx] + cmd[1:] + ["--json", "-t", "1", "-n", str(row["n_generated"])],
+                         capture_output=True, text=True, check=True).stdout
+    got = json.loads(out)
+    assert got["n_input_tokens"] + got["n_query_tokens"] == row["n_input_tokens"], (got, row["n_input_tokens"])
+    assert got["answer"].strip() == row["answer"].strip(), (got["answer"], row["answer"])
+    assert [p["text"] for p in got["probes"]] == meta["answers"] and all(p["found"] for p in got["probes"])
+PY
+"$LCTX" eval -m "$MODEL" --tasks niah_single --lengths 512 --dump-prompts "$T/dump/vt-512-0.json" 2> "$T/log51" &&
+  fail "--dump-prompts into a file was accepted"
+grep -q 'not a directory' "$T/log51" || fail "--dump-prompts into a file: $(cat "$T/log51")"
 echo "PASS"
