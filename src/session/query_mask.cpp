@@ -4,6 +4,20 @@
 
 namespace lctx {
 
+namespace {
+
+// A token that decodes to blanks only ("\n\n", " "): the separator between
+// the document and the question, or the newline after an end-of-turn marker.
+// It carries nothing of the question, and its embedding matches every
+// paragraph break of the document (docs/methods/reform.md, "What select
+// does").
+bool is_blank(const Tokenizer &tok, int32_t id) {
+    const std::string piece = tok.token_to_piece(id, false);
+    return !piece.empty() && piece.find_first_not_of(" \t\n\r\v\f") == std::string::npos;
+}
+
+} // namespace
+
 std::vector<bool> query_score_mask(const Tokenizer &tok, const std::vector<int32_t> &query) {
     const size_t n = query.size();
     std::vector<bool> mask(n, false);
@@ -51,10 +65,11 @@ std::vector<bool> query_score_mask(const Tokenizer &tok, const std::vector<int32
         if (header[i]) continue;
         if (role[i] == "system") continue;
         if (turn[i] == last_turn && turn[i] > 0 && (role[i] == "assistant" || role[i] == "model")) continue;
+        if (is_blank(tok, query[i])) continue;
         mask[i] = true;
         any = true;
     }
-    if (!any)   // nothing left (e.g. a bare control sequence): score every non-control token
+    if (!any)   // nothing left (a bare control sequence, blanks only): score every non-control token
         for (size_t i = 0; i < n; ++i) mask[i] = !tok.is_control(query[i]);
     return mask;
 }
