@@ -402,7 +402,7 @@ def main():
                         f"{100 * pr[k]['matmul_peak_fraction']:.0f}% of the FMA peak")
                 if "attention_gflops" in pr[k]:
                     line += (f"; attention at {pr[k]['attention_gflops']:.0f} GFLOP/s = "
-                             f"{100 * pr[k]['attention_peak_fraction']:.0f}% (causal pairs only)")
+                             f"{100 * pr[k]['attention_peak_fraction']:.0f}% (the pairs attended: causal, inside any sliding window)")
                 md.append(line)
             else:
                 line = f"- decode: the weight matrices stream at {pr[k]['weight_gb_s']:.1f} GB/s"
