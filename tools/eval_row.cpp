@@ -256,7 +256,8 @@ void ask(const Combo &c, Prepared &p, Asked &a) {
     // their selection. Recurrent baselines score each position with the
     // share of (layer, KV head) caches that keep it.
     if (has_needles(c.task)) {
-        const std::vector<int64_t> needle = needle_tokens(m, p.doc, sample.answers);
+        const std::vector<int64_t> needle =
+            needle_tokens(m, p.doc, sample.needles.empty() ? sample.answers : sample.needles);
         std::vector<float> keep(p.doc.size(), 0.0f);
         int64_t n_att = 0;
         bool share = false;
@@ -351,6 +352,8 @@ std::string row_json(const EvalOptions &o, const Combo &c, const Prepared &p, co
         j += ", \"needle_tokens\": " + std::to_string(a.rec.n_tokens) + ", \"recall\": " +
              (a.rec.n_tokens ? fmt_num("%.4f", double(a.rec.n_kept) / double(a.rec.n_tokens)) : std::string("null"));
         if (a.rec.share >= 0) j += ", \"recall_share\": " + fmt_num("%.4f", a.rec.share);
+        // Recall of the sample's needle texts, not its answers (qa's gold fact).
+        if (!p.sample.needles.empty()) j += ", \"recall_of\": \"needles\"";
     }
     if (!a.rkv_json.empty()) j += ", \"refreshkv\": " + a.rkv_json;
     if (!a.op_json.empty()) j += ", \"op_times\": " + a.op_json;
@@ -474,10 +477,14 @@ std::string dump_prompt(const EvalOptions &o, const Combo &c, const std::string 
                       shell_quote(base + ".document.txt") + " --question-file " + shell_quote(base + ".question.txt");
     if (plain) cmd += " --no-chat";
     if (plain && !p.ppl) cmd += " --answer-prefix " + shell_quote(s.answer_prefix);
-    for (const auto &ans : s.answers)
-        if (!p.ppl) cmd += " --probe " + shell_quote(ans);
+    for (const auto &t : s.needles.empty() ? s.answers : s.needles)
+        if (!p.ppl) cmd += " --probe " + shell_quote(t);
     std::string answers;
     for (const auto &ans : s.answers) answers += (answers.empty() ? "" : ", ") + json::quote(ans);
+    // What gather recall measures: the needle texts, else the answers.
+    std::string needles;
+    for (const auto &t : s.needles.empty() ? s.answers : s.needles)
+        needles += (needles.empty() ? "" : ", ") + json::quote(t);
     write(base + ".json",
           "{\"task\": " + json::quote(c.task) + ", \"length\": " + std::to_string(c.length) +
               ", \"sample\": " + std::to_string(c.sample) + ", \"samples\": " + std::to_string(o.samples) +
@@ -485,7 +492,7 @@ std::string dump_prompt(const EvalOptions &o, const Combo &c, const std::string 
               ", \"prompt\": " + json::quote(p.prompt) + ", \"n_doc\": " + std::to_string(p.n_doc) +
               ", \"n_query\": " + std::to_string(p.n_query) + ", \"question\": " + json::quote(s.question) +
               ", \"answer_prefix\": " + json::quote(s.answer_prefix) + ", \"answers\": [" + answers +
-              "], \"run\": " + json::quote(cmd) + "}\n");
+              "], \"needles\": [" + needles + "], \"run\": " + json::quote(cmd) + "}\n");
     return name;
 }
 

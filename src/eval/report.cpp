@@ -242,7 +242,8 @@ std::string markdown_report(const std::vector<Row> &rows, const std::vector<std:
     }
     if (!recall.empty()) {
         md += "\n## Gather recall\n\nMean share of the needle tokens (the occurrences of the expected answers in "
-              "the document, on the tasks that have needles) that the method kept for the answer: in its selection "
+              "the document, on the tasks that have needles; for qa, the gold document's sentence with the fact asked, "
+              "and only in rows that say \"recall_of\") that the method kept for the answer: in its selection "
               "(REFORM, ILRe, truncation), in the final cache of at least one layer and KV head (the eviction "
               "methods, InfLLM), or in the attention window of at least one layer at the question's last token "
               "(ReAttention). FULL and RefreshKV keep everything. n: the samples behind it.\n\n" + header(lengths);

@@ -60,6 +60,10 @@ ResultsFile load_results(const std::string &path) {
         r.n_samples = int(j.get_num("n_samples", 0));
         const json::Value *recall = j.find("recall");
         if (recall && recall->type == json::Value::Type::NUMBER) r.recall = recall->num;
+        // qa rows written before "recall_of" measured every occurrence of the
+        // answer, most of them in distractor documents: not the gold fact's
+        // recall, so not counted (docs/eval.md, "Recall and the oracle").
+        if (r.task == "qa" && j.get_str("recall_of").empty()) r.recall = -1;
         auto it = at.find(combo_key(r));
         if (it != at.end()) out.rows[it->second] = r;
         else at[combo_key(r)] = out.rows.size(), out.rows.push_back(r);

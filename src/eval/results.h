@@ -29,7 +29,8 @@ struct Row {
     int n_samples = 0;
     // Gather recall (docs/eval.md, "Recall and the oracle"): the share of the
     // needle's tokens the method kept or attended to; < 0 when the row has
-    // none (a task without needles, a failed run, an older row).
+    // none (a task without needles, a failed run, an older row, a qa row
+    // from before its needle became the gold fact sentence).
     double recall = -1;
     bool ok() const { return error.empty(); }
 };

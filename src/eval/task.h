@@ -32,6 +32,10 @@ struct Sample {
     // "Answer:", the perplexity task none. Chat prompts do not use it.
     std::string answer_prefix;
     std::vector<std::string> answers;  // expected strings
+    // The texts whose tokens gather recall measures, when not the answers:
+    // qa's gold fact sentence (its answer also occurs in distractor
+    // documents). Empty: every occurrence of the answers.
+    std::vector<std::string> needles;
     ScoreMode mode = ScoreMode::kMatchAll;
     int answer_tokens = 32;            // tokens to generate
     double depth = -1;                 // depth of the (first) needle / gold document in [0,1]; -1: spread

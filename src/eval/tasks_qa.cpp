@@ -104,7 +104,8 @@ Sample build_qa(const BuildInput &in, int64_t units) {
         docs.push_back(std::move(lines));
     }
     const size_t at = std::min(docs.size(), size_t(std::llround(in.depth * double(docs.size()))));
-    docs.insert(docs.begin() + long(at), doc_lines(gold, r));
+    const std::vector<std::string> gold_lines = doc_lines(gold, r);
+    docs.insert(docs.begin() + long(at), gold_lines);
 
     std::string ctx;
     for (size_t i = 0; i < docs.size(); ++i) {
@@ -123,17 +124,24 @@ Sample build_qa(const BuildInput &in, int64_t units) {
                              "output any other words.";
     s.document = rule + "\n\nThe following are given documents.\n\n" + ctx;
     const std::string n = gold.name();
+    // The gold document's line that states the fact asked (doc_lines order):
+    // gather recall's needle. The city, year or profession also occur in
+    // distractor documents; this line, with the gold name or organisation,
+    // occurs once.
+    size_t fact = 0;
     switch (r.below(6)) {
-    case 0: s.question = "In which city was " + n + " born?"; s.answers = {gold.city}; break;
-    case 1: s.question = "In which year was " + n + " born?"; s.answers = {std::to_string(gold.born)}; break;
-    case 2: s.question = "What was the profession of " + n + "?"; s.answers = {gold.profession}; break;
-    case 3: s.question = "Which organization did " + n + " found?"; s.answers = {gold.org}; break;
+    case 0: s.question = "In which city was " + n + " born?"; s.answers = {gold.city}; fact = 1; break;
+    case 1: s.question = "In which year was " + n + " born?"; s.answers = {std::to_string(gold.born)}; fact = 1; break;
+    case 2: s.question = "What was the profession of " + n + "?"; s.answers = {gold.profession}; fact = 2; break;
+    case 3: s.question = "Which organization did " + n + " found?"; s.answers = {gold.org}; fact = 3; break;
     case 4:
         s.question = "How many members did the organization founded by " + n + " have by 2010?";
         s.answers = {with_commas(gold.members), std::to_string(gold.members)};
+        fact = 4;
         break;
-    default: s.question = "Which instrument did " + n + " play?"; s.answers = {gold.instrument}; break;
+    default: s.question = "Which instrument did " + n + " play?"; s.answers = {gold.instrument}; fact = 5; break;
     }
+    s.needles = {gold_lines[fact]};
     s.question = rule + "\n\nQuestion: " + s.question;
     s.mode = ScoreMode::kMatchPart;
     return s;

@@ -346,7 +346,7 @@ PY
 "$LCTX" eval -m "$MODEL" --jobs 0 --out "$T/j0.jsonl" 2> "$T/log43" && fail "--jobs 0 was accepted"
 grep -q -- '--jobs' "$T/log43" || fail "--jobs 0: no message naming the option: $(cat "$T/log43")"
 # 18. --dump-prompts writes the samples of section 1 and runs nothing; the lctx run command in each .json
-#     (reform, a --probe per answer; --no-chat --answer-prefix here, stories260K has no chat template) builds
+#     (reform, a --probe per needle, here the answers; --no-chat --answer-prefix here, stories260K has no chat template) builds
 #     the same prompt from the files: the same token count and, for as many tokens, the same answer as the row.
 "$LCTX" eval -m "$MODEL" --tasks niah_single,vt --lengths 512 --samples 1 --dump-prompts "$T/dump" 2> "$T/log50" ||
   fail "--dump-prompts failed: $(cat "$T/log50")"
@@ -368,8 +368,28 @@ for task in ("niah_single", "vt"):
     got = json.loads(out)
     assert got["n_input_tokens"] + got["n_query_tokens"] == row["n_input_tokens"], (got, row["n_input_tokens"])
     assert got["answer"].strip() == row["answer"].strip(), (got["answer"], row["answer"])
-    assert [p["text"] for p in got["probes"]] == meta["answers"] and all(p["found"] for p in got["probes"])
+    assert meta["needles"] == meta["answers"], meta
+    assert [p["text"] for p in got["probes"]] == meta["needles"] and all(p["found"] for p in got["probes"])
 PY
+# qa's needle is the gold document's sentence with the fact asked (its answer also occurs in distractors):
+# once in the document, holding an answer; its rows say "recall_of": "needles", and truncation (the first and
+# last 512 tokens of 3K) does not keep a gold document at depth 0.5.
+"$LCTX" eval -m "$MODEL" --tasks qa --lengths 3k --samples 1 --dump-prompts "$T/dump" 2> "$T/log52" ||
+  fail "--dump-prompts qa failed: $(cat "$T/log52")"
+python3 - "$T/dump" <<'PY' || fail "qa's dumped needle"
+import json, sys
+meta = json.load(open(f"{sys.argv[1]}/qa-3K-0.json"))
+doc = open(f"{sys.argv[1]}/qa-3K-0.document.txt").read()
+(needle,) = meta["needles"]
+assert doc.count(needle) == 1 and any(a in needle for a in meta["answers"]), meta
+assert sum(doc.count(a) for a in meta["answers"]) >= 1
+PY
+"$LCTX" eval -m "$MODEL" --methods truncate --tasks qa --lengths 3k --samples 1 --threads 1 --out "$T/qa.jsonl" \
+  2> "$T/log53" || fail "qa eval failed: $(cat "$T/log53")"
+QA=$(grep '"method": "truncate"' "$T/qa.jsonl")
+echo "$QA" | grep -q '"recall_of": "needles"' || fail "a qa row without recall_of: $QA"
+echo "$QA" | grep -q '"recall": 0.0000' || fail "truncation kept qa's gold fact from the middle of 3K: $QA"
+echo "$QA" | grep -q '"needle_tokens": [1-9]' || fail "qa's gold fact not found in the tokens: $QA"
 "$LCTX" eval -m "$MODEL" --tasks niah_single --lengths 512 --dump-prompts "$T/dump/vt-512-0.json" 2> "$T/log51" &&
   fail "--dump-prompts into a file was accepted"
 grep -q 'not a directory' "$T/log51" || fail "--dump-prompts into a file: $(cat "$T/log51")"

@@ -374,6 +374,17 @@ TEST(EvalTasks, QaAnswerIsInTheGoldDocumentOnly) {
         bool found = false;
         for (const auto &a : s.answers) found |= gold_doc.find(a) != std::string::npos;
         EXPECT_TRUE(found) << s.question;
+        // Gather recall's needle: one sentence of the gold document, once in
+        // the whole input, holding an answer (which distractors may repeat).
+        ASSERT_EQ(s.needles.size(), 1u);
+        const std::string &needle = s.needles[0];
+        EXPECT_EQ(count_of(s.document, needle), 1u) << needle;
+        EXPECT_NE(gold_doc.find(needle), std::string::npos) << needle;
+        EXPECT_EQ(needle.find('\n'), std::string::npos) << needle;
+        EXPECT_EQ(needle.back(), '.') << needle;
+        bool in_needle = false;
+        for (const auto &a : s.answers) in_needle |= needle.find(a) != std::string::npos;
+        EXPECT_TRUE(in_needle) << s.question << " / " << needle;
         // Distractors share a first or last name with the gold person.
         const std::string first = name.substr(0, name.find(' ')), last = name.substr(name.find(' ') + 1);
         EXPECT_GT(count_of(s.document, "Title: " + first + " ") + count_of(s.document, " " + last + "\n"), 2u);
@@ -858,6 +869,27 @@ TEST(EvalResults, LoadDedupAndReport) {
     EXPECT_NE(md.find("CPU A: 1; CPU B: 1; not recorded: 2."), std::string::npos);
     EXPECT_NE(md.find("lctx eval -m M"), std::string::npos);
     EXPECT_TRUE(load_results(path + ".missing").rows.empty());
+    std::remove(path.c_str());
+}
+
+// A qa row's recall counts only when it measured the gold fact sentence
+// ("recall_of"); older qa rows measured every occurrence of the answer.
+TEST(EvalResults, QaRecallOnlyOfTheGoldFact) {
+    const std::string path = ::testing::TempDir() + "/lctx_eval_results_qa_recall.jsonl";
+    {
+        std::ofstream f(path, std::ios::trunc);
+        f << "{\"method\": \"ilre\", \"task\": \"qa\", \"length\": 8192, \"sample\": 0, \"seed\": 1, "
+             "\"score\": 1.0, \"recall\": 0.04}\n"
+          << "{\"method\": \"ilre\", \"task\": \"qa\", \"length\": 8192, \"sample\": 1, \"seed\": 1, "
+             "\"score\": 1.0, \"recall\": 0.75, \"recall_of\": \"needles\"}\n"
+          << "{\"method\": \"ilre\", \"task\": \"vt\", \"length\": 8192, \"sample\": 0, \"seed\": 1, "
+             "\"score\": 1.0, \"recall\": 0.5}\n";
+    }
+    const ResultsFile rf = load_results(path);
+    ASSERT_EQ(rf.rows.size(), 3u);
+    EXPECT_LT(rf.rows[0].recall, 0);
+    EXPECT_DOUBLE_EQ(rf.rows[1].recall, 0.75);
+    EXPECT_DOUBLE_EQ(rf.rows[2].recall, 0.5);
     std::remove(path.c_str());
 }
 
