@@ -7,6 +7,7 @@
 #include "session/ilre_allocator.h"
 #include "session/ilre_index_file.h"
 #include "session/ilre_scorer.h"
+#include "session/query_mask.h"
 #include "session/selector.h"
 #include "session/state_digest.h"
 
@@ -106,8 +107,15 @@ Selection IlreMethod::select(const std::vector<int32_t> &query, Progress &progre
     if (!sealed_) fail(LCTX_ERR_STATE, "ILRe: select before build_index");
     scores_valid_ = false;
     const int64_t N = static_cast<int64_t>(feeder_.ids.size()), q = static_cast<int64_t>(query.size());
-    // The scoring part of the question: its last query_tokens tokens (all by default).
-    const int64_t q0 = params_.query_tokens > 0 ? std::max<int64_t>(0, q - params_.query_tokens) : 0;
+    // The scoring part of the question: its last query_tokens tokens (all by
+    // default), from the first token after the blank separator that puts
+    // the question after the document: the paper's query is the question
+    // and what follows, the separator belongs to the context
+    // (docs/methods/ilre.md, "What select does").
+    int64_t q0 = params_.query_tokens > 0 ? std::max<int64_t>(0, q - params_.query_tokens) : 0;
+    // A question of blanks only is read whole.
+    const int64_t blanks = leading_blank_tokens(model_.tokenizer(), query.data() + q0, q - q0);
+    if (blanks < q - q0) q0 += blanks;
     std::vector<std::vector<float>> Q;
     encoder_->queries(query.data() + q0, q - q0, Q, [&] { return progress.keep_going(0.05); });
     last_q_ = std::move(Q[0]);

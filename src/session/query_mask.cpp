@@ -4,19 +4,16 @@
 
 namespace lctx {
 
-namespace {
-
-// A token that decodes to blanks only ("\n\n", " "): the separator between
-// the document and the question, or the newline after an end-of-turn marker.
-// It carries nothing of the question, and its embedding matches every
-// paragraph break of the document (docs/methods/reform.md, "What select
-// does").
-bool is_blank(const Tokenizer &tok, int32_t id) {
+bool is_blank_token(const Tokenizer &tok, int32_t id) {
     const std::string piece = tok.token_to_piece(id, false);
     return !piece.empty() && piece.find_first_not_of(" \t\n\r\v\f") == std::string::npos;
 }
 
-} // namespace
+int64_t leading_blank_tokens(const Tokenizer &tok, const int32_t *query, int64_t n) {
+    int64_t i = 0;
+    while (i < n && is_blank_token(tok, query[i])) ++i;
+    return i;
+}
 
 std::vector<bool> query_score_mask(const Tokenizer &tok, const std::vector<int32_t> &query) {
     const size_t n = query.size();
@@ -65,7 +62,11 @@ std::vector<bool> query_score_mask(const Tokenizer &tok, const std::vector<int32
         if (header[i]) continue;
         if (role[i] == "system") continue;
         if (turn[i] == last_turn && turn[i] > 0 && (role[i] == "assistant" || role[i] == "model")) continue;
-        if (is_blank(tok, query[i])) continue;
+        // A blank token (the separator before the question, the newline
+        // after an end-of-turn marker) carries nothing of the question, and
+        // its embedding matches every paragraph break of the document
+        // (docs/methods/reform.md, "Blank question tokens").
+        if (is_blank_token(tok, query[i])) continue;
         mask[i] = true;
         any = true;
     }

@@ -17,4 +17,13 @@ namespace lctx {
 
 std::vector<bool> query_score_mask(const Tokenizer &tok, const std::vector<int32_t> &query);
 
+// A token that decodes to whitespace only ("\n\n", " ").
+bool is_blank_token(const Tokenizer &tok, int32_t id);
+
+// The number of blank tokens at the start of query[0, n): the separator
+// between the document and the question ("\n\n" in lctx run and lctx
+// eval). ILRe reads its question from the first token after them
+// (docs/methods/ilre.md).
+int64_t leading_blank_tokens(const Tokenizer &tok, const int32_t *query, int64_t n);
+
 } // namespace lctx

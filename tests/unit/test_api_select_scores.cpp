@@ -195,6 +195,50 @@ TEST_F(SelectScores, IlreScoresAreTheOnesItsAllocatorUsed) {
     lctx_session_free(s);
 }
 
+// ILRe reads its question from the first token after the blank separator
+// that puts it after the document ("\n\n" in lctx run and lctx eval): the
+// scores of "\n\n" + Q are those of Q, bit for bit. A question of blanks
+// only is still read (scores that differ from token to token).
+TEST_F(SelectScores, IlreReadsTheQuestionAfterItsBlankSeparator) {
+    session_test::SessionParams p;
+    p.method = LCTX_METHOD_ILRE;
+    p.n_ctx = 256;
+    p.ilre_p.retrieval_layer = 1;
+    p.ilre_p.sink = 4;
+    p.ilre_p.chunk = 64;
+    p.ilre_p.window = 32;
+    p.ilre_p.budget = 40;
+    p.ilre_p.dca = false;
+    const int n = 300;
+    lctx_session *s = make(p, doc(n, 12));
+    ASSERT_NE(s, nullptr);
+    lctx_token nl[8];
+    size_t n_nl = 0;
+    ASSERT_EQ(lctx_tokenize(model, "\n\n", 2, false, false, nl, 8, &n_nl), LCTX_OK);
+    ASSERT_GE(n_nl, 1u);
+    // The question: a word, so its first token is not blank.
+    lctx_token words[16];
+    size_t n_words = 0;
+    ASSERT_EQ(lctx_tokenize(model, "Where did the little dog go?", 28, false, false, words, 16, &n_words), LCTX_OK);
+    const std::vector<lctx_token> q(words, words + n_words);
+    std::vector<lctx_token> sep_q(nl, nl + n_nl);
+    sep_q.insert(sep_q.end(), q.begin(), q.end());
+    auto raw_of = [&](const std::vector<lctx_token> &query) {
+        lctx_selection *sel = nullptr;
+        EXPECT_EQ(lctx_select(s, query.data(), query.size(), &sel), LCTX_OK) << lctx_session_last_error(s);
+        lctx_selection_free(sel);
+        return scores_of(s).raw;
+    };
+    const std::vector<float> plain = raw_of(q), separated = raw_of(sep_q);
+    ASSERT_EQ(plain.size(), size_t(n));
+    EXPECT_EQ(plain, separated);
+    const std::vector<float> blank = raw_of(std::vector<lctx_token>(nl, nl + n_nl));
+    ASSERT_EQ(blank.size(), size_t(n));
+    EXPECT_NE(*std::min_element(blank.begin(), blank.end()), *std::max_element(blank.begin(), blank.end()));
+    EXPECT_NE(blank, plain);
+    lctx_session_free(s);
+}
+
 TEST_F(SelectScores, WholeDocumentInBudgetIsAllForced) {
     const int n = 40;
     lctx_session *s = make(reform(48, 4, 3), doc(n, 13));

@@ -1,8 +1,9 @@
-// Which question tokens REFORM scores (session/query_mask.h), on SmolLM2's
-// real tokenizer and chat template markers. The expected masks are built
-// from which part of the query each token's text comes from, not from the
-// mask's code: the question's words are scored; blanks, control tokens, role
-// headers, system turns and the generation prefix are not.
+// Which question tokens REFORM scores and where ILRe's question starts
+// (session/query_mask.h), on SmolLM2's real tokenizer and chat template
+// markers. The expected masks are built from which part of the query each
+// token's text comes from, not from the mask's code: the question's words
+// are scored; blanks, control tokens, role headers, system turns and the
+// generation prefix are not.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -98,6 +99,20 @@ TEST_F(QueryMask, SystemTurnAndGenerationPrefixAreNotScored) {
 // non-control token is scored rather than none.
 TEST_F(QueryMask, NothingLeftFallsBackToEveryNonControlToken) {
     check({{"\n\n", true}, {"<|im_end|>", false}});
+}
+
+// The separator ILRe skips: the blank tokens at the start only.
+TEST_F(QueryMask, LeadingBlankTokensAreTheSeparatorOnly) {
+    const auto count = [&](const std::string &text) {
+        const std::vector<int32_t> q = tokens(text);
+        return lctx::leading_blank_tokens(*tok_, q.data(), int64_t(q.size()));
+    };
+    EXPECT_EQ(count("\n\nWhat is it?"), int64_t(tokens("\n\nWhat").size() - tokens("What").size()));
+    EXPECT_GT(count("\n\nWhat is it?"), 0);
+    EXPECT_EQ(count("What is it?\n\n"), 0);
+    EXPECT_EQ(count("<|im_end|>\n"), 0);   // a control token is not blank
+    EXPECT_EQ(count("\n \n"), int64_t(tokens("\n \n").size()));
+    EXPECT_EQ(lctx::leading_blank_tokens(*tok_, nullptr, 0), 0);
 }
 
 } // namespace
