@@ -71,6 +71,20 @@ protected:
         return p;
     }
 
+    // ILRe at a small scale: 4 sinks, chunks of 64, a 32-token window, 40 gathered.
+    static session_test::SessionParams ilre() {
+        session_test::SessionParams p;
+        p.method = LCTX_METHOD_ILRE;
+        p.n_ctx = 256;
+        p.ilre_p.retrieval_layer = 1;
+        p.ilre_p.sink = 4;
+        p.ilre_p.chunk = 64;
+        p.ilre_p.window = 32;
+        p.ilre_p.budget = 40;
+        p.ilre_p.dca = false;
+        return p;
+    }
+
     std::vector<lctx_token> doc(int n, uint32_t seed) const {
         return random_tokens(n, seed, 3, lctx_model_n_vocab(model) - 1);
     }
@@ -160,17 +174,8 @@ TEST_F(SelectScores, ReformScoresAreTheOnesItsSelectionUsed) {
 }
 
 TEST_F(SelectScores, IlreScoresAreTheOnesItsAllocatorUsed) {
-    session_test::SessionParams p;
-    p.method = LCTX_METHOD_ILRE;
-    p.n_ctx = 256;
-    p.ilre_p.retrieval_layer = 1;
-    p.ilre_p.sink = 4;
-    p.ilre_p.chunk = 64;
-    p.ilre_p.window = 32;
-    p.ilre_p.budget = 40;
-    p.ilre_p.dca = false;
     const int n = 300;
-    lctx_session *s = make(p, doc(n, 12));
+    lctx_session *s = make(ilre(), doc(n, 12));
     ASSERT_NE(s, nullptr);
     const auto q = random_tokens(7, 5, 3, lctx_model_n_vocab(model) - 1);
     lctx_selection *sel = nullptr;
@@ -200,17 +205,8 @@ TEST_F(SelectScores, IlreScoresAreTheOnesItsAllocatorUsed) {
 // scores of "\n\n" + Q are those of Q, bit for bit. A question of blanks
 // only is still read (scores that differ from token to token).
 TEST_F(SelectScores, IlreReadsTheQuestionAfterItsBlankSeparator) {
-    session_test::SessionParams p;
-    p.method = LCTX_METHOD_ILRE;
-    p.n_ctx = 256;
-    p.ilre_p.retrieval_layer = 1;
-    p.ilre_p.sink = 4;
-    p.ilre_p.chunk = 64;
-    p.ilre_p.window = 32;
-    p.ilre_p.budget = 40;
-    p.ilre_p.dca = false;
     const int n = 300;
-    lctx_session *s = make(p, doc(n, 12));
+    lctx_session *s = make(ilre(), doc(n, 12));
     ASSERT_NE(s, nullptr);
     lctx_token nl[8];
     size_t n_nl = 0;
