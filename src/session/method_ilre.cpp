@@ -111,7 +111,7 @@ Selection IlreMethod::select(const std::vector<int32_t> &query, Progress &progre
     // default), from the first token after the blank separator that puts
     // the question after the document: the paper's query is the question
     // and what follows, the separator belongs to the context
-    // (docs/methods/ilre.md, "What select does").
+    // (docs/methods/ilre.md, "The separator").
     int64_t q0 = params_.query_tokens > 0 ? std::max<int64_t>(0, q - params_.query_tokens) : 0;
     // A question of blanks only is read whole.
     const int64_t blanks = leading_blank_tokens(model_.tokenizer(), query.data() + q0, q - q0);
