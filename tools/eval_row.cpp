@@ -462,6 +462,8 @@ std::string dump_prompt(const EvalOptions &o, const Combo &c, const std::string 
     });
     if (!error.empty()) throw std::runtime_error(error);
     const eval::Sample &s = p.sample;
+    char hex[24];   // the sample seed as the rows write it
+    std::snprintf(hex, sizeof hex, "%016llx", (unsigned long long)s.seed);
     const std::string name = c.task + "-" + eval::length_label(c.length) + "-" + std::to_string(c.sample);
     const std::string base = dir + "/" + name;
     auto write = [](const std::string &path, const std::string &text) {
@@ -471,7 +473,7 @@ std::string dump_prompt(const EvalOptions &o, const Combo &c, const std::string 
     write(base + ".document.txt", s.document);
     write(base + ".question.txt", s.question);
     // The command that reads it as this row's runs do, probing every
-    // expected answer (lctx run --probe, docs/methods/reform.md).
+    // needle (lctx run --probe, docs/methods/reform.md).
     const bool plain = p.prompt == "plain";
     std::string cmd = "lctx run -m " + shell_quote(o.model) + " --method reform --file " +
                       shell_quote(base + ".document.txt") + " --question-file " + shell_quote(base + ".question.txt");
@@ -488,7 +490,8 @@ std::string dump_prompt(const EvalOptions &o, const Combo &c, const std::string 
     write(base + ".json",
           "{\"task\": " + json::quote(c.task) + ", \"length\": " + std::to_string(c.length) +
               ", \"sample\": " + std::to_string(c.sample) + ", \"samples\": " + std::to_string(o.samples) +
-              ", \"seed\": " + std::to_string(s.seed) + ", \"depth\": " + json::number(s.depth) +
+              ", \"seed\": " + std::to_string(o.seed) + ", \"sample_seed\": \"" + hex + "\"" +
+              ", \"depth\": " + json::number(s.depth) +
               ", \"prompt\": " + json::quote(p.prompt) + ", \"n_doc\": " + std::to_string(p.n_doc) +
               ", \"n_query\": " + std::to_string(p.n_query) + ", \"question\": " + json::quote(s.question) +
               ", \"answer_prefix\": " + json::quote(s.answer_prefix) + ", \"answers\": [" + answers +

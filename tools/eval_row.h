@@ -66,9 +66,10 @@ void run_shared_prefill(const EvalOptions &o, const std::vector<Combo> &group,
 // --dump-prompts: writes c's sample (its task, length and sample index, at
 // full length; c.method is not used) to DIR as NAME.document.txt and
 // NAME.question.txt, the files `lctx run --file --question-file` reads to
-// build the same prompt, and NAME.json (seed, depth, prompt tokens, the
-// expected answers, the needle texts gather recall measures, and that lctx
-// run command with a --probe per needle).
+// build the same prompt, and NAME.json (run seed and sample seed as the
+// rows write them, depth, prompt tokens, the expected answers, the needle
+// texts gather recall measures, and that lctx run command with a --probe
+// per needle).
 // NAME is TASK-LENGTH-SAMPLE ("niah_single-128K-2"); returns it. Throws
 // std::runtime_error when the sample cannot be built or a file written.
 std::string dump_prompt(const EvalOptions &o, const Combo &c, const std::string &dir);

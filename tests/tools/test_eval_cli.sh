@@ -360,6 +360,7 @@ for task in ("niah_single", "vt"):
     meta = json.load(open(f"{d}/{task}-512-0.json"))
     row = rows[task]
     assert meta["answers"] == row["expected"], (meta["answers"], row["expected"])
+    assert meta["sample_seed"] == row["sample_seed"] and meta["seed"] == row["seed"], (meta, row["sample_seed"])
     assert all(a in open(f"{d}/{task}-512-0.document.txt").read() for a in meta["answers"])
     cmd = shlex.split(meta["run"])
     assert cmd[:2] == ["lctx", "run"] and "--no-chat" in cmd and "--answer-prefix" in cmd, cmd
