@@ -535,20 +535,21 @@ void report(const std::string &results, const std::string &md_path, const std::s
 }
 
 // --dump-prompts DIR: every sample of the plan written for lctx run
-// (dump_prompt), none run.
-void dump_prompts(const EvalOptions &o, const std::vector<std::string> &tasks, const std::vector<int64_t> &lengths,
-                  const std::string &dir) {
+// (dump_prompt), none run. The model (-m, -t, --backend) is loaded once.
+void dump_prompts(const Args &a, const EvalOptions &o, const std::vector<std::string> &tasks,
+                  const std::vector<int64_t> &lengths, const std::string &dir) {
     if (mkdir(dir.c_str(), 0777) != 0 && errno != EEXIST)
         die("--dump-prompts: cannot create '%s': %s", dir.c_str(), std::strerror(errno));
     struct stat st {};
     if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) die("--dump-prompts: '%s' is not a directory", dir.c_str());
+    lctx_model *m = load_model(a);
     int n = 0;
     for (int64_t len : lengths)
         for (const auto &task : tasks)
             for (int i = 0; i < o.samples; ++i) {
                 const Combo c{"", task, LCTX_METHOD_FULL, false, false, {}, len, i};
                 try {
-                    const std::string name = dump_prompt(o, c, dir);
+                    const std::string name = dump_prompt(o, c, m, dir);
                     std::fprintf(stderr, "lctx eval: wrote %s/%s.{document.txt,question.txt,json}\n", dir.c_str(),
                                  name.c_str());
                     ++n;
@@ -557,6 +558,7 @@ void dump_prompts(const EvalOptions &o, const std::vector<std::string> &tasks, c
                         e.what());
                 }
             }
+    lctx_model_free(m);
     std::fprintf(stderr, "lctx eval: %d sample(s) written to %s; nothing was run\n", n, dir.c_str());
 }
 
@@ -692,7 +694,7 @@ int cmd_eval(int argc, char **argv) {
     }
 
     if (!dump_dir.empty()) {
-        dump_prompts(o, tasks, lengths, dump_dir);
+        dump_prompts(a, o, tasks, lengths, dump_dir);
         return 0;
     }
 

@@ -140,6 +140,20 @@ struct Asked {
     std::string answer, rkv_json, op_json, error;
 };
 
+// A sample seed as rows write it: 16 hex digits.
+std::string seed_hex(uint64_t seed) {
+    char hex[24];
+    std::snprintf(hex, sizeof hex, "%016llx", (unsigned long long)seed);
+    return hex;
+}
+
+// ["a", "b"] of JSON strings.
+std::string json_strings(const std::vector<std::string> &items) {
+    std::string j = "[";
+    for (size_t i = 0; i < items.size(); ++i) j += (i ? ", " : "") + json::quote(items[i]);
+    return j + "]";
+}
+
 void load_model(const EvalOptions &o, Prepared &p) {
     const double t = now_s();
     lctx_model_params mp;
@@ -150,10 +164,9 @@ void load_model(const EvalOptions &o, Prepared &p) {
     p.t_load = now_s() - t;
 }
 
-// Builds c's sample and tokenizes its prompt with p.m's prompt format.
-void make_prompt(const EvalOptions &o, const Combo &c, Prepared &p) {
+// Builds c's sample into p and tokenizes its prompt with m's prompt format.
+void make_prompt(const EvalOptions &o, const Combo &c, const lctx_model *m, Prepared &p) {
     const uint64_t sseed = eval::sample_seed(o.seed, c.task, c.length, c.sample);
-    lctx_model *m = p.m;
 
     // The prompt: [before][document] | [after = "\n\n" question tail].
     // Perplexity tasks are plain text (language modelling), and the
@@ -208,7 +221,7 @@ void make_prompt(const EvalOptions &o, const Combo &c, Prepared &p) {
 // and feeds it the document (build_index included).
 void prepare(const EvalOptions &o, const Combo &c, Prepared &p) {
     load_model(o, p);
-    make_prompt(o, c, p);
+    make_prompt(o, c, p.m, p);
     lctx_model *m = p.m;
     const eval::Sample &sample = p.sample;
 
@@ -257,7 +270,7 @@ void ask(const Combo &c, Prepared &p, Asked &a) {
     // share of (layer, KV head) caches that keep it.
     if (has_needles(c.task)) {
         const std::vector<int64_t> needle =
-            needle_tokens(m, p.doc, sample.needles.empty() ? sample.answers : sample.needles);
+            needle_tokens(m, p.doc, sample.needle_texts());
         std::vector<float> keep(p.doc.size(), 0.0f);
         int64_t n_att = 0;
         bool share = false;
@@ -324,13 +337,11 @@ void ask(const Combo &c, Prepared &p, Asked &a) {
 std::string row_json(const EvalOptions &o, const Combo &c, const Prepared &p, const Asked &a,
                      const std::string &extra) {
     const uint64_t sseed = eval::sample_seed(o.seed, c.task, c.length, c.sample);
-    char hex[24];
-    std::snprintf(hex, sizeof hex, "%016llx", (unsigned long long)sseed);
     const std::string &error = p.error.empty() ? a.error : p.error;
     std::string j = "{\"method\": " + json::quote(c.method_name) + ", \"task\": " + json::quote(c.task) +
                     params_json(c) + ", \"length\": " + std::to_string(c.length) +
                     ", \"sample\": " + std::to_string(c.sample) + ", \"seed\": " + std::to_string(o.seed);
-    j += ", \"sample_seed\": \"" + std::string(hex) + "\", \"n_samples\": " + std::to_string(o.samples);
+    j += ", \"sample_seed\": \"" + seed_hex(sseed) + "\", \"n_samples\": " + std::to_string(o.samples);
     j += ", \"prompt\": \"" + p.prompt + "\"";
     if (!p.backend.empty()) j += ", \"backend\": " + json::quote(p.backend);
     if (o.attn == LCTX_PRECISION_BF16) j += ", \"attn\": \"bf16\"";
@@ -340,9 +351,7 @@ std::string row_json(const EvalOptions &o, const Combo &c, const Prepared &p, co
         const eval::Sample &sample = p.sample;
         j += ", \"depth\": " + fmt_num("%.4f", sample.depth) + ", \"scoring\": \"" +
              eval::score_mode_name(sample.mode) + "\", \"answer_tokens\": " + std::to_string(sample.answer_tokens);
-        j += ", \"expected\": [";
-        for (size_t i = 0; i < sample.answers.size(); ++i) j += (i ? ", " : "") + json::quote(sample.answers[i]);
-        j += "]";
+        j += ", \"expected\": " + json_strings(sample.answers);
         if (sample.mode == eval::ScoreMode::kPerplexity && error.empty())
             j += ", \"nll\": " + fmt_num("%.5f", a.nll_mean) + ", \"n_scored\": " + std::to_string(a.n_gen);
     }
@@ -452,18 +461,10 @@ void run_shared_prefill(const EvalOptions &o, const std::vector<Combo> &group,
     }
 }
 
-std::string dump_prompt(const EvalOptions &o, const Combo &c, const std::string &dir) {
-    Prepared p;
-    std::string error;
-    double cpu_s = 0;
-    catching(error, cpu_s, [&] {
-        load_model(o, p);
-        make_prompt(o, c, p);
-    });
-    if (!error.empty()) throw std::runtime_error(error);
+std::string dump_prompt(const EvalOptions &o, const Combo &c, const lctx_model *m, const std::string &dir) {
+    Prepared p;   // the prompt only: no model of its own, no session
+    make_prompt(o, c, m, p);
     const eval::Sample &s = p.sample;
-    char hex[24];   // the sample seed as the rows write it
-    std::snprintf(hex, sizeof hex, "%016llx", (unsigned long long)s.seed);
     const std::string name = c.task + "-" + eval::length_label(c.length) + "-" + std::to_string(c.sample);
     const std::string base = dir + "/" + name;
     auto write = [](const std::string &path, const std::string &text) {
@@ -479,23 +480,18 @@ std::string dump_prompt(const EvalOptions &o, const Combo &c, const std::string 
                       shell_quote(base + ".document.txt") + " --question-file " + shell_quote(base + ".question.txt");
     if (plain) cmd += " --no-chat";
     if (plain && !p.ppl) cmd += " --answer-prefix " + shell_quote(s.answer_prefix);
-    for (const auto &t : s.needles.empty() ? s.answers : s.needles)
+    for (const auto &t : s.needle_texts())
         if (!p.ppl) cmd += " --probe " + shell_quote(t);
-    std::string answers;
-    for (const auto &ans : s.answers) answers += (answers.empty() ? "" : ", ") + json::quote(ans);
-    // What gather recall measures: the needle texts, else the answers.
-    std::string needles;
-    for (const auto &t : s.needles.empty() ? s.answers : s.needles)
-        needles += (needles.empty() ? "" : ", ") + json::quote(t);
     write(base + ".json",
           "{\"task\": " + json::quote(c.task) + ", \"length\": " + std::to_string(c.length) +
               ", \"sample\": " + std::to_string(c.sample) + ", \"samples\": " + std::to_string(o.samples) +
-              ", \"seed\": " + std::to_string(o.seed) + ", \"sample_seed\": \"" + hex + "\"" +
+              ", \"seed\": " + std::to_string(o.seed) + ", \"sample_seed\": \"" + seed_hex(s.seed) + "\"" +
               ", \"depth\": " + json::number(s.depth) +
               ", \"prompt\": " + json::quote(p.prompt) + ", \"n_doc\": " + std::to_string(p.n_doc) +
               ", \"n_query\": " + std::to_string(p.n_query) + ", \"question\": " + json::quote(s.question) +
-              ", \"answer_prefix\": " + json::quote(s.answer_prefix) + ", \"answers\": [" + answers +
-              "], \"needles\": [" + needles + "], \"run\": " + json::quote(cmd) + "}\n");
+              ", \"answer_prefix\": " + json::quote(s.answer_prefix) + ", \"answers\": " +
+              json_strings(s.answers) + ", \"needles\": " + json_strings(s.needle_texts()) +
+              ", \"run\": " + json::quote(cmd) + "}\n");
     return name;
 }
 

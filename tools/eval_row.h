@@ -70,8 +70,9 @@ void run_shared_prefill(const EvalOptions &o, const std::vector<Combo> &group,
 // rows write them, depth, prompt tokens, the expected answers, the needle
 // texts gather recall measures, and that lctx run command with a --probe
 // per needle).
-// NAME is TASK-LENGTH-SAMPLE ("niah_single-128K-2"); returns it. Throws
-// std::runtime_error when the sample cannot be built or a file written.
-std::string dump_prompt(const EvalOptions &o, const Combo &c, const std::string &dir);
+// m: the model of o.model, loaded once for every sample. NAME is
+// TASK-LENGTH-SAMPLE ("niah_single-128K-2"); returns it. Throws
+// std::exception when the sample cannot be built or a file written.
+std::string dump_prompt(const EvalOptions &o, const Combo &c, const lctx_model *m, const std::string &dir);
 
 } // namespace lctx::cli

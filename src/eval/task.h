@@ -36,6 +36,8 @@ struct Sample {
     // qa's gold fact sentence (its answer also occurs in distractor
     // documents). Empty: every occurrence of the answers.
     std::vector<std::string> needles;
+    // What gather recall looks for: the needles, else the answers.
+    const std::vector<std::string> &needle_texts() const { return needles.empty() ? answers : needles; }
     ScoreMode mode = ScoreMode::kMatchAll;
     int answer_tokens = 32;            // tokens to generate
     double depth = -1;                 // depth of the (first) needle / gold document in [0,1]; -1: spread
