@@ -174,6 +174,27 @@ bool append_to_path(const std::string &path, const std::string &s) {
     return close(fd) == 0 && ok;
 }
 
+// What a child was doing when its time ran out, for the timeout's message:
+// "running" (still computing: the timeout was too short for the work) or
+// its state and the kernel function it sleeps in ("futex_wait_queue": stuck
+// on a lock). Empty when /proc does not say.
+std::string child_state(pid_t pid) {
+    const std::string dir = "/proc/" + std::to_string(pid);
+    std::ifstream stat_file(dir + "/stat");
+    std::string stat;
+    std::getline(stat_file, stat);
+    const size_t name_end = stat.rfind(')');   // the command name in parentheses may hold spaces
+    if (name_end == std::string::npos || name_end + 2 >= stat.size()) return "";
+    const char state = stat[name_end + 2];
+    if (state == 'R') return "running";
+    std::ifstream wchan_file(dir + "/wchan");
+    std::string wchan;
+    std::getline(wchan_file, wchan);
+    std::string out = std::string("state ") + state;
+    if (!wchan.empty() && wchan != "0") out += ", waiting in " + wchan;
+    return out;
+}
+
 std::string last_line(std::string s) {
     while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
     const size_t nl = s.rfind('\n');
@@ -253,6 +274,7 @@ void run_in_child(const EvalOptions &o, const std::vector<Combo> &unit,
     static const std::string cpu = cpu_model();
     std::string out, err;
     bool timed_out = false;
+    std::string timed_out_state;   // child_state() when the timeout killed it
     pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
     int open_fds = 2;
     // The run's time, charged step by step (poll waits at most 1 s): a step
@@ -293,6 +315,7 @@ void run_in_child(const EvalOptions &o, const std::vector<Combo> &unit,
             const double left = o.timeout - (charged - row_charged0);
             if (left <= 0) {
                 timed_out = true;
+                timed_out_state = child_state(pid);
                 kill(pid, SIGKILL);
                 break;
             }
@@ -335,7 +358,9 @@ void run_in_child(const EvalOptions &o, const std::vector<Combo> &unit,
     if (n_done == unit.size()) return;
 
     std::string why;
-    if (timed_out) why = "timed out after " + fmt_num("%.0f", o.timeout) + " s";
+    if (timed_out)
+        why = "timed out after " + fmt_num("%.0f", o.timeout) + " s" +
+              (timed_out_state.empty() ? std::string() : " (" + timed_out_state + ")");
     else if (WIFSIGNALED(status))
         why = std::string("killed by signal ") + std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) +
               (WTERMSIG(status) == SIGKILL ? "; out of memory?" : "") + ")";
