@@ -18,16 +18,14 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <cmath>
-#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <fstream>
 #include <functional>
-#include <mutex>
+#include <memory>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -227,191 +225,214 @@ std::string cpu_model() {
     return name;
 }
 
-// With --jobs, the threads that fork the children. A child runs on in the
-// forked copy of this process (no exec), and a fork copies every lock as it
-// stands: a lock that another thread held at that moment (the allocator's
-// under a sanitizer, stderr's while a progress line is written) stays held
-// in the child forever, and the child hangs at its first use of it. So a
-// thread holds the fork guard whenever it runs code, and lets it go only
-// where it blocks in a system call (poll, wait4); a fork, made under the
-// guard, then finds every other thread inside the kernel. Null without --jobs.
-struct ForkGuard {
-    std::mutex *m = nullptr;
-    void lock() const { if (m) m->lock(); }
-    void unlock() const { if (m) m->unlock(); }
-};
+using RowSink = std::function<void(const Combo &, const std::string &)>;
 
-// Runs a unit in a child: one combination, or FULL and the RefreshKV
-// methods sharing its prefill (run_shared_prefill). on_row gets each row,
-// finished with wall_s, cpu and paused_s, as soon as the child writes it,
-// and an error row for each that the child did not write.
-void run_in_child(const EvalOptions &o, const std::vector<Combo> &unit,
-                  const std::function<void(const Combo &, const std::string &)> &on_row, ForkGuard guard = {}) {
-    guard.lock();
-    struct Unlock {
-        ForkGuard g;
-        ~Unlock() { g.unlock(); }
-    } unlock_at_end{guard};
-    int out_pipe[2], err_pipe[2];
-    if (pipe(out_pipe) != 0 || pipe(err_pipe) != 0) die("pipe: %s", std::strerror(errno));
-    std::fflush(nullptr);
-    const double t0 = now_s();
-    const pid_t pid = fork();
-    if (pid < 0) die("fork: %s", std::strerror(errno));
-    if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);   // no orphan runs when the runner is killed
-        dup2(err_pipe[1], 2);
-        close_fds_except(out_pipe[1]);   // this child's pipes are the only ones it keeps
-        auto emit = [&](const std::string &row) {
-            if (!write_all(out_pipe[1], row + "\n")) _exit(3);
-        };
-        if (unit.size() == 1) emit(run_combo(o, unit[0]));
-        else run_shared_prefill(o, unit, emit);
-        _exit(0);
-    }
-    close(out_pipe[1]);
-    close(err_pipe[1]);
-    static const std::string cpu = cpu_model();
-    std::string out, err;
-    bool timed_out = false;
-    std::string timed_out_state;   // child_state() when the timeout killed it
-    pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
-    int open_fds = 2;
-    // The run's time, charged step by step (poll waits at most 1 s): a step
-    // that took far longer than it waited means this process was not running
-    // (the runs stopped with SIGSTOP to free the machine, a suspended VM), and
-    // only its wait is charged. Without this, pausing a long eval turned every
-    // run in flight into a timeout. Each row is charged from the previous
-    // row's end (the first from the fork); the timeout applies to each row.
-    double charged = 0.0, last = t0, wait_s = 0.0;
-    auto charge = [&] {
-        const double t = now_s();
-        charged += std::min(t - last, wait_s + 0.25);
-        last = t;
-        wait_s = 0.0;
-    };
-    size_t n_done = 0;
-    double row_charged0 = 0.0, row_t0 = t0;
-    // A complete line from the child: the row of unit[n_done].
-    auto finish_row = [&](const std::string &row) {
-        json::Value parsed;
-        if (n_done >= unit.size() || !json::try_parse(row, parsed) || parsed.type != json::Value::Type::OBJECT)
-            return;   // not a row: the child's end is reported below
-        const double seg = charged - row_charged0, paused = (last - row_t0) - seg;
-        // A row that shared a prefill did not pay for it again here: its wall
-        // time is what it would have cost alone.
-        const double wall = seg + parsed.get_num("shared_s");
-        on_row(unit[n_done], row.substr(0, row.rfind('}')) + ", \"wall_s\": " + fmt_num("%.3f", wall) +
-               ", \"cpu\": " + json::quote(cpu) + ", \"build\": \"" LCTX_REVISION "\"" +
-               (paused >= 1.0 ? ", \"paused_s\": " + fmt_num("%.1f", paused) : std::string()) + "}");
-        ++n_done;
-        row_charged0 = charged;
-        row_t0 = last;
-    };
-    while (open_fds > 0) {
-        charge();
-        wait_s = 1.0;
-        if (o.timeout > 0) {
-            const double left = o.timeout - (charged - row_charged0);
-            if (left <= 0) {
-                timed_out = true;
-                timed_out_state = child_state(pid);
-                kill(pid, SIGKILL);
-                break;
-            }
-            wait_s = std::min(wait_s, left);
+// One unit running in a forked child: one combination, or FULL and the
+// RefreshKV methods sharing its prefill (run_shared_prefill). The runner
+// stays one thread and waits on every child's pipes at once (run_units): a
+// child runs on in the forked copy of this process, without exec, and a fork
+// copies every lock as it stands, so a lock held by another thread of the
+// runner (the allocator's, stderr's) would stay held in the child forever.
+//
+// The run's time is charged step by step (the runner's poll waits at most
+// 1 s): a step that took far longer than it waited means this process was
+// not running (stopped with SIGSTOP to free the machine, a suspended VM),
+// and only its wait is charged. Without this, pausing a long eval turned
+// every run in flight into a timeout. Each row is charged from the previous
+// row's end (the first from the fork); the timeout applies to each row.
+class ChildRun {
+  public:
+    ChildRun(const EvalOptions &o, const std::vector<Combo> &unit, const RowSink &on_row)
+        : o_(o), unit_(unit), on_row_(on_row) {
+        int out_pipe[2], err_pipe[2];
+        if (pipe(out_pipe) != 0 || pipe(err_pipe) != 0) die("pipe: %s", std::strerror(errno));
+        std::fflush(nullptr);
+        last_ = row_t0_ = now_s();
+        pid_ = fork();
+        if (pid_ < 0) die("fork: %s", std::strerror(errno));
+        if (pid_ == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL);   // no orphan runs when the runner is killed
+            dup2(err_pipe[1], 2);
+            close_fds_except(out_pipe[1]);   // this child's pipes are the only ones it keeps
+            auto emit = [&](const std::string &row) {
+                if (!write_all(out_pipe[1], row + "\n")) _exit(3);
+            };
+            if (unit.size() == 1) emit(run_combo(o, unit[0]));
+            else run_shared_prefill(o, unit, emit);
+            _exit(0);
         }
-        guard.unlock();
-        const int r = poll(fds, 2, int(wait_s * 1000) + 1);
-        const int poll_errno = errno;
-        guard.lock();
-        errno = poll_errno;
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) break;
+        close(out_pipe[1]);
+        close(err_pipe[1]);
+        fds_[0] = {out_pipe[0], POLLIN, 0};
+        fds_[1] = {err_pipe[0], POLLIN, 0};
+    }
+    ChildRun(const ChildRun &) = delete;
+    ChildRun &operator=(const ChildRun &) = delete;
+
+    // Before a poll: charges the time since the last step and returns how long
+    // this run may wait (at most 1 s, less when its timeout is nearer); a run
+    // whose time is up is killed (0).
+    double before_poll() {
         charge();
-        for (auto &f : fds) {
-            if (f.fd < 0 || !(f.revents & (POLLIN | POLLHUP | POLLERR))) continue;
+        double wait = 1.0;
+        if (o_.timeout > 0 && !timed_out_) {
+            const double left = o_.timeout - (charged_ - row_charged0_);
+            if (left <= 0) {
+                timed_out_ = true;
+                timed_out_state_ = child_state(pid_);
+                kill(pid_, SIGKILL);
+                return 0.0;
+            }
+            wait = std::min(wait, left);
+        }
+        return wait;
+    }
+    // The poll's wait, the same for every run in it.
+    void set_wait(double wait_s) { wait_s_ = wait_s; }
+    // Its pipes still open, to poll; none once it timed out.
+    void add_fds(std::vector<pollfd> &fds) const {
+        if (timed_out_) return;
+        for (const auto &f : fds_)
+            if (f.fd >= 0) fds.push_back({f.fd, POLLIN, 0});
+    }
+    // After the poll: charges the step, reads what its pipes hold and hands
+    // on every complete row.
+    void after_poll(const std::vector<pollfd> &polled) {
+        charge();
+        for (auto &f : fds_) {
+            if (f.fd < 0) continue;
+            short revents = 0;
+            for (const auto &p : polled)
+                if (p.fd == f.fd) revents = p.revents;
+            if (!(revents & (POLLIN | POLLHUP | POLLERR))) continue;
             char buf[4096];
             const ssize_t n = read(f.fd, buf, sizeof buf);
             if (n > 0) {
-                (f.fd == out_pipe[0] ? out : err).append(buf, size_t(n));
-                if (err.size() > 8192) err.erase(0, err.size() - 4096);
+                (f.fd == fds_[0].fd ? out_ : err_).append(buf, size_t(n));
+                if (err_.size() > 8192) err_.erase(0, err_.size() - 4096);
             } else if (n == 0 || errno != EINTR) {
+                close(f.fd);
                 f.fd = -1;
-                --open_fds;
             }
         }
-        for (size_t nl; (nl = out.find('\n')) != std::string::npos;) {
-            finish_row(out.substr(0, nl));
-            out.erase(0, nl + 1);
+        for (size_t nl; (nl = out_.find('\n')) != std::string::npos;) {
+            finish_row(out_.substr(0, nl));
+            out_.erase(0, nl + 1);
         }
     }
-    close(out_pipe[0]);
-    close(err_pipe[0]);
-    int status = 0;
-    struct rusage ru {};
-    guard.unlock();
-    while (wait4(pid, &status, 0, &ru) < 0 && errno == EINTR) {}
-    guard.lock();
-    charge();
-    if (!out.empty() && !timed_out) finish_row(out);   // a last row without its newline
-    if (n_done == unit.size()) return;
+    // Both pipes closed (the child exited) or its timeout killed it.
+    bool ended() const { return timed_out_ || (fds_[0].fd < 0 && fds_[1].fd < 0); }
+    // Reaps the child and writes an error row for each row it did not write.
+    void finish() {
+        for (auto &f : fds_)
+            if (f.fd >= 0) close(f.fd), f.fd = -1;
+        int status = 0;
+        struct rusage ru {};
+        while (wait4(pid_, &status, 0, &ru) < 0 && errno == EINTR) {}
+        charge();
+        if (!out_.empty() && !timed_out_) finish_row(out_);   // a last row without its newline
+        if (n_done_ == unit_.size()) return;
 
-    std::string why;
-    if (timed_out)
-        why = "timed out after " + fmt_num("%.0f", o.timeout) + " s" +
-              (timed_out_state.empty() ? std::string() : " (" + timed_out_state + ")");
-    else if (WIFSIGNALED(status))
-        why = std::string("killed by signal ") + std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) +
-              (WTERMSIG(status) == SIGKILL ? "; out of memory?" : "") + ")";
-    else why = "exited with status " + std::to_string(WEXITSTATUS(status)) + " without a result";
-    const std::string msg = last_line(err);
-    if (!msg.empty()) why += ": " + msg;
-    const double rss = ru.ru_maxrss / 1024.0;   // KiB on Linux
-    for (size_t k = n_done; k < unit.size(); ++k) {
-        const Combo &c = unit[k];
-        const double wall = k == n_done ? charged - row_charged0 : 0.0;
-        const std::string paused = k == n_done && (last - row_t0) - wall >= 1.0
-                                       ? ", \"paused_s\": " + fmt_num("%.1f", (last - row_t0) - wall)
-                                       : std::string();
-        on_row(c, "{\"method\": " + json::quote(c.method_name) + ", \"task\": " + json::quote(c.task) + params_json(c) +
-               ", \"length\": " + std::to_string(c.length) + ", \"sample\": " + std::to_string(c.sample) +
-               ", \"seed\": " + std::to_string(o.seed) + ", \"score\": null, \"error\": " +
-               json::quote(k == n_done ? why : "not run: the run sharing its prefill ended (" + why + ")") +
-               ", \"wall_s\": " + fmt_num("%.3f", wall) + ", \"peak_rss_mib\": " + fmt_num("%.1f", rss) +
-               ", \"cpu\": " + json::quote(cpu) + ", \"build\": \"" LCTX_REVISION "\"" + paused + "}");
+        std::string why;
+        if (timed_out_)
+            why = "timed out after " + fmt_num("%.0f", o_.timeout) + " s" +
+                  (timed_out_state_.empty() ? std::string() : " (" + timed_out_state_ + ")");
+        else if (WIFSIGNALED(status))
+            why = std::string("killed by signal ") + std::to_string(WTERMSIG(status)) + " (" +
+                  strsignal(WTERMSIG(status)) + (WTERMSIG(status) == SIGKILL ? "; out of memory?" : "") + ")";
+        else why = "exited with status " + std::to_string(WEXITSTATUS(status)) + " without a result";
+        const std::string msg = last_line(err_);
+        if (!msg.empty()) why += ": " + msg;
+        const double rss = ru.ru_maxrss / 1024.0;   // KiB on Linux
+        for (size_t k = n_done_; k < unit_.size(); ++k) {
+            const Combo &c = unit_[k];
+            const double wall = k == n_done_ ? charged_ - row_charged0_ : 0.0;
+            const std::string paused = k == n_done_ && (last_ - row_t0_) - wall >= 1.0
+                                           ? ", \"paused_s\": " + fmt_num("%.1f", (last_ - row_t0_) - wall)
+                                           : std::string();
+            on_row_(c, "{\"method\": " + json::quote(c.method_name) + ", \"task\": " + json::quote(c.task) +
+                           params_json(c) + ", \"length\": " + std::to_string(c.length) +
+                           ", \"sample\": " + std::to_string(c.sample) + ", \"seed\": " + std::to_string(o_.seed) +
+                           ", \"score\": null, \"error\": " +
+                           json::quote(k == n_done_ ? why : "not run: the run sharing its prefill ended (" + why + ")") +
+                           ", \"wall_s\": " + fmt_num("%.3f", wall) + ", \"peak_rss_mib\": " + fmt_num("%.1f", rss) +
+                           ", \"cpu\": " + json::quote(cpu()) + ", \"build\": \"" LCTX_REVISION "\"" + paused + "}");
+        }
     }
-}
 
-// Runs the units, `jobs` at a time (--jobs): each worker thread takes the
-// next unit in order and runs it in its child; on_row gets one row at a time
-// (it runs under the fork guard, which also keeps rows from interleaving).
-void run_units(const EvalOptions &o, const std::vector<std::vector<Combo>> &units, int jobs,
-               const std::function<void(const Combo &, const std::string &)> &on_row) {
-    if (jobs <= 1 || units.size() <= 1) {
-        for (const auto &unit : units) run_in_child(o, unit, on_row);
-        return;
+  private:
+    static const std::string &cpu() {
+        static const std::string name = cpu_model();
+        return name;
     }
-    std::mutex fork_mutex;
-    const ForkGuard guard{&fork_mutex};
-    std::atomic<size_t> next{0};
-    const size_t n_workers = std::min(size_t(jobs), units.size());
-    // A thread that ends frees its stack and thread-local memory, which
-    // takes the allocator's locks: no worker ends while another may fork.
-    std::mutex done_mutex;
-    std::condition_variable all_done;
-    size_t n_done = 0;
-    std::vector<std::thread> workers;
-    guard.lock();   // creating a thread takes locks too: no fork meanwhile
-    for (size_t j = 0; j < n_workers; ++j)
-        workers.emplace_back([&] {
-            for (size_t k; (k = next.fetch_add(1)) < units.size();) run_in_child(o, units[k], on_row, guard);
-            std::unique_lock<std::mutex> lock(done_mutex);
-            if (++n_done == n_workers) all_done.notify_all();
-            all_done.wait(lock, [&] { return n_done == n_workers; });
-        });
-    guard.unlock();
-    for (auto &w : workers) w.join();
+    void charge() {
+        const double t = now_s();
+        charged_ += std::min(t - last_, wait_s_ + 0.25);
+        last_ = t;
+        wait_s_ = 0.0;
+    }
+    // A complete line from the child: the row of unit_[n_done_], finished
+    // with wall_s, cpu and paused_s.
+    void finish_row(const std::string &row) {
+        json::Value parsed;
+        if (n_done_ >= unit_.size() || !json::try_parse(row, parsed) || parsed.type != json::Value::Type::OBJECT)
+            return;   // not a row: the child's end is reported by finish()
+        const double seg = charged_ - row_charged0_, paused = (last_ - row_t0_) - seg;
+        // A row that shared a prefill did not pay for it again here: its wall
+        // time is what it would have cost alone.
+        const double wall = seg + parsed.get_num("shared_s");
+        on_row_(unit_[n_done_], row.substr(0, row.rfind('}')) + ", \"wall_s\": " + fmt_num("%.3f", wall) +
+                                    ", \"cpu\": " + json::quote(cpu()) + ", \"build\": \"" LCTX_REVISION "\"" +
+                                    (paused >= 1.0 ? ", \"paused_s\": " + fmt_num("%.1f", paused) : std::string()) + "}");
+        ++n_done_;
+        row_charged0_ = charged_;
+        row_t0_ = last_;
+    }
+
+    const EvalOptions &o_;
+    const std::vector<Combo> &unit_;
+    const RowSink &on_row_;
+    pid_t pid_ = -1;
+    pollfd fds_[2] = {{-1, POLLIN, 0}, {-1, POLLIN, 0}};   // the child's stdout (rows) and stderr
+    std::string out_, err_;
+    bool timed_out_ = false;
+    std::string timed_out_state_;   // child_state() when the timeout killed it
+    double last_ = 0.0, wait_s_ = 0.0, charged_ = 0.0;
+    size_t n_done_ = 0;   // rows handed on
+    double row_charged0_ = 0.0, row_t0_ = 0.0;
+};
+
+// Runs the units in order, `jobs` children at a time (--jobs): a child is
+// forked for the next unit as soon as one ends. on_row gets each row as its
+// child writes it (so with several jobs, in the order they finish).
+void run_units(const EvalOptions &o, const std::vector<std::vector<Combo>> &units, int jobs, const RowSink &on_row) {
+    std::vector<std::unique_ptr<ChildRun>> running;
+    size_t next = 0;
+    std::vector<pollfd> fds;
+    while (next < units.size() || !running.empty()) {
+        while (next < units.size() && running.size() < size_t(std::max(jobs, 1)))
+            running.push_back(std::make_unique<ChildRun>(o, units[next++], on_row));
+        double wait_s = 1.0;
+        for (auto &r : running) wait_s = std::min(wait_s, r->before_poll());
+        fds.clear();
+        for (auto &r : running) {
+            r->set_wait(wait_s);
+            r->add_fds(fds);
+        }
+        const int n = fds.empty() ? 0 : poll(fds.data(), fds.size(), int(wait_s * 1000) + 1);
+        if (n < 0 && errno != EINTR) die("poll: %s", std::strerror(errno));
+        if (n < 0)
+            for (auto &f : fds) f.revents = 0;
+        for (auto &r : running) r->after_poll(fds);
+        for (size_t k = 0; k < running.size();) {
+            if (running[k]->ended()) {
+                running[k]->finish();
+                running.erase(running.begin() + std::ptrdiff_t(k));
+            } else {
+                ++k;
+            }
+        }
+    }
 }
 
 // What the parent needs to know of the model and the methods before the

@@ -350,7 +350,7 @@ if [ -n "$WRITE_TINY" ]; then
 fi
 # 17. --jobs 2: two runs at once give the rows that one at a time gives (answers, scores, recall), each once, with
 #     FULL and RefreshKV of a sample still on one prefill; a run killed midway resumes without duplicates.
-#     A child stuck after its fork (see ForkGuard in tools/cmd_eval.cpp) would show as a timed-out row.
+#     A child stuck after its fork (see ChildRun in tools/cmd_eval.cpp) would show as a timed-out row.
 J=(eval -m "$MODEL" --methods full,reform,refreshkv --tasks niah_single,vt --lengths 512 --samples 2 --threads 1
    --timeout 120)
 "$LCTX" "${J[@]}" --out "$T/j1.jsonl" 2> "$T/log40" || fail "the --jobs 1 run failed: $(cat "$T/log40")"
