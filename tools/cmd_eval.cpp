@@ -81,6 +81,9 @@ const char *usage_text() {
         "  --tasks LIST       comma-separated tasks or 'all' (default all): " + task_list() + "\n"
         "  --lengths LIST     prompt lengths in model tokens, e.g. 4k,8k,32k,128k (default 4k)\n"
         "  --samples N        samples per task and length (default 5)\n"
+        "  --first-samples K  run only samples 0..K-1 of the --samples N (default: all N). Their needles stay at\n"
+        "                     the depths of N samples, so the rows are those a full run makes and pair with its\n"
+        "                     rows of other methods; a later run with --samples N alone adds the rest\n"
         "  --seed S           run seed (default 42)\n"
         "  -t, --threads N    threads per run (default: all cores, shared by the --jobs)\n"
         "  --jobs N           runs at once (default 1): on a machine with many cores, several runs of a few\n"
@@ -91,7 +94,7 @@ const char *usage_text() {
         "  --plot FILE.png    accuracy vs length plot (bench/plot_eval.py, needs python3 + matplotlib)\n"
         "  --timeout S        kill a run after S seconds and record an error (default: none)\n"
         "  --retry-errors     run again the combinations whose row is an error\n"
-        "  --dump-prompts DIR write every sample of --tasks, --lengths and --samples to DIR and run nothing:\n"
+        "  --dump-prompts DIR write every sample of --tasks, --lengths and --samples (--first-samples) to DIR and run nothing:\n"
         "                     TASK-LENGTH-I.document.txt and .question.txt (lctx run --file --question-file\n"
         "                     builds the same prompt from them) and .json (answers, depth, tokens, and that\n"
         "                     lctx run command with a --probe per needle: the answers, qa's gold fact);\n"
@@ -592,7 +595,7 @@ void dump_prompts(const Args &a, const EvalOptions &o, const std::vector<std::st
     int n = 0;
     for (int64_t len : lengths)
         for (const auto &task : tasks)
-            for (int i = 0; i < o.samples; ++i) {
+            for (int i = 0; i < o.first_samples; ++i) {
                 const Combo c{"", task, LCTX_METHOD_FULL, false, false, {}, len, i};
                 try {
                     const std::string name = dump_prompt(o, c, m, dir);
@@ -619,7 +622,7 @@ std::string iso_now() {
 
 int cmd_eval(int argc, char **argv) {
     Args a = parse_args(argc, argv,
-                        concat({"--model", "--methods", "--tasks", "--lengths", "--samples", "--threads", "--seed",
+                        concat({"--model", "--methods", "--tasks", "--lengths", "--samples", "--first-samples", "--threads", "--seed",
                                 "--out", "--md", "--plot", "--report", "--timeout", "--backend", "--oracle-tokens",
                                 "--essays", "--kv-type", "--jobs", "--dump-prompts"},
                                kPrecisionFlags),
@@ -640,6 +643,10 @@ int cmd_eval(int argc, char **argv) {
     if (jobs > 1 && o.threads == 0)   // the cores shared among the runs at once
         o.threads = std::max(1, int(std::thread::hardware_concurrency()) / jobs);
     o.samples = int(a.get_int("--samples", 5, 1, 1000000));
+    o.first_samples = int(a.get_int("--first-samples", o.samples, 1, 1000000));
+    if (o.first_samples > o.samples)
+        die("--first-samples %d is more than --samples %d: it picks the first samples of those N", o.first_samples,
+            o.samples);
     o.seed = a.get_u64("--seed", 42);
     o.timeout = a.get_float("--timeout", 0, 0, 1e9, true);
     o.no_chat = a.on("--no-chat");
@@ -777,7 +784,7 @@ int cmd_eval(int argc, char **argv) {
     // Length by length, sample by sample: an interrupted run leaves every
     // task and method of a length with about the same number of samples.
     for (int64_t L : lengths)
-        for (int i = 0; i < o.samples; ++i)
+        for (int i = 0; i < o.first_samples; ++i)
             for (const auto &t : tasks)
                 for (const auto &ms : methods) {
                     if (have.count(eval::combo_key(ms.name, t, L, i, o.seed))) ++skipped;

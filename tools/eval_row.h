@@ -17,6 +17,7 @@ namespace lctx::cli {
 struct EvalOptions {
     std::string model, out, md, plot, command, backend, essays;
     int threads = 0, samples = 5;
+    int first_samples = 5;   // --first-samples: samples 0..first_samples-1 of the `samples` are run
     int64_t oracle_tokens = 0;   // 0: from the model (oracle_window)
     uint64_t seed = 42;
     double timeout = 0;

@@ -74,6 +74,30 @@ grep -q 'holds 512 rows made with --samples 1: their needles sit at depths (i + 
   fail "no warning about rows of another --samples: $(cat "$T/log4")"
 [ -z "$(dups "$T/r.jsonl")" ] || fail "duplicate rows: $(dups "$T/r.jsonl")"
 
+# 4b. --first-samples K runs samples 0..K-1 of the --samples N: the very rows (needle depth, sample seed, answer)
+# that a full run makes for them, and a later run with --samples N alone adds only the rest. (r.jsonl's sample 0
+# rows are step 1's, made with --samples 1: a fresh full run is the reference.)
+"$LCTX" "${ARGS[@]}" --samples 3 --out "$T/g.jsonl" 2> "$T/log4a"
+"$LCTX" "${ARGS[@]}" --samples 3 --first-samples 1 --out "$T/f.jsonl" 2> "$T/log4b"
+[ "$(rows "$T/f.jsonl")" = 4 ] || fail "--first-samples 1 of 3: expected 4 rows, got $(rows "$T/f.jsonl")"
+grep -q -- '--first-samples 1' "$T/f.jsonl" || fail "the run row does not record --first-samples"
+same_fields() { grep -o '"method": "[a-z]*", "task": "[a-z_]*", "length": 512, "sample": 0, .*"depth": [0-9.]*' "$1" | sort; }
+[ -n "$(same_fields "$T/f.jsonl")" ] && [ "$(same_fields "$T/f.jsonl")" = "$(same_fields "$T/g.jsonl")" ] ||
+  fail "--first-samples rows differ from the full run's sample 0: $(same_fields "$T/f.jsonl") vs $(same_fields "$T/g.jsonl")"
+answers() { grep -o '"sample": 0, .*"answer": "[^"]*"' "$1" | sed 's/"n_input_tokens".*"answer"/"answer"/' | sort; }
+[ -n "$(answers "$T/f.jsonl")" ] && [ "$(answers "$T/f.jsonl")" = "$(answers "$T/g.jsonl")" ] || fail "--first-samples answers differ from the full run's"
+grep -q '"sample": [12]' "$T/f.jsonl" && fail "--first-samples 1 ran samples past the first"
+grep -q 'their needles sit at depths' "$T/log4b" && fail "--first-samples warned about its own --samples"
+"$LCTX" "${ARGS[@]}" --samples 3 --out "$T/f.jsonl" 2> "$T/log4c"
+[ "$(rows "$T/f.jsonl")" = 12 ] && [ -z "$(dups "$T/f.jsonl")" ] ||
+  fail "completing a --first-samples run: $(rows "$T/f.jsonl") rows, duplicates: $(dups "$T/f.jsonl")"
+grep -q '4 combination(s) already in' "$T/log4c" || fail "the completing run did not skip the first samples: $(cat "$T/log4c")"
+for bad in "--first-samples 4" "--first-samples 0"; do
+  if "$LCTX" "${ARGS[@]}" --samples 3 $bad --out "$T/x.jsonl" 2> "$T/log4d"; then fail "$bad of --samples 3 was accepted"; fi
+  grep -q -- '--first-samples' "$T/log4d" || fail "$bad: no message naming --first-samples: $(cat "$T/log4d")"
+done
+[ ! -s "$T/x.jsonl" ] || fail "a refused --first-samples run wrote rows"
+
 # 5. --report only; a missing Python is a notice, not a failure.
 LCTX_PYTHON=/nonexistent/python3 "$LCTX" eval --report "$T/r.jsonl" --md "$T/r2.md" --plot "$T/p.png" 2> "$T/log5"
 grep -qF '## vt' "$T/r2.md" || fail "--report wrote no report"
