@@ -52,6 +52,28 @@ case $out in *" -t 2 --jobs 3 "*) ok ;; *) fail "JOBS=3 THREADS=2 not passed on:
 out=$(LCTX="$LCTX" ESSAYS=/essays JOBS=$(( $(nproc) + 1 )) bash "$SCRIPT" --dry-run smollm2-32k 2>&1)
 case $out in *" -t 1 --jobs "*) ok ;; *) fail "more JOBS than cores: not one thread a run: $out" ;; esac
 
+# Past 128K the oracle, REFORM and ILRe run 3 samples; the baselines and InfLLM the first of those 3 (their rows
+# pair with the others' sample 0), and the plan prices them so.
+for stage in smollm2-long gemma3-long; do
+    out=$(LCTX="$LCTX" ESSAYS=/essays bash "$SCRIPT" --dry-run "$stage" 2>&1)
+    while read -r line; do
+        m=$(printf '%s\n' "$line" | sed -n 's/.*--methods \([^ ]*\).*/\1/p')
+        case $m in
+        *oracle*|*reform*|*ilre*)
+            case $line in *" --samples 3 "*) ;; *) fail "$stage: $m without --samples 3: $line" ;; esac
+            case $line in *--first-samples*) fail "$stage: $m limited by --first-samples: $line" ;; *) ok ;; esac ;;
+        *streaming*infllm*)
+            case $line in *" --samples 3 --first-samples 1 "*) ok ;; *) fail "$stage: the baselines not on sample 0 of 3: $line" ;; esac ;;
+        *) fail "$stage: unexpected methods '$m': $line" ;;
+        esac
+    done <<< "$(printf '%s\n' "$out" | grep ' eval -m ')"
+done
+out=$(LCTX="$LCTX" bash "$SCRIPT" --dry-run plan 2>&1)
+for want in "--methods oracle,reform,ilre --tasks [a-z_,]* --lengths 512k:3,1m:3 " \
+            "--methods truncate,[a-z0-9,]*infllm --tasks [a-z_,]* --lengths 512k:1,1m:1 "; do
+    [ "$(printf '%s\n' "$out" | grep -c -- "$want")" = 2 ] && ok || fail "plan: not twice '$want': $out"
+done
+
 # A stage that runs needs the binary, and says so.
 out=$(LCTX=/nonexistent/lctx ESSAYS=/tmp bash "$SCRIPT" smollm2-32k 2>&1)
 rc=$?
