@@ -25,7 +25,8 @@
 #   gemma3-32k         Gemma 3 270M, every method and the 4K-recompute REFORM variant, 32K, 5 samples
 #   gemma3-128k        the same at 128K, 3 samples
 #   gemma3-long        Gemma 3 270M, the five needle tasks at 512K and 1M, as smollm2-long
-#   report             both reports and their plots (docs/results/eval-scale-*.{md,png})
+#   report             both reports and their plots (docs/results/eval-scale-*.{md,png}), and the paired
+#                      comparisons against the oracle (docs/results/eval-scale-*-paired.md, bench/eval_paired.py)
 #   plan               what is left of each model's plan and what it costs (bench/eval_plan.py)
 #
 # Environment:
@@ -98,6 +99,22 @@ report() {  # report OUT
     [ "$DRY" = 1 ] || PATH="$PWD/.venv/bin:$PATH" "${cmd[@]}"
 }
 
+# paired OUT LENGTH METHODS: the methods compared on the same (task, sample) pairs at LENGTH, against the
+# oracle (bench/eval_paired.py), appended as a section to OUT's -paired.md (paired_start writes its head).
+paired_start() {
+    local md=${1%.jsonl}-paired.md
+    echo "+ (head of $md)"
+    [ "$DRY" = 1 ] || printf '# Paired comparisons: %s\n\nMade by `scripts/eval-scale.sh report`; each section says how to make it again.\n' \
+        "$1" > "$md"
+}
+paired() {
+    local md=${1%.jsonl}-paired.md
+    local cmd=(python3 bench/eval_paired.py "$1" --length "$2" --methods "$3" --against oracle)
+    echo "+ ${cmd[*]} >> $md"
+    [ "$DRY" = 1 ] && return 0
+    { echo; "${cmd[@]}" | sed 's/^# /## /'; } >> "$md" || echo "eval-scale.sh: no paired comparison at $2 (above)" >&2
+}
+
 plan() {  # plan OUT METHODS TASKS LENGTHS [older files...]
     local out=$1 methods=$2 tasks=$3 lengths=$4; shift 4
     local cmd=(python3 bench/eval_plan.py "$out" "$@" --methods "$methods" --tasks "$tasks" --lengths "$lengths"
@@ -157,9 +174,18 @@ for stage in "$@"; do
         eval_run "$GEMMA3" "$GEMMA3_OUT" oracle,ilre "$NEEDLE_TASKS" 512k,1m 3 5400
         eval_run "$GEMMA3" "$GEMMA3_OUT" reform "$NEEDLE_TASKS" 512k,1m 3 5400
         eval_run "$GEMMA3" "$GEMMA3_OUT" "$LONG_ONE" "$NEEDLE_TASKS" 512k,1m 3 5400 1 ;;
-    report)
+    report)   # the paired sections: each length's methods with every pair of their design complete
         report "$SMOLLM2_OUT"
-        report "$GEMMA3_OUT" ;;
+        report "$GEMMA3_OUT"
+        paired_start "$SMOLLM2_OUT"
+        paired "$SMOLLM2_OUT" 8k "$ALL"
+        paired "$SMOLLM2_OUT" 32k "$ALL"
+        for L in 128k 512k 1m; do paired "$SMOLLM2_OUT" $L "$LONG_FULL"; done
+        paired_start "$GEMMA3_OUT"
+        paired "$GEMMA3_OUT" 8k "$GEMMA3_ALL"
+        paired "$GEMMA3_OUT" 32k "$GEMMA3_ALL"
+        paired "$GEMMA3_OUT" 128k "$LONG_FULL,reform:recompute=4096"
+        for L in 512k 1m; do paired "$GEMMA3_OUT" $L "$LONG_FULL"; done ;;
     plan)   # the rows moved out after the ninth session's REFORM and ILRe fixes still price them
         plan "$SMOLLM2_OUT" "$ALL" "$TASKS" 8k:5,32k:5,128k:3 docs/results/eval-smollm2.jsonl $SMOLLM2_MOVED
         plan "$SMOLLM2_OUT" "$LONG_FULL" "$NEEDLE_TASKS" 512k:3,1m:3 docs/results/eval-smollm2.jsonl $SMOLLM2_MOVED

@@ -74,6 +74,13 @@ for want in "--methods oracle,reform,ilre --tasks [a-z_,]* --lengths 512k:3,1m:3
     [ "$(printf '%s\n' "$out" | grep -c -- "$want")" = 2 ] && ok || fail "plan: not twice '$want': $out"
 done
 
+# report: the paired comparisons of each file, against the oracle, at the lengths of its design.
+out=$(LCTX="$LCTX" bash "$SCRIPT" --dry-run report 2>&1)
+for f in smollm2 gemma3; do
+    n=$(printf '%s\n' "$out" | grep -c "bench/eval_paired.py docs/results/eval-scale-$f.jsonl --length [0-9]*[km] --methods oracle,[^ ]* --against oracle >> docs/results/eval-scale-$f-paired.md")
+    [ "$n" = 5 ] && ok || fail "report: $n paired sections for $f, not 5: $out"
+done
+
 # A stage that runs needs the binary, and says so.
 out=$(LCTX=/nonexistent/lctx ESSAYS=/tmp bash "$SCRIPT" smollm2-32k 2>&1)
 rc=$?
