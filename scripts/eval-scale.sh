@@ -92,6 +92,12 @@ eval_run() {
     "${cmd[@]}"
 }
 
+long_runs() {  # long_runs MODEL OUT: the needle tasks at 512K and 1M, the order and samples of the -long stages
+    eval_run "$1" "$2" oracle,ilre "$NEEDLE_TASKS" 512k,1m 3 5400
+    eval_run "$1" "$2" reform "$NEEDLE_TASKS" 512k,1m 3 5400
+    eval_run "$1" "$2" "$LONG_ONE" "$NEEDLE_TASKS" 512k,1m 3 5400 1
+}
+
 report() {  # report OUT
     local base=${1%.jsonl}
     local cmd=("$LCTX" eval --report "$1" --md "$base.md" --plot "$base.png")
@@ -161,9 +167,7 @@ for stage in "$@"; do
         eval_run "$SMOLLM2" "$SMOLLM2_OUT" "$LINEAR" "$TASKS" 128k 3 3600
         eval_run "$SMOLLM2" "$SMOLLM2_OUT" "$QUADRATIC" "$TASKS" 128k 3 3600 ;;
     smollm2-long)
-        eval_run "$SMOLLM2" "$SMOLLM2_OUT" oracle,ilre "$NEEDLE_TASKS" 512k,1m 3 5400
-        eval_run "$SMOLLM2" "$SMOLLM2_OUT" reform "$NEEDLE_TASKS" 512k,1m 3 5400
-        eval_run "$SMOLLM2" "$SMOLLM2_OUT" "$LONG_ONE" "$NEEDLE_TASKS" 512k,1m 3 5400 1 ;;
+        long_runs "$SMOLLM2" "$SMOLLM2_OUT" ;;
     gemma3-8k)
         eval_run "$GEMMA3" "$GEMMA3_OUT" "$GEMMA3_ALL" "$TASKS" 8k 5 1800 ;;
     gemma3-32k)
@@ -171,9 +175,7 @@ for stage in "$@"; do
     gemma3-128k)
         eval_run "$GEMMA3" "$GEMMA3_OUT" "$GEMMA3_ALL" "$TASKS" 128k 3 3600 ;;
     gemma3-long)
-        eval_run "$GEMMA3" "$GEMMA3_OUT" oracle,ilre "$NEEDLE_TASKS" 512k,1m 3 5400
-        eval_run "$GEMMA3" "$GEMMA3_OUT" reform "$NEEDLE_TASKS" 512k,1m 3 5400
-        eval_run "$GEMMA3" "$GEMMA3_OUT" "$LONG_ONE" "$NEEDLE_TASKS" 512k,1m 3 5400 1 ;;
+        long_runs "$GEMMA3" "$GEMMA3_OUT" ;;
     report)   # the paired sections: each length's methods with every pair of their design complete
         report "$SMOLLM2_OUT"
         report "$GEMMA3_OUT"
