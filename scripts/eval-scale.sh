@@ -25,8 +25,9 @@
 #   gemma3-32k         Gemma 3 270M, every method and the 4K-recompute REFORM variant, 32K, 5 samples
 #   gemma3-128k        the same at 128K, 3 samples
 #   gemma3-long        Gemma 3 270M, the five needle tasks at 512K and 1M, as smollm2-long
-#   report             both reports and their plots (docs/results/eval-scale-*.{md,png}), and the paired
-#                      comparisons against the oracle (docs/results/eval-scale-*-paired.md, bench/eval_paired.py)
+#   report             both reports and their plots (docs/results/eval-scale-*.{md,png}), the paired
+#                      comparisons against the oracle (docs/results/eval-scale-*-paired.md, bench/eval_paired.py),
+#                      and the summary tables at the top of docs/results/eval-scale.md (bench/eval_summary.py)
 #   plan               what is left of each model's plan and what it costs (bench/eval_plan.py)
 #
 # Environment:
@@ -121,6 +122,16 @@ paired() {
     { echo; "${cmd[@]}" | sed 's/^# /## /'; } >> "$md" || echo "eval-scale.sh: no paired comparison at $2 (above)" >&2
 }
 
+# summary OUT MARKER LENGTH=METHODS...: the paired means and shares of the oracle, one column per
+# length as in the paired sections, written into docs/results/eval-scale.md between MARKER's lines.
+summary() {
+    local out=$1 marker=$2; shift 2
+    local cmd=(python3 bench/eval_summary.py "$out" --replace-in docs/results/eval-scale.md --marker "$marker")
+    for c in "$@"; do cmd+=(--column "$c"); done
+    echo "+ ${cmd[*]}"
+    [ "$DRY" = 1 ] || "${cmd[@]}"
+}
+
 plan() {  # plan OUT METHODS TASKS LENGTHS [older files...]
     local out=$1 methods=$2 tasks=$3 lengths=$4; shift 4
     local cmd=(python3 bench/eval_plan.py "$out" "$@" --methods "$methods" --tasks "$tasks" --lengths "$lengths"
@@ -183,11 +194,17 @@ for stage in "$@"; do
         paired "$SMOLLM2_OUT" 8k "$ALL"
         paired "$SMOLLM2_OUT" 32k "$ALL"
         for L in 128k 512k 1m; do paired "$SMOLLM2_OUT" $L "$LONG_FULL"; done
+        paired "$SMOLLM2_OUT" 128k "$LINEAR"   # the baselines' 128K rows as they come (FULL & co. last)
         paired_start "$GEMMA3_OUT"
         paired "$GEMMA3_OUT" 8k "$GEMMA3_ALL"
         paired "$GEMMA3_OUT" 32k "$GEMMA3_ALL"
         paired "$GEMMA3_OUT" 128k "$LONG_FULL,reform:recompute=4096"
-        for L in 512k 1m; do paired "$GEMMA3_OUT" $L "$LONG_FULL"; done ;;
+        paired "$GEMMA3_OUT" 128k "$GEMMA3_ALL"   # every method, on the pairs they share so far
+        for L in 512k 1m; do paired "$GEMMA3_OUT" $L "$LONG_FULL"; done
+        summary "$SMOLLM2_OUT" smollm2-summary 8k="$ALL" 32k="$ALL" 128k="$LONG_FULL" 128k="$LINEAR" \
+            512k="$LONG_FULL" 1m="$LONG_FULL"
+        summary "$GEMMA3_OUT" gemma3-summary 8k="$GEMMA3_ALL" 32k="$GEMMA3_ALL" 128k="$LONG_FULL,reform:recompute=4096" \
+            128k="$GEMMA3_ALL" 512k="$LONG_FULL" 1m="$LONG_FULL" ;;
     plan)   # the rows moved out after the ninth session's REFORM and ILRe fixes still price them
         plan "$SMOLLM2_OUT" "$ALL" "$TASKS" 8k:5,32k:5,128k:3 docs/results/eval-smollm2.jsonl $SMOLLM2_MOVED
         plan "$SMOLLM2_OUT" "$LONG_FULL" "$NEEDLE_TASKS" 512k:3,1m:3 docs/results/eval-smollm2.jsonl $SMOLLM2_MOVED

@@ -74,11 +74,20 @@ for want in "--methods oracle,reform,ilre --tasks [a-z_,]* --lengths 512k:3,1m:3
     [ "$(printf '%s\n' "$out" | grep -c -- "$want")" = 2 ] && ok || fail "plan: not twice '$want': $out"
 done
 
-# report: the paired comparisons of each file, against the oracle, at the lengths of its design.
+# report: the paired comparisons of each file, against the oracle, at the lengths of its design, and its summary.
 out=$(LCTX="$LCTX" bash "$SCRIPT" --dry-run report 2>&1)
 for f in smollm2 gemma3; do
     n=$(printf '%s\n' "$out" | grep -c "bench/eval_paired.py docs/results/eval-scale-$f.jsonl --length [0-9]*[km] --methods oracle,[^ ]* --against oracle >> docs/results/eval-scale-$f-paired.md")
-    [ "$n" = 5 ] && ok || fail "report: $n paired sections for $f, not 5: $out"
+    [ "$n" = 6 ] && ok || fail "report: $n paired sections for $f, not 6: $out"
+    # The summary table of the model: its columns are the paired sections' (the same lengths and methods).
+    n=$(printf '%s\n' "$out" | grep -c "bench/eval_summary.py docs/results/eval-scale-$f.jsonl --replace-in docs/results/eval-scale.md --marker $f-summary\( --column [0-9]*[km]=oracle,[^ ]*\)\{6\}$")
+    [ "$n" = 1 ] && ok || fail "report: $n summary tables for $f, not 1 with 6 columns: $out"
+done
+# Each summary's markers are in eval-scale.md, once.
+for f in smollm2 gemma3; do
+    for m in begin end; do
+        [ "$(grep -c "^<!-- $f-summary $m -->$" "$SRC/docs/results/eval-scale.md")" = 1 ] && ok || fail "no '$f-summary $m' marker"
+    done
 done
 
 # A stage that runs needs the binary, and says so.
