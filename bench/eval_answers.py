@@ -17,7 +17,9 @@ recall 1.0.
 --lengths restricts the columns (default: every length with rows). With
 --paired a length counts only the (task, sample, seed) keys where every
 listed method has a scored row, so the methods of a column are counted on
-the same inputs. Markdown to stdout; standard library only.
+the same inputs. Markdown to stdout, or with --replace-in FILE --marker
+NAME between the lines `<!-- NAME begin -->` and `<!-- NAME end -->` of
+FILE (as bench/eval_summary.py writes). Standard library only.
 """
 import argparse
 import re
@@ -25,7 +27,7 @@ import sys
 
 import eval_paired
 from eval_plan import label
-from eval_summary import display
+from eval_summary import display, replace_between
 
 
 def count(rows, pattern, methods, lengths=None, tasks=None, paired=False):
@@ -77,8 +79,12 @@ def main(argv=None):
     p.add_argument("--lengths", help="comma-separated lengths, e.g. 8k,32k,1m (default: all)")
     p.add_argument("--paired", action="store_true",
                    help="count only the keys where every method of a length has a scored row")
+    p.add_argument("--replace-in", metavar="FILE", help="write the table into FILE between the --marker lines")
+    p.add_argument("--marker", help="with --replace-in: the name in <!-- NAME begin --> and <!-- NAME end -->")
     a = p.parse_args(argv)
     try:
+        if bool(a.replace_in) != bool(a.marker):
+            raise eval_paired.Error("--replace-in and --marker go together")
         try:
             pattern = re.compile(a.pattern)
         except re.error as e:
@@ -93,7 +99,11 @@ def main(argv=None):
         if not counts:
             raise eval_paired.Error("no scored rows of those methods" + (" on shared keys" if a.paired else "")
                                     + " at those lengths and tasks")
-        sys.stdout.write(table(rows, counts, methods))
+        md = table(rows, counts, methods)
+        if a.replace_in:
+            replace_between(a.replace_in, a.marker, md)
+        else:
+            sys.stdout.write(md)
     except eval_paired.Error as e:
         print(f"eval_answers: {e}", file=sys.stderr)
         return 1

@@ -27,7 +27,8 @@
 #   gemma3-long        Gemma 3 270M, the five needle tasks at 512K and 1M, as smollm2-long
 #   report             both reports and their plots (docs/results/eval-scale-*.{md,png}), the paired
 #                      comparisons against the oracle (docs/results/eval-scale-*-paired.md, bench/eval_paired.py),
-#                      and the summary tables at the top of docs/results/eval-scale.md (bench/eval_summary.py)
+#                      the summary tables at the top of docs/results/eval-scale.md (bench/eval_summary.py)
+#                      and its count of Gemma 3's "1000..." answers (bench/eval_answers.py)
 #   plan               what is left of each model's plan and what it costs (bench/eval_plan.py)
 #
 # Environment:
@@ -73,6 +74,7 @@ GEMMA3_MOVED="docs/results/eval-scale-gemma3-reform-blanks-scored.jsonl docs/res
 
 TASKS=niah_single,niah_multikey,niah_multivalue,niah_multiquery,vt,cwe,fwe,qa,essay_niah,kv_list
 NEEDLE_TASKS=niah_single,niah_multikey,niah_multivalue,niah_multiquery,essay_niah
+NIAH_TASKS=niah_single,niah_multikey,niah_multivalue,niah_multiquery   # the RULER needles, mostly numbers
 LINEAR=oracle,reform,ilre,truncate,streaming,h2o,tova,snapkv,infinipot,infllm   # cost linear in the input
 # Past 128K: the oracle and the two retrieval methods the papers' claims are about get 3 samples; the eviction
 # baselines and InfLLM the first of them (the rows pair with the others' sample 0).
@@ -128,6 +130,15 @@ summary() {
     local out=$1 marker=$2; shift 2
     local cmd=(python3 bench/eval_summary.py "$out" --replace-in docs/results/eval-scale.md --marker "$marker")
     for c in "$@"; do cmd+=(--column "$c"); done
+    echo "+ ${cmd[*]}"
+    [ "$DRY" = 1 ] || "${cmd[@]}"
+}
+
+# answer_runs OUT MARKER METHODS: how often each method answers the niah tasks with a run of "1000..."
+# (bench/eval_answers.py), written into docs/results/eval-scale.md between MARKER's lines.
+answer_runs() {
+    local cmd=(python3 bench/eval_answers.py "$1" --pattern '[01]{20,}' --tasks "$NIAH_TASKS" --methods "$3"
+               --replace-in docs/results/eval-scale.md --marker "$2")
     echo "+ ${cmd[*]}"
     [ "$DRY" = 1 ] || "${cmd[@]}"
 }
@@ -204,7 +215,8 @@ for stage in "$@"; do
         summary "$SMOLLM2_OUT" smollm2-summary 8k="$ALL" 32k="$ALL" 128k="$LONG_FULL" 128k="$LINEAR" \
             512k="$LONG_FULL" 1m="$LONG_FULL"
         summary "$GEMMA3_OUT" gemma3-summary 8k="$GEMMA3_ALL" 32k="$GEMMA3_ALL" 128k="$LONG_FULL,reform:recompute=4096" \
-            128k="$GEMMA3_ALL" 512k="$LONG_FULL" 1m="$LONG_FULL" ;;
+            128k="$GEMMA3_ALL" 512k="$LONG_FULL" 1m="$LONG_FULL"
+        answer_runs "$GEMMA3_OUT" gemma3-answer-runs "$GEMMA3_ALL" ;;
     plan)   # the rows moved out after the ninth session's REFORM and ILRe fixes still price them
         plan "$SMOLLM2_OUT" "$ALL" "$TASKS" 8k:5,32k:5,128k:3 docs/results/eval-smollm2.jsonl $SMOLLM2_MOVED
         plan "$SMOLLM2_OUT" "$LONG_FULL" "$NEEDLE_TASKS" 512k:3,1m:3 docs/results/eval-smollm2.jsonl $SMOLLM2_MOVED

@@ -97,3 +97,18 @@ def test_paired_leaves_out_a_length_without_shared_keys(tmp_path, capsys):
     out = capsys.readouterr().out.strip().split("\n")
     assert out[0] == "| method | 8K |"
     assert out[2:] == ["| oracle (FULL on a 4K window) | 1/2 (0) |", "| FULL | 2/2 (0) |"]
+
+
+def test_replace_in_writes_between_the_markers_only(tmp_path):
+    f = sample_file(tmp_path)
+    doc = tmp_path / "doc.md"
+    doc.write_text("before\n<!-- runs begin -->\nold table\n<!-- runs end -->\nafter\n")
+    assert eval_answers.main([str(f), "--pattern", "[01]{20,}", "--methods", "full", "--lengths", "32k",
+                              "--replace-in", str(doc), "--marker", "runs"]) == 0
+    assert doc.read_text() == ("before\n<!-- runs begin -->\n| method | 32K |\n|---|---:|\n| FULL | 1/1 (0) |\n"
+                               "<!-- runs end -->\nafter\n")
+    # Without the markers nothing is written; --marker alone is refused.
+    assert eval_answers.main([str(f), "--pattern", "x", "--methods", "full", "--replace-in", str(doc),
+                              "--marker", "other"]) == 1
+    assert "runs" in doc.read_text()
+    assert eval_answers.main([str(f), "--pattern", "x", "--methods", "full", "--marker", "runs"]) == 1
