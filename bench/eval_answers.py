@@ -27,7 +27,7 @@ import sys
 
 import eval_paired
 from eval_plan import label
-from eval_summary import display, replace_between
+from eval_summary import add_output_options, check_output_options, display, write_table
 
 
 def count(rows, pattern, methods, lengths=None, tasks=None, paired=False):
@@ -79,12 +79,10 @@ def main(argv=None):
     p.add_argument("--lengths", help="comma-separated lengths, e.g. 8k,32k,1m (default: all)")
     p.add_argument("--paired", action="store_true",
                    help="count only the keys where every method of a length has a scored row")
-    p.add_argument("--replace-in", metavar="FILE", help="write the table into FILE between the --marker lines")
-    p.add_argument("--marker", help="with --replace-in: the name in <!-- NAME begin --> and <!-- NAME end -->")
+    add_output_options(p)
     a = p.parse_args(argv)
     try:
-        if bool(a.replace_in) != bool(a.marker):
-            raise eval_paired.Error("--replace-in and --marker go together")
+        check_output_options(a)
         try:
             pattern = re.compile(a.pattern)
         except re.error as e:
@@ -99,11 +97,7 @@ def main(argv=None):
         if not counts:
             raise eval_paired.Error("no scored rows of those methods" + (" on shared keys" if a.paired else "")
                                     + " at those lengths and tasks")
-        md = table(rows, counts, methods)
-        if a.replace_in:
-            replace_between(a.replace_in, a.marker, md)
-        else:
-            sys.stdout.write(md)
+        write_table(table(rows, counts, methods), a)
     except eval_paired.Error as e:
         print(f"eval_answers: {e}", file=sys.stderr)
         return 1

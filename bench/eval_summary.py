@@ -109,6 +109,25 @@ def replace_between(path, marker, text):
         f.write("\n".join(new))
 
 
+def add_output_options(p):
+    """--replace-in FILE --marker NAME: where a table goes instead of stdout (write_table)."""
+    p.add_argument("--replace-in", metavar="FILE", help="write the table into FILE between the --marker lines")
+    p.add_argument("--marker", help="with --replace-in: the name in <!-- NAME begin --> and <!-- NAME end -->")
+
+
+def check_output_options(a):
+    if bool(a.replace_in) != bool(a.marker):
+        raise eval_paired.Error("--replace-in and --marker go together")
+
+
+def write_table(md, a):
+    """The table to stdout, or between the markers of --replace-in."""
+    if a.replace_in:
+        replace_between(a.replace_in, a.marker, md)
+    else:
+        sys.stdout.write(md)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -116,23 +135,17 @@ def main(argv=None):
     p.add_argument("--column", action="append", required=True, metavar="LENGTH=METHODS",
                    help="a column: the length and the methods compared there; repeat for more columns")
     p.add_argument("--against", default="oracle", help="the reference of the shares (default oracle)")
-    p.add_argument("--replace-in", metavar="FILE", help="write the table into FILE between the --marker lines")
-    p.add_argument("--marker", help="with --replace-in: the name in <!-- NAME begin --> and <!-- NAME end -->")
+    add_output_options(p)
     a = p.parse_args(argv)
     try:
-        if bool(a.replace_in) != bool(a.marker):
-            raise eval_paired.Error("--replace-in and --marker go together")
+        check_output_options(a)
         columns = [parse_column(c) for c in a.column]
         rows = eval_paired.load(a.file)
         summary = summarise(rows, columns, a.against)
         for L, _, r, msg in summary:
             if r is None:
                 print(f"eval_summary: {label(L)}: {msg}", file=sys.stderr)
-        md = table(rows, summary, a.against)
-        if a.replace_in:
-            replace_between(a.replace_in, a.marker, md)
-        else:
-            sys.stdout.write(md)
+        write_table(table(rows, summary, a.against), a)
     except eval_paired.Error as e:
         print(f"eval_summary: {e}", file=sys.stderr)
         return 1
