@@ -46,9 +46,9 @@ def count(rows, pattern, methods, lengths=None, tasks=None, paired=False):
             if any(m not in by_method for m in methods):
                 continue
             common = set.intersection(*(set(by_method[m]) for m in methods))
-            by_method = {m: {k: r for k, r in by_method[m].items() if k in common} for m in methods}
             if not common:
                 continue
+            by_method = {m: {k: r for k, r in by_method[m].items() if k in common} for m in methods}
         out[L] = {}
         for m, mine in by_method.items():
             hits = [r for r in mine.values() if isinstance(r.get("answer"), str) and pattern.search(r["answer"])]

@@ -22,7 +22,8 @@ def sample_file(tmp_path):
     """8K: oracle runs on (a, 0), answers (a, 1); full runs on both; reform runs on (a, 0) with recall 1.0,
     not on (b, 0), and has an error row on (a, 1). 32K: full runs on (a, 0) with recall 0.5; no oracle."""
     rows = [
-        row("oracle", "a", 0, ": " + RUN, oracle_tokens=4096), row("oracle", "a", 1, ": 1234567", score=1.0, oracle_tokens=4096),
+        row("oracle", "a", 0, ": " + RUN, oracle_tokens=4096),
+        row("oracle", "a", 1, ": 1234567", score=1.0, oracle_tokens=4096),
         row("full", "a", 0, RUN + " and so on"), row("full", "a", 1, "x" + RUN),
         row("reform", "a", 0, RUN, recall=1.0), row("reform", "b", 0, ": 7654321", recall=1.0),
         {"method": "reform", "task": "a", "length": K8, "sample": 1, "seed": 42, "error": "timed out"},
@@ -91,8 +92,8 @@ def test_bad_input_is_reported(tmp_path, capsys):
 
 def test_paired_leaves_out_a_length_without_shared_keys(tmp_path, capsys):
     f = sample_file(tmp_path)
-    with open(f, "a") as out:   # 32K: an oracle row on another key than FULL's only row there
-        out.write(json.dumps(row("oracle", "c", 0, RUN, length=K32, oracle_tokens=4096)) + "\n")
+    with open(f, "a") as fh:   # 32K: an oracle row on another key than FULL's only row there
+        fh.write(json.dumps(row("oracle", "c", 0, RUN, length=K32, oracle_tokens=4096)) + "\n")
     assert eval_answers.main([str(f), "--pattern", "[01]{20,}", "--methods", "oracle,full", "--paired"]) == 0
     out = capsys.readouterr().out.strip().split("\n")
     assert out[0] == "| method | 8K |"
