@@ -11,7 +11,7 @@ recall). A cell reads "k/n (g)": k matching rows of n, g of the k with
 recall 1.0.
 
   python3 bench/eval_answers.py docs/results/eval-scale-gemma3.jsonl \\
-      --pattern '[01]{20,}' --tasks niah_multikey,niah_multivalue,niah_multiquery \\
+      --pattern '[0-9]{20,}' --tasks niah_multikey,niah_multivalue,niah_multiquery \\
       --methods oracle,full,reform,ilre
 
 --lengths restricts the columns (default: every length with rows). With

@@ -28,7 +28,7 @@
 #   report             both reports and their plots (docs/results/eval-scale-*.{md,png}), the paired
 #                      comparisons against the oracle (docs/results/eval-scale-*-paired.md, bench/eval_paired.py),
 #                      the summary tables at the top of docs/results/eval-scale.md (bench/eval_summary.py)
-#                      and its count of Gemma 3's "1000..." answers (bench/eval_answers.py)
+#                      and its count of Gemma 3's runs of digits ("1000...") (bench/eval_answers.py)
 #   plan               what is left of each model's plan and what it costs (bench/eval_plan.py)
 #
 # Environment:
@@ -134,10 +134,11 @@ summary() {
     [ "$DRY" = 1 ] || "${cmd[@]}"
 }
 
-# answer_runs OUT MARKER METHODS: how often each method answers the niah tasks with a run of "1000..."
-# (bench/eval_answers.py), written into docs/results/eval-scale.md between MARKER's lines.
+# answer_runs OUT MARKER METHODS: how often each method answers the niah tasks with a run of 20 or more
+# digits ("1000...", "1212...": no right answer has one, the needles' numbers have 7 digits;
+# bench/eval_answers.py), written into docs/results/eval-scale.md between MARKER's lines.
 answer_runs() {
-    local cmd=(python3 bench/eval_answers.py "$1" --pattern '[01]{20,}' --tasks "$NIAH_TASKS" --methods "$3"
+    local cmd=(python3 bench/eval_answers.py "$1" --pattern '[0-9]{20,}' --tasks "$NIAH_TASKS" --methods "$3"
                --replace-in docs/results/eval-scale.md --marker "$2")
     echo "+ ${cmd[*]}"
     [ "$DRY" = 1 ] || "${cmd[@]}"
