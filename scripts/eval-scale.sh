@@ -24,7 +24,8 @@
 #                      (complete but for the REFORM rows, as smollm2-8k)
 #   gemma3-32k         Gemma 3 270M, every method and the 4K-recompute REFORM variant, 32K, 5 samples
 #   gemma3-128k        the same at 128K, 3 samples
-#   gemma3-long        Gemma 3 270M, the five needle tasks at 512K and 1M, as smollm2-long
+#   gemma3-long        Gemma 3 270M, the five needle tasks at 512K and 1M, as smollm2-long, and REFORM with a
+#                      4K recompute budget at 512K (3 samples) after REFORM
 #   report             both reports and their plots (docs/results/eval-scale-*.{md,png}), the paired
 #                      comparisons against the oracle (docs/results/eval-scale-*-paired.md, bench/eval_paired.py),
 #                      the summary tables at the top of docs/results/eval-scale.md (bench/eval_summary.py)
@@ -95,9 +96,12 @@ eval_run() {
     "${cmd[@]}"
 }
 
-long_runs() {  # long_runs MODEL OUT: the needle tasks at 512K and 1M, the order and samples of the -long stages
+# long_runs MODEL OUT [VARIANT]: the needle tasks at 512K and 1M, the order and samples of the -long stages;
+# VARIANT, a REFORM variant, runs at 512K beside REFORM (3 samples), before the baselines.
+long_runs() {
     eval_run "$1" "$2" oracle,ilre "$NEEDLE_TASKS" 512k,1m 3 5400
     eval_run "$1" "$2" reform "$NEEDLE_TASKS" 512k,1m 3 5400
+    [ -z "${3:-}" ] || eval_run "$1" "$2" "$3" "$NEEDLE_TASKS" 512k 3 5400
     eval_run "$1" "$2" "$LONG_ONE" "$NEEDLE_TASKS" 512k,1m 3 5400 1
 }
 
@@ -197,8 +201,8 @@ for stage in "$@"; do
         eval_run "$GEMMA3" "$GEMMA3_OUT" "$GEMMA3_ALL" "$TASKS" 32k 5 1800 ;;
     gemma3-128k)
         eval_run "$GEMMA3" "$GEMMA3_OUT" "$GEMMA3_ALL" "$TASKS" 128k 3 3600 ;;
-    gemma3-long)
-        long_runs "$GEMMA3" "$GEMMA3_OUT" ;;
+    gemma3-long)   # REFORM with a 4K recompute budget at 512K too: eval-scale.md, "REFORM's budget on ..."
+        long_runs "$GEMMA3" "$GEMMA3_OUT" reform:recompute=4096 ;;
     report)   # the paired sections: each length's methods with every pair of their design complete
         report "$SMOLLM2_OUT"
         report "$GEMMA3_OUT"
@@ -213,6 +217,7 @@ for stage in "$@"; do
         paired "$GEMMA3_OUT" 128k "$LONG_FULL,reform:recompute=4096"
         paired "$GEMMA3_OUT" 128k "$GEMMA3_ALL"   # every method, on the pairs they share so far
         for L in 512k 1m; do paired "$GEMMA3_OUT" $L "$LONG_FULL"; done
+        paired "$GEMMA3_OUT" 512k "$LONG_FULL,reform:recompute=4096"   # on the variant's pairs so far
         summary "$SMOLLM2_OUT" smollm2-summary 8k="$ALL" 32k="$ALL" 128k="$LONG_FULL" 128k="$LINEAR" \
             512k="$LONG_FULL" 1m="$LONG_FULL"
         summary "$GEMMA3_OUT" gemma3-summary 8k="$GEMMA3_ALL" 32k="$GEMMA3_ALL" 128k="$LONG_FULL,reform:recompute=4096" \
@@ -224,6 +229,7 @@ for stage in "$@"; do
         plan "$SMOLLM2_OUT" "$LONG_ONE" "$NEEDLE_TASKS" 512k:1,1m:1 docs/results/eval-smollm2.jsonl $SMOLLM2_MOVED
         plan "$GEMMA3_OUT" "$GEMMA3_ALL" "$TASKS" 8k:5,32k:5,128k:3 $GEMMA3_MOVED
         plan "$GEMMA3_OUT" "$LONG_FULL" "$NEEDLE_TASKS" 512k:3,1m:3 $GEMMA3_MOVED
+        plan "$GEMMA3_OUT" reform:recompute=4096 "$NEEDLE_TASKS" 512k:3 $GEMMA3_MOVED
         plan "$GEMMA3_OUT" "$LONG_ONE" "$NEEDLE_TASKS" 512k:1,1m:1 $GEMMA3_MOVED ;;
     esac
 done
