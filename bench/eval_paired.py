@@ -20,6 +20,15 @@ out. Keys where some method has no scored row are listed as left out.
   python3 bench/eval_paired.py docs/results/eval-scale-smollm2.jsonl --length 1m \\
       --methods oracle,ilre,reform --against oracle
 
+--first-values rescores, more strictly than RULER's string_match_all, the
+rows whose expected values are all numbers (the niah tasks with number
+needles): string_match_all credits a value found anywhere in the answer, so
+an answer that gives a distractor's number first and recites the asked
+needle later scores 1. Read strictly, only the answer's first n numbers of
+the expected values' lengths count, n being the number of expected values
+(a number is a maximal run of digits, so "5976719" inside a run of "1000..."
+does not count). Other rows keep their score.
+
 Markdown goes to stdout (or --md FILE); --json prints the same figures as
 JSON instead. Standard library only.
 """
@@ -27,6 +36,7 @@ import argparse
 import json
 import math
 import random
+import re
 import sys
 
 from eval_plan import label  # the length labels of the plan and the reports: 8K, 1M
@@ -74,6 +84,31 @@ def is_error(row):
 def has_score(row):
     s = row.get("score")
     return isinstance(s, (int, float)) and not isinstance(s, bool) and math.isfinite(s)
+
+
+def first_values_score(row):
+    """The strict score of a string_match_all row with number answers (see --first-values), else None."""
+    expected = row.get("expected")
+    answer = row.get("answer")
+    if row.get("scoring") != "string_match_all" or not isinstance(answer, str) or not isinstance(expected, list):
+        return None
+    if not expected or not all(isinstance(e, str) and e.isdigit() for e in expected):
+        return None
+    widths = {len(e) for e in expected}
+    first = [v for v in re.findall(r"[0-9]+", answer) if len(v) in widths][:len(expected)]
+    return sum(1 for e in expected if e in first) / len(expected)
+
+
+def rescore_first_values(rows):
+    """The rows with the strict score where it applies (the old one kept as score_string_match_all)."""
+    out = {}
+    for k, r in rows.items():
+        s = None if is_error(r) or not has_score(r) else first_values_score(r)
+        if s is None:
+            out[k] = r
+        else:
+            out[k] = dict(r, score=s, score_string_match_all=r["score"])
+    return out
 
 
 def percentile(sorted_values, q):
@@ -228,6 +263,8 @@ def command(path, a):
         cmd += f" --against {a['against']}"
     if a.get("all_diffs"):
         cmd += " --all-diffs"
+    if a.get("first_values") is not None:
+        cmd += " --first-values"
     return cmd + f" --seed {a['seed']} --resamples {a['resamples']}"
 
 
@@ -237,6 +274,11 @@ def markdown(path, r):
     lines.append(f"{r['n_pairs']} pairs; 95% bootstrap percentile intervals over the pairs, "
                  f"{r['resamples']} resamples, seed {r['seed']}. Remake: `{command(path, r)}`")
     lines.append("")
+    if r.get("first_values") is not None:
+        lines.append(f"Scored strictly (--first-values): {r['first_values']} rows with number answers count only "
+                     "the answer's first numbers, as many as the expected values; the other rows keep "
+                     "string_match_all's score.")
+        lines.append("")
     lines.append("A pair is a (task, sample, seed) key where every method below has a row without error"
                  + (f" (tasks: {', '.join(r['tasks'])})" if r["tasks"] else "") + ".")
     excl = [f"{m} {n}" for m, n in r["error_rows"].items() if n]
@@ -286,6 +328,8 @@ def main(argv=None):
     p.add_argument("--all-diffs", action="store_true", help="with --against: every two methods' difference anyway")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     p.add_argument("--resamples", type=int, default=10000, help="bootstrap draws (default 10000)")
+    p.add_argument("--first-values", action="store_true",
+                   help="score number answers strictly: only the answer's first numbers count (see above)")
     p.add_argument("--md", metavar="FILE", help="write the markdown here instead of stdout")
     p.add_argument("--json", action="store_true", help="print the figures as JSON to stdout")
     a = p.parse_args(argv)
@@ -297,9 +341,19 @@ def main(argv=None):
             raise Error("--methods is empty")
         tasks = [t.strip() for t in a.tasks.split(",") if t.strip()] if a.tasks else None
         length = parse_length(a.length)
-        r = compare(load(a.file), length, methods, tasks, a.against, a.all_diffs, a.seed, a.resamples)
+        rows = load(a.file)
+        rescored = None
+        if a.first_values:
+            rows = rescore_first_values(rows)
+        r = compare(rows, length, methods, tasks, a.against, a.all_diffs, a.seed, a.resamples)
+        if a.first_values:
+            # Count the rescored rows among the pairs only, the figure the tables rest on.
+            pair_keys = {tuple(k) for k in r["pairs"]}
+            rescored = sum(1 for (m, t, L, i, sd), row in rows.items()
+                           if L == length and m in methods and (t, i, sd) in pair_keys and "score_string_match_all" in row)
         r["file"] = a.file
         r["all_diffs"] = a.all_diffs
+        r["first_values"] = rescored
         md = markdown(a.file, r)
         if a.md:
             with open(a.md, "w", encoding="utf-8") as f:

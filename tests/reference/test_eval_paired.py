@@ -191,3 +191,60 @@ def test_bootstrap_against_enumeration():
     (_, _, d, dlo, dhi), = p["diffs"]
     assert abs(d - (-0.5 / 3)) < 1e-12
     assert (round(dlo, 12), round(dhi, 12)) == (lo, hi)
+
+
+def niah(m, i, answer, expected, score, scoring="string_match_all", task="niah_multikey"):
+    r = row(m, task, i, score)
+    r.update(answer=answer, expected=expected, scoring=scoring)
+    return r
+
+
+@pytest.mark.parametrize("answer,expected,strict", [
+    (": 5976719.\nThe number is 5976719.", ["5976719"], 1.0),
+    (": 2972452.\nThe special magic number for velvet-harbor is: 8186968.", ["8186968"], 0.0),  # distractor first
+    ("\n1. 6110403\n2. 5605941\n3. 1111111\n4. 7815938", ["6110403", "5605941", "7815938", "9173125"], 0.75),
+    (": 3619840, 2238466, 4649767", ["2238466", "3619840"], 1.0),        # extra values after the first two
+    (": 3619840, 3619840, 2238466", ["2238466", "3619840"], 0.5),        # a repeat takes the second place
+    (": 59767190000000000000", ["5976719"], 0.0),                        # inside a longer run of digits
+    ("I do not know.", ["5976719"], 0.0),
+])
+def test_first_values_score(answer, expected, strict):
+    assert eval_paired.first_values_score(niah("a", 0, answer, expected, 1.0)) == strict
+
+
+@pytest.mark.parametrize("r", [
+    niah("a", 0, ": hyacinth", ["hyacinth"], 1.0, task="niah_single"),   # a word needle
+    niah("a", 0, ": 42998 and more", ["42998"], 1.0, scoring="string_match_part"),
+    row("a", "t1", 0, 1.0),                                               # no answer recorded
+])
+def test_first_values_leaves_other_rows(r):
+    assert eval_paired.first_values_score(r) is None
+
+
+def test_first_values_rescores_pairs(tmp_path, capsys):
+    """a answers the distractor first on sample 0 (1 -> 0 strictly); b is right at once; c's word row keeps its score."""
+    rows = [
+        niah("a", 0, ": 1111111.\nThe number is: 2222222.", ["2222222"], 1.0),
+        niah("a", 1, ": 3333333.", ["3333333"], 1.0),
+        niah("a", 2, ": hyacinth", ["hyacinth"], 1.0, task="niah_single"),
+        niah("b", 0, ": 2222222.", ["2222222"], 1.0),
+        niah("b", 1, ": 4444444.\nThe number is: 3333333.", ["3333333"], 1.0),
+        niah("b", 2, ": tulip", ["hyacinth"], 0.0, task="niah_single"),
+        dict(niah("a", 5, ": 1.", ["5555555"], 0.0), error="timed out"),   # an error row stays out
+    ]
+    path = write(tmp_path / "r.jsonl", rows)
+    assert eval_paired.main([str(path), "--length", "8k", "--methods", "a,b", "--against", "a", "--json"]) == 0
+    loose = json.loads(capsys.readouterr().out)
+    assert loose["first_values"] is None
+    assert loose["methods_stats"]["a"]["mean"] == pytest.approx(1.0)
+    assert loose["methods_stats"]["b"]["mean"] == pytest.approx(2 / 3)
+    assert eval_paired.main([str(path), "--length", "8k", "--methods", "a,b", "--against", "a",
+                             "--first-values", "--json"]) == 0
+    strict = json.loads(capsys.readouterr().out)
+    assert strict["first_values"] == 4                     # the two methods' niah_multikey rows of the pairs
+    assert strict["n_pairs"] == 3
+    assert strict["methods_stats"]["a"]["mean"] == pytest.approx(2 / 3)
+    assert strict["methods_stats"]["b"]["mean"] == pytest.approx(1 / 3)
+    assert eval_paired.main([str(path), "--length", "8k", "--methods", "a,b", "--first-values"]) == 0
+    md = capsys.readouterr().out
+    assert "--first-values" in md and "Scored strictly (--first-values): 4 rows" in md
