@@ -114,8 +114,9 @@ report() {  # report OUT
     [ "$DRY" = 1 ] || PATH="$PWD/.venv/bin:$PATH" "${cmd[@]}"
 }
 
-# paired OUT LENGTH METHODS: the methods compared on the same (task, sample) pairs at LENGTH, against the
-# oracle (bench/eval_paired.py), appended as a section to OUT's -paired.md (paired_start writes its head).
+# paired OUT LENGTH METHODS [FLAG]: the methods compared on the same (task, sample) pairs at LENGTH, against
+# the oracle (bench/eval_paired.py; FLAG: --first-values for the strict score of number needles), appended
+# as a section to OUT's -paired.md (paired_start writes its head).
 paired_start() {
     local md=${1%.jsonl}-paired.md
     echo "+ (head of $md)"
@@ -124,7 +125,7 @@ paired_start() {
 }
 paired() {
     local md=${1%.jsonl}-paired.md
-    local cmd=(python3 bench/eval_paired.py "$1" --length "$2" --methods "$3" --against oracle)
+    local cmd=(python3 bench/eval_paired.py "$1" --length "$2" --methods "$3" --against oracle ${4:+"$4"})
     echo "+ ${cmd[*]} >> $md"
     [ "$DRY" = 1 ] && return 0
     { echo; "${cmd[@]}" | sed 's/^# /## /'; } >> "$md" || echo "eval-scale.sh: no paired comparison at $2 (above)" >&2
@@ -213,6 +214,9 @@ for stage in "$@"; do
         paired "$SMOLLM2_OUT" 32k "$ALL"
         for L in 128k 512k 1m; do paired "$SMOLLM2_OUT" $L "$LONG_FULL"; done
         paired "$SMOLLM2_OUT" 128k "$LINEAR"   # the baselines' 128K rows as they come (FULL & co. last)
+        # The long lengths again, scored strictly: where the retrieval methods gather the distractors too,
+        # string_match_all credits answers that list them before the asked needle (eval-scale.md).
+        for L in 128k 512k 1m; do paired "$SMOLLM2_OUT" $L "$LONG_FULL" --first-values; done
         paired_start "$GEMMA3_OUT"
         paired "$GEMMA3_OUT" 8k "$GEMMA3_ALL"
         paired "$GEMMA3_OUT" 32k "$GEMMA3_ALL"
@@ -220,6 +224,8 @@ for stage in "$@"; do
         paired "$GEMMA3_OUT" 128k "$GEMMA3_ALL"   # every method, on the pairs they share so far
         for L in 512k 1m; do paired "$GEMMA3_OUT" $L "$LONG_FULL"; done
         paired "$GEMMA3_OUT" 512k "$LONG_FULL,$REFORM_4K"   # on the variant's pairs so far
+        for L in 128k 512k; do paired "$GEMMA3_OUT" $L "$LONG_FULL,$REFORM_4K" --first-values; done
+        paired "$GEMMA3_OUT" 1m "$LONG_FULL" --first-values
         summary "$SMOLLM2_OUT" smollm2-summary 8k="$ALL" 32k="$ALL" 128k="$LONG_FULL" 128k="$LINEAR" \
             512k="$LONG_FULL" 1m="$LONG_FULL"
         summary "$GEMMA3_OUT" gemma3-summary 8k="$GEMMA3_ALL" 32k="$GEMMA3_ALL" 128k="$LONG_FULL,$REFORM_4K" \

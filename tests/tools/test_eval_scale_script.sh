@@ -89,6 +89,11 @@ for f in smollm2:6 gemma3:7; do
     want=${f#*:} f=${f%:*}
     n=$(printf '%s\n' "$out" | grep -c "bench/eval_paired.py docs/results/eval-scale-$f.jsonl --length [0-9]*[km] --methods oracle,[^ ]* --against oracle >> docs/results/eval-scale-$f-paired.md")
     [ "$n" = "$want" ] && ok || fail "report: $n paired sections for $f, not $want: $out"
+    # The long lengths scored strictly too (number needles: only the answer's first numbers count).
+    for L in 128k 512k 1m; do
+        n=$(printf '%s\n' "$out" | grep -c "bench/eval_paired.py docs/results/eval-scale-$f.jsonl --length $L --methods oracle,reform,ilre[^ ]* --against oracle --first-values >> docs/results/eval-scale-$f-paired.md")
+        [ "$n" = 1 ] && ok || fail "report: $n strict paired sections for $f at $L, not 1: $out"
+    done
     # The summary table of the model: its columns are the paired sections' (the same lengths and methods).
     n=$(printf '%s\n' "$out" | grep -c "bench/eval_summary.py docs/results/eval-scale-$f.jsonl --replace-in docs/results/eval-scale.md --marker $f-summary\( --column [0-9]*[km]=oracle,[^ ]*\)\{6\}$")
     [ "$n" = 1 ] && ok || fail "report: $n summary tables for $f, not 1 with 6 columns: $out"
