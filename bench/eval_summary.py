@@ -15,7 +15,8 @@ and reported on stderr; the table is still written.
 
 The table goes to stdout, or with --replace-in FILE --marker NAME between
 the lines `<!-- NAME begin -->` and `<!-- NAME end -->` of FILE (the rest
-of FILE is kept as it is). Standard library only.
+of FILE is kept as it is). --first-values reads the number needles strictly,
+as bench/eval_paired.py --first-values does. Standard library only.
 """
 import argparse
 import sys
@@ -135,12 +136,16 @@ def main(argv=None):
     p.add_argument("--column", action="append", required=True, metavar="LENGTH=METHODS",
                    help="a column: the length and the methods compared there; repeat for more columns")
     p.add_argument("--against", default="oracle", help="the reference of the shares (default oracle)")
+    p.add_argument("--first-values", action="store_true",
+                   help="score number answers strictly: only the answer's first numbers count (eval_paired.py)")
     add_output_options(p)
     a = p.parse_args(argv)
     try:
         check_output_options(a)
         columns = [parse_column(c) for c in a.column]
         rows = eval_paired.load(a.file)
+        if a.first_values:
+            rows = eval_paired.rescore_first_values(rows)
         summary = summarise(rows, columns, a.against)
         for L, _, r, msg in summary:
             if r is None:

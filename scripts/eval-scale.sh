@@ -131,11 +131,12 @@ paired() {
     { echo; "${cmd[@]}" | sed 's/^# /## /'; } >> "$md" || echo "eval-scale.sh: no paired comparison at $2 (above)" >&2
 }
 
-# summary OUT MARKER LENGTH=METHODS...: the paired means and shares of the oracle, one column per
-# length as in the paired sections, written into docs/results/eval-scale.md between MARKER's lines.
+# summary OUT MARKER [--first-values] LENGTH=METHODS...: the paired means and shares of the oracle, one
+# column per length as in the paired sections, written into docs/results/eval-scale.md between MARKER's lines.
 summary() {
     local out=$1 marker=$2; shift 2
     local cmd=(python3 bench/eval_summary.py "$out" --replace-in docs/results/eval-scale.md --marker "$marker")
+    if [ "${1:-}" = --first-values ]; then cmd+=("$1"); shift; fi
     for c in "$@"; do cmd+=(--column "$c"); done
     echo "+ ${cmd[*]}"
     [ "$DRY" = 1 ] || "${cmd[@]}"
@@ -226,10 +227,12 @@ for stage in "$@"; do
         paired "$GEMMA3_OUT" 512k "$LONG_FULL,$REFORM_4K"   # on the variant's pairs so far
         for L in 128k 512k; do paired "$GEMMA3_OUT" $L "$LONG_FULL,$REFORM_4K" --first-values; done
         paired "$GEMMA3_OUT" 1m "$LONG_FULL" --first-values
-        summary "$SMOLLM2_OUT" smollm2-summary 8k="$ALL" 32k="$ALL" 128k="$LONG_FULL" 128k="$LINEAR" \
-            512k="$LONG_FULL" 1m="$LONG_FULL"
-        summary "$GEMMA3_OUT" gemma3-summary 8k="$GEMMA3_ALL" 32k="$GEMMA3_ALL" 128k="$LONG_FULL,$REFORM_4K" \
-            128k="$GEMMA3_ALL" 512k="$LONG_FULL" 1m="$LONG_FULL"
+        for strict in "" --first-values; do   # each table twice: RULER's scoring, then the strict reading
+            summary "$SMOLLM2_OUT" smollm2-summary${strict:+-strict} $strict 8k="$ALL" 32k="$ALL" 128k="$LONG_FULL" \
+                128k="$LINEAR" 512k="$LONG_FULL" 1m="$LONG_FULL"
+            summary "$GEMMA3_OUT" gemma3-summary${strict:+-strict} $strict 8k="$GEMMA3_ALL" 32k="$GEMMA3_ALL" \
+                128k="$LONG_FULL,$REFORM_4K" 128k="$GEMMA3_ALL" 512k="$LONG_FULL" 1m="$LONG_FULL"
+        done
         answer_runs "$GEMMA3_OUT" gemma3-answer-runs "$GEMMA3_ALL" ;;
     plan)   # the rows moved out after the ninth session's REFORM and ILRe fixes still price them
         plan "$SMOLLM2_OUT" "$ALL" "$TASKS" 8k:5,32k:5,128k:3 docs/results/eval-smollm2.jsonl $SMOLLM2_MOVED

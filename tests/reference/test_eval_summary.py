@@ -101,3 +101,19 @@ def test_bad_input_is_refused_with_a_message(tmp_path, capsys):
         assert msg in capsys.readouterr().err
     assert eval_summary.main([str(tmp_path / "none.jsonl"), "--column", "8k=oracle"]) == 1
     assert "cannot read" in capsys.readouterr().err
+
+
+def test_first_values_reads_number_needles_strictly(tmp_path, capsys):
+    """reform names a distractor first on (niah_multikey, 0): 1 under string_match_all, 0 strictly."""
+    needle = dict(scoring="string_match_all", expected=["2222222"])
+    f = write(tmp_path / "r.jsonl", [
+        row("oracle", "niah_multikey", 0, 1.0, answer=": 2222222.", **needle),
+        row("reform", "niah_multikey", 0, 1.0, answer=": 1111111.\nThe number is: 2222222.", **needle),
+        row("oracle", "t1", 1, 0.5), row("reform", "t1", 1, 0.5),
+    ])
+    assert eval_summary.main([str(f), "--column", "8k=oracle,reform"]) == 0
+    assert lines_of(capsys.readouterr().out)[3] == "| REFORM | 75.0 (100%) |"
+    assert eval_summary.main([str(f), "--column", "8k=oracle,reform", "--first-values"]) == 0
+    out = lines_of(capsys.readouterr().out)
+    assert out[2] == "| oracle | 75.0 |"
+    assert out[3] == "| REFORM | 25.0 (33%) |"

@@ -97,6 +97,12 @@ for f in smollm2:6 gemma3:7; do
     # The summary table of the model: its columns are the paired sections' (the same lengths and methods).
     n=$(printf '%s\n' "$out" | grep -c "bench/eval_summary.py docs/results/eval-scale-$f.jsonl --replace-in docs/results/eval-scale.md --marker $f-summary\( --column [0-9]*[km]=oracle,[^ ]*\)\{6\}$")
     [ "$n" = 1 ] && ok || fail "report: $n summary tables for $f, not 1 with 6 columns: $out"
+    # ... and the same table read strictly, into its own markers.
+    n=$(printf '%s\n' "$out" | grep -c "bench/eval_summary.py docs/results/eval-scale-$f.jsonl --replace-in docs/results/eval-scale.md --marker $f-summary-strict --first-values\( --column [0-9]*[km]=oracle,[^ ]*\)\{6\}$")
+    [ "$n" = 1 ] && ok || fail "report: $n strict summary tables for $f, not 1 with 6 columns: $out"
+    for m in begin end; do
+        [ "$(grep -c "^<!-- $f-summary-strict $m -->$" "$SRC/docs/results/eval-scale.md")" = 1 ] && ok || fail "no '$f-summary-strict $m' marker"
+    done
 done
 # The count of Gemma 3's runs of digits ("1000..."): every method of the Gemma run, the niah tasks, into its markers.
 n=$(printf '%s\n' "$out" | grep -c "bench/eval_answers.py docs/results/eval-scale-gemma3.jsonl --pattern \[0-9\]{20,} --tasks niah_single,niah_multikey,niah_multivalue,niah_multiquery --methods oracle,[^ ]*infllm,reform:recompute=4096 --replace-in docs/results/eval-scale.md --marker gemma3-answer-runs$")
