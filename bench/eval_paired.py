@@ -341,19 +341,13 @@ def main(argv=None):
             raise Error("--methods is empty")
         tasks = [t.strip() for t in a.tasks.split(",") if t.strip()] if a.tasks else None
         length = parse_length(a.length)
-        rows = load(a.file)
-        rescored = None
-        if a.first_values:
-            rows = rescore_first_values(rows)
+        rows = rescore_first_values(load(a.file)) if a.first_values else load(a.file)
         r = compare(rows, length, methods, tasks, a.against, a.all_diffs, a.seed, a.resamples)
-        if a.first_values:
-            # Count the rescored rows among the pairs only, the figure the tables rest on.
-            pair_keys = {tuple(k) for k in r["pairs"]}
-            rescored = sum(1 for (m, t, L, i, sd), row in rows.items()
-                           if L == length and m in methods and (t, i, sd) in pair_keys and "score_string_match_all" in row)
         r["file"] = a.file
         r["all_diffs"] = a.all_diffs
-        r["first_values"] = rescored
+        # With --first-values: how many rows of the pairs (the rows the tables rest on) were rescored.
+        r["first_values"] = (sum("score_string_match_all" in rows[(m, t, length, i, sd)]
+                                 for m in methods for t, i, sd in r["pairs"]) if a.first_values else None)
         md = markdown(a.file, r)
         if a.md:
             with open(a.md, "w", encoding="utf-8") as f:

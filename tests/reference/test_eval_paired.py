@@ -222,7 +222,7 @@ def test_first_values_leaves_other_rows(r):
 
 
 def test_first_values_rescores_pairs(tmp_path, capsys):
-    """a answers the distractor first on sample 0 (1 -> 0 strictly); b is right at once; c's word row keeps its score."""
+    """a names the distractor first on sample 0 and b on sample 1 (1 -> 0 strictly); their word rows keep their score."""
     rows = [
         niah("a", 0, ": 1111111.\nThe number is: 2222222.", ["2222222"], 1.0),
         niah("a", 1, ": 3333333.", ["3333333"], 1.0),
