@@ -25,7 +25,7 @@
 #   gemma3-32k         Gemma 3 270M, every method and the 4K-recompute REFORM variant, 32K, 5 samples
 #   gemma3-128k        the same at 128K, 3 samples
 #   gemma3-long        Gemma 3 270M, the five needle tasks at 512K and 1M, as smollm2-long, and REFORM with a
-#                      4K recompute budget at 512K (3 samples) after REFORM
+#                      4K recompute budget at 512K and 1M (3 samples) after REFORM
 #   report             both reports and their plots (docs/results/eval-scale-*.{md,png}), the paired
 #                      comparisons against the oracle (docs/results/eval-scale-*-paired.md, bench/eval_paired.py),
 #                      the summary tables at the top of docs/results/eval-scale.md (bench/eval_summary.py)
@@ -99,11 +99,11 @@ eval_run() {
 }
 
 # long_runs MODEL OUT [VARIANT]: the needle tasks at 512K and 1M, the order and samples of the -long stages;
-# VARIANT, a REFORM variant, runs at 512K beside REFORM (3 samples), before the baselines.
+# VARIANT, a REFORM variant, runs at both lengths beside REFORM (3 samples), before the baselines.
 long_runs() {
     eval_run "$1" "$2" oracle,ilre "$NEEDLE_TASKS" 512k,1m 3 5400
     eval_run "$1" "$2" reform "$NEEDLE_TASKS" 512k,1m 3 5400
-    [ -z "${3:-}" ] || eval_run "$1" "$2" "$3" "$NEEDLE_TASKS" 512k 3 5400
+    [ -z "${3:-}" ] || eval_run "$1" "$2" "$3" "$NEEDLE_TASKS" 512k,1m 3 5400
     eval_run "$1" "$2" "$LONG_ONE" "$NEEDLE_TASKS" 512k,1m 3 5400 1
 }
 
@@ -205,7 +205,7 @@ for stage in "$@"; do
         eval_run "$GEMMA3" "$GEMMA3_OUT" "$GEMMA3_ALL" "$TASKS" 32k 5 1800 ;;
     gemma3-128k)
         eval_run "$GEMMA3" "$GEMMA3_OUT" "$GEMMA3_ALL" "$TASKS" 128k 3 3600 ;;
-    gemma3-long)   # REFORM_4K at 512K too: eval-scale.md, "REFORM at R = 4K at 512K"
+    gemma3-long)   # REFORM_4K past 128K too: eval-scale.md, "REFORM at R = 4K at 512K" and "at 1M"
         long_runs "$GEMMA3" "$GEMMA3_OUT" "$REFORM_4K" ;;
     report)   # the paired sections: each length's methods with every pair of their design complete
         report "$SMOLLM2_OUT"
@@ -224,14 +224,14 @@ for stage in "$@"; do
         paired "$GEMMA3_OUT" 128k "$LONG_FULL,$REFORM_4K"
         paired "$GEMMA3_OUT" 128k "$GEMMA3_ALL"   # every method, on the pairs they share so far
         for L in 512k 1m; do paired "$GEMMA3_OUT" $L "$LONG_FULL"; done
-        paired "$GEMMA3_OUT" 512k "$LONG_FULL,$REFORM_4K"   # on the variant's pairs so far
+        for L in 512k 1m; do paired "$GEMMA3_OUT" $L "$LONG_FULL,$REFORM_4K"; done   # on the variant's pairs so far
         for L in 128k 512k; do paired "$GEMMA3_OUT" $L "$LONG_FULL,$REFORM_4K" --first-values; done
         paired "$GEMMA3_OUT" 1m "$LONG_FULL" --first-values
         for strict in "" --first-values; do   # each table twice: RULER's scoring, then the strict reading
             summary "$SMOLLM2_OUT" smollm2-summary${strict:+-strict} $strict 8k="$ALL" 32k="$ALL" 128k="$LONG_FULL" \
                 128k="$LINEAR" 512k="$LONG_FULL" 1m="$LONG_FULL"
             summary "$GEMMA3_OUT" gemma3-summary${strict:+-strict} $strict 8k="$GEMMA3_ALL" 32k="$GEMMA3_ALL" \
-                128k="$LONG_FULL,$REFORM_4K" 128k="$GEMMA3_ALL" 512k="$LONG_FULL" 1m="$LONG_FULL"
+                128k="$LONG_FULL,$REFORM_4K" 128k="$GEMMA3_ALL" 512k="$LONG_FULL,$REFORM_4K" 1m="$LONG_FULL"
         done
         answer_runs "$GEMMA3_OUT" gemma3-answer-runs "$GEMMA3_ALL" ;;
     plan)   # the rows moved out after the ninth session's REFORM and ILRe fixes still price them
@@ -240,7 +240,7 @@ for stage in "$@"; do
         plan "$SMOLLM2_OUT" "$LONG_ONE" "$NEEDLE_TASKS" 512k:1,1m:1 docs/results/eval-smollm2.jsonl $SMOLLM2_MOVED
         plan "$GEMMA3_OUT" "$GEMMA3_ALL" "$TASKS" 8k:5,32k:5,128k:3 $GEMMA3_MOVED
         plan "$GEMMA3_OUT" "$LONG_FULL" "$NEEDLE_TASKS" 512k:3,1m:3 $GEMMA3_MOVED
-        plan "$GEMMA3_OUT" "$REFORM_4K" "$NEEDLE_TASKS" 512k:3 $GEMMA3_MOVED
+        plan "$GEMMA3_OUT" "$REFORM_4K" "$NEEDLE_TASKS" 512k:3,1m:3 $GEMMA3_MOVED
         plan "$GEMMA3_OUT" "$LONG_ONE" "$NEEDLE_TASKS" 512k:1,1m:1 $GEMMA3_MOVED ;;
     esac
 done

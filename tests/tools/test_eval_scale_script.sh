@@ -73,19 +73,19 @@ for want in "--methods oracle,reform,ilre --tasks [a-z_,]* --lengths 512k:3,1m:3
             "--methods truncate,[a-z0-9,]*infllm --tasks [a-z_,]* --lengths 512k:1,1m:1 "; do
     [ "$(printf '%s\n' "$out" | grep -c -- "$want")" = 2 ] && ok || fail "plan: not twice '$want': $out"
 done
-# Gemma 3's REFORM with a 4K recompute budget at 512K: run after REFORM and before the baselines, and priced.
+# Gemma 3's REFORM with a 4K recompute budget at 512K and 1M: run after REFORM and before the baselines, and priced.
 out=$(LCTX="$LCTX" ESSAYS=/essays bash "$SCRIPT" --dry-run gemma3-long 2>&1 | grep ' eval -m ' | sed -n 's/.*--methods \([^ ]*\) .*--lengths \([^ ]*\) .*/\1@\2/p' | tr '\n' ' ')
-[ "$out" = "oracle,ilre@512k,1m reform@512k,1m reform:recompute=4096@512k truncate,streaming,h2o,tova,snapkv,infinipot,infllm@512k,1m " ] \
+[ "$out" = "oracle,ilre@512k,1m reform@512k,1m reform:recompute=4096@512k,1m truncate,streaming,h2o,tova,snapkv,infinipot,infllm@512k,1m " ] \
     && ok || fail "gemma3-long: runs out of order: $out"
 out=$(LCTX="$LCTX" ESSAYS=/essays bash "$SCRIPT" --dry-run smollm2-long 2>&1 | grep -c 'recompute=')
 [ "$out" = 0 ] && ok || fail "smollm2-long runs a REFORM variant"
 out=$(LCTX="$LCTX" bash "$SCRIPT" --dry-run plan 2>&1)
-[ "$(printf '%s\n' "$out" | grep -c -- "eval-scale-gemma3.jsonl .*--methods reform:recompute=4096 --tasks [a-z_,]* --lengths 512k:3 ")" = 1 ] \
-    && ok || fail "plan: Gemma's 4K-recompute REFORM at 512K not priced: $out"
+[ "$(printf '%s\n' "$out" | grep -c -- "eval-scale-gemma3.jsonl .*--methods reform:recompute=4096 --tasks [a-z_,]* --lengths 512k:3,1m:3 ")" = 1 ] \
+    && ok || fail "plan: Gemma's 4K-recompute REFORM at 512K and 1M not priced: $out"
 
 # report: the paired comparisons of each file, against the oracle, at the lengths of its design, and its summary.
 out=$(LCTX="$LCTX" bash "$SCRIPT" --dry-run report 2>&1)
-for f in smollm2:6 gemma3:7; do
+for f in smollm2:6 gemma3:8; do
     want=${f#*:} f=${f%:*}
     n=$(printf '%s\n' "$out" | grep -c "bench/eval_paired.py docs/results/eval-scale-$f.jsonl --length [0-9]*[km] --methods oracle,[^ ]* --against oracle >> docs/results/eval-scale-$f-paired.md")
     [ "$n" = "$want" ] && ok || fail "report: $n paired sections for $f, not $want: $out"
