@@ -32,6 +32,7 @@
 #include <thread>
 #include <vector>
 
+#include "backend/cpu/cpu_backend.h"   // cpu_backend_variant(): each row's "cpu_kernels"
 #include "cli.h"
 #include "common/error.h"
 #include "common/json.h"
@@ -359,7 +360,8 @@ class ChildRun {
                            ", \"score\": null, \"error\": " +
                            json::quote(k == n_done_ ? why : "not run: the run sharing its prefill ended (" + why + ")") +
                            ", \"wall_s\": " + fmt_num("%.3f", wall) + ", \"peak_rss_mib\": " + fmt_num("%.1f", rss) +
-                           ", \"cpu\": " + json::quote(cpu()) + ", \"build\": \"" LCTX_REVISION "\"" + paused + "}");
+                           ", \"cpu\": " + json::quote(cpu()) + cpu_kernels_json() + ", \"build\": \"" LCTX_REVISION "\"" +
+                           paused + "}");
         }
     }
 
@@ -368,6 +370,10 @@ class ChildRun {
         static const std::string name = cpu_model();
         return name;
     }
+    // The CPU kernels' instruction set ("avx512", "avx2", ...), chosen at run
+    // time: one CPU model can expose AVX-512 on one virtual machine and not
+    // on another, and rows timed on different kernels are not comparable.
+    static std::string cpu_kernels_json() { return ", \"cpu_kernels\": " + json::quote(cpu_backend_variant()); }
     void charge() {
         const double t = now_s();
         charged_ += std::min(t - last_, wait_s_ + 0.25);
@@ -385,8 +391,8 @@ class ChildRun {
         // time is what it would have cost alone.
         const double wall = seg + parsed.get_num("shared_s");
         on_row_(unit_[n_done_], row.substr(0, row.rfind('}')) + ", \"wall_s\": " + fmt_num("%.3f", wall) +
-                                    ", \"cpu\": " + json::quote(cpu()) + ", \"build\": \"" LCTX_REVISION "\"" +
-                                    (paused >= 1.0 ? ", \"paused_s\": " + fmt_num("%.1f", paused) : std::string()) + "}");
+                                    ", \"cpu\": " + json::quote(cpu()) + cpu_kernels_json() +
+                                    ", \"build\": \"" LCTX_REVISION "\"" + (paused >= 1.0 ? ", \"paused_s\": " + fmt_num("%.1f", paused) : std::string()) + "}");
         ++n_done_;
         row_charged0_ = charged_;
         row_t0_ = last_;

@@ -160,7 +160,10 @@ std::string markdown_report(const std::vector<Row> &rows, const std::vector<std:
             Cell &c = recall[{r.method, r.length}];
             c.sum += r.recall, ++c.n;
         }
-        const std::string cpu = r.cpu.empty() ? "not recorded" : r.cpu;
+        // The machine a row was timed on: its CPU model and, where recorded,
+        // the kernels it ran (one model may have AVX-512 on one machine only).
+        const std::string cpu = (r.cpu.empty() ? "not recorded" : r.cpu) +
+                                (r.cpu_kernels.empty() ? "" : ", " + r.cpu_kernels + " kernels");
         cpus[{r.method, r.length}].insert(cpu);
         ++rows_per_cpu[cpu];
         ++rows_per_build[r.build.empty() ? "not recorded" : r.build];

@@ -53,6 +53,7 @@ ResultsFile load_results(const std::string &path) {
         r.cpu_s = j.get_num("cpu_s", -1);
         r.peak_rss_mib = j.get_num("peak_rss_mib");
         r.cpu = j.get_str("cpu");
+        r.cpu_kernels = j.get_str("cpu_kernels");
         r.build = j.get_str("build");
         r.attn = j.get_str("attn");
         r.matmul = j.get_str("matmul");

@@ -45,7 +45,7 @@ while IFS= read -r line; do
   case $line in *'"kind": "run"'*) continue ;; esac
   for f in '"method": ' '"task": ' '"length": 512' '"sample": 0' '"seed": 42' '"n_input_tokens": ' \
            '"score": ' '"answer": ' '"expected": \[' '"timings_s": {"load": ' '"recompute": ' '"decode": ' \
-           '"encode_tokens_per_s": ' '"peak_rss_mib": ' '"wall_s": ' '"cpu": "[^"]' '"backend": "cpu"' \
+           '"encode_tokens_per_s": ' '"peak_rss_mib": ' '"wall_s": ' '"cpu": "[^"]' '"cpu_kernels": "[a-z0-9_]' '"backend": "cpu"' \
            '"build": "\([0-9a-f]\{10\}\(-modified\)\{0,1\}\|unknown\)"'; do
     echo "$line" | grep -q "$f" || fail "field $f missing in: $line"
   done

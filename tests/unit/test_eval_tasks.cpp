@@ -836,7 +836,7 @@ TEST(EvalResults, LoadDedupAndReport) {
           << "{\"method\": \"full\", \"task\": \"vt\", \"length\": 4096, \"sample\": 0, \"seed\": 1, \"score\": 1.0, "
              "\"wall_s\": 2, \"peak_rss_mib\": 100, \"cpu\": \"CPU A\"}\n"
           << "{\"method\": \"full\", \"task\": \"vt\", \"length\": 4096, \"sample\": 1, \"seed\": 1, \"score\": 0.5, "
-             "\"wall_s\": 4, \"peak_rss_mib\": 300, \"cpu\": \"CPU B\", \"cpu_s\": 6.5}\n"
+             "\"wall_s\": 4, \"peak_rss_mib\": 300, \"cpu\": \"CPU B\", \"cpu_kernels\": \"avx2\", \"cpu_s\": 6.5}\n"
           << "{\"method\": \"reform\", \"task\": \"vt\", \"length\": 4096, \"sample\": 0, \"seed\": 1, \"score\": null, "
              "\"error\": \"boom\", \"wall_s\": 1, \"peak_rss_mib\": 50}\n"
           << "{\"method\": \"reform\", \"task\": \"qa\", \"length\": 8192, \"sample\": 0, \"seed\": 1, \"score\": 0.0}\n"
@@ -866,7 +866,9 @@ TEST(EvalResults, LoadDedupAndReport) {
     // full at 4K was timed on two CPUs: the time cell says so.
     EXPECT_NE(md.find("| full | 3.0 s, CPU 6.5 s, 300 MiB (mixed CPUs) | - |"), std::string::npos) << md;
     EXPECT_NE(md.find("| reform | 1.0 s, 50 MiB | 0.0 s, 0 MiB |"), std::string::npos);
-    EXPECT_NE(md.find("CPU A: 1; CPU B: 1; not recorded: 2."), std::string::npos);
+    EXPECT_EQ(rf.rows[1].cpu_kernels, "avx2");
+    EXPECT_EQ(rf.rows[0].cpu_kernels, "");   // not recorded
+    EXPECT_NE(md.find("CPU A: 1; CPU B, avx2 kernels: 1; not recorded: 2."), std::string::npos) << md;
     EXPECT_NE(md.find("lctx eval -m M"), std::string::npos);
     EXPECT_TRUE(load_results(path + ".missing").rows.empty());
     std::remove(path.c_str());
