@@ -21,7 +21,7 @@ struct Row {
     double cpu_s = -1;       // CPU seconds of its process, every thread; < 0 in rows written before it was recorded
     double peak_rss_mib = 0;
     std::string cpu;         // the measuring machine's CPU model; empty in rows written before it was recorded
-    std::string cpu_kernels; // the CPU kernels' instruction set ("avx512", "avx2"); empty in rows before 2026-12-03
+    std::string cpu_kernels; // the CPU kernels' instruction set ("avx512", "avx2"); empty in older rows
     std::string build;       // the lctx source revision that ran it (LCTX_REVISION); empty in older rows
     std::string attn, matmul;   // "bf16" for runs with --attn / --matmul bf16; empty: exact f32
     std::string kv;             // "f16" or "q8" for runs with --kv-type; empty: f32
