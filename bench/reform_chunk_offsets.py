@@ -58,6 +58,9 @@ def main() -> int:
     queries = {"eval": "\n\n" + q + "\n" + meta["answer_prefix"], "question": "\n\n" + q}
     with lctx.Model(model_path) as m:
         chunk = int(sys.argv[3]) if len(sys.argv) == 4 else m.n_ctx_train // 4
+        if chunk < 2048:   # the head is 256 tokens, and a chunk needs a rest to compare it with
+            print(f"reform_chunk_offsets: chunk {chunk} is below 2048", file=sys.stderr)
+            return 2
         s = m.session(method=lctx.Method.REFORM, n_threads=1, reform_chunk=chunk)
         s.feed_text(doc)
         s.build_index()
