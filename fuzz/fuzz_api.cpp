@@ -5,9 +5,9 @@
 // selections used across sessions, index saves and loads, RefreshKV stats. Every status is checked (fuzz::check):
 // a known code, a message on failure, never LCTX_ERR_INTERNAL; and a few
 // invariants of the stage machine.
-#include <unistd.h>
 
 #include "fuzz_common.h"
+#include "scratch_path.h"
 
 namespace {
 
@@ -48,7 +48,7 @@ int cancel_sometimes(float, void *ud) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const lctx_model *m = fuzz::micro_model();
-    static const std::string path = "/tmp/lctx_fuzz_api_" + std::to_string(::getpid()) + ".lctx";
+    static const std::string path = scratch::path("lctx_fuzz_api", "scratch.lctx");   // removed at exit
     fuzz::Bytes in{data, size};
     Slot slots[4];
     int cancel_after = -1;

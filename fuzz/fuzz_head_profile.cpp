@@ -1,11 +1,11 @@
 // Head-profile JSON (lctx_reform_params.heads_path, `lctx heads` output):
 // parse, validate against the micro model, print and parse again; and
 // through the C API as a REFORM session's profile file.
-#include <unistd.h>
 
 #include "api/handles.h"
 #include "common/error.h"
 #include "fuzz_common.h"
+#include "scratch_path.h"
 #include "session/head_profile.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -31,7 +31,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (e.status() == LCTX_ERR_INTERNAL) std::abort();
     }
     // The file route: a REFORM session given this profile.
-    static const std::string path = "/tmp/lctx_fuzz_profile_" + std::to_string(::getpid()) + ".json";
+    static const std::string path = scratch::path("lctx_fuzz_profile", "scratch.json");   // removed at exit
     if (FILE *f = std::fopen(path.c_str(), "wb")) {
         std::fwrite(data, 1, size, f);
         std::fclose(f);

@@ -3,13 +3,13 @@
 // right size and checksum, so the payload parser is fuzzed and not only the
 // checksum. An input whose first byte is odd is written as it is (the
 // container checks). What loads is questioned (select, recompute, decode).
-#include <unistd.h>
 
 #include "fuzz_common.h"
+#include "scratch_path.h"
 #include "session/hash64.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    static const std::string path = "/tmp/lctx_fuzz_index_" + std::to_string(::getpid()) + ".lctx";
+    static const std::string path = scratch::path("lctx_fuzz_index", "scratch.lctx");   // removed at exit
     std::string file;
     if (size > 0 && (data[0] & 1)) {
         file.assign(reinterpret_cast<const char *>(data + 1), size - 1);

@@ -3,10 +3,12 @@ GGUF files: >= 1,000 deterministic, varied strings tokenized with and
 without add_special / parse_special, token_to_piece for every vocab id,
 detokenize, and the special token ids / EOG set. Models: SmolLM2 (BPE),
 stories260K and Gemma 3 270M (SentencePiece, 262,144 tokens)."""
+import atexit
 import ctypes
 import os
 import pathlib
 import random
+import shutil
 import struct
 import subprocess
 import tempfile
@@ -127,7 +129,9 @@ def _make_pre_variant(src: pathlib.Path, pre: str) -> pathlib.Path:
     vocab_only=True)."""
     gguf = pytest.importorskip("gguf")
     import gguf_readers
-    dst = pathlib.Path(tempfile.mkdtemp(prefix="lctx_tok_")) / f"vocab_{pre}.gguf"
+    tmp = tempfile.mkdtemp(prefix="lctx_tok_")
+    atexit.register(shutil.rmtree, tmp, ignore_errors=True)
+    dst = pathlib.Path(tmp) / f"vocab_{pre}.gguf"
     r = gguf_readers.reader(src)
     w = gguf.GGUFWriter(str(dst), r.fields["general.architecture"].contents())
     for k, f in r.fields.items():

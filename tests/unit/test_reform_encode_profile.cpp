@@ -9,11 +9,11 @@
 #include <cstring>
 #include <cstdio>
 #include <fstream>
-#include <unistd.h>
 
 #include "engine_tiny_model.h"
 #include "session/method_reform.h"
 #include "session/reform_profile.h"
+#include "scratch_path.h"
 #include "session/session.h"
 #include "session_test_util.h"
 
@@ -28,8 +28,8 @@ const char *kTinyProfile = R"({"format": "lctx-head-profile", "version": 1, "nam
             {"layer": 2, "kind": "K", "head": 1}, {"layer": 0, "kind": "V", "head": 1}]})";
 
 std::string write_profile() {
-    const std::string p = (::testing::TempDir().empty() ? std::string("/tmp/") : ::testing::TempDir()) +
-                          "reform_encode_profile_" + std::to_string(::getpid()) + ".json";
+    const std::string p = scratch::path("reform_encode_profile", "heads.json",
+                                        ::testing::TempDir().empty() ? std::string("/tmp/") : ::testing::TempDir());
     std::ofstream(p) << kTinyProfile;
     return p;
 }

@@ -9,7 +9,6 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
-#include <unistd.h>
 #include <random>
 
 #include "backend/cpu/cpu_backend.h"
@@ -17,6 +16,7 @@
 #include "common/ggml_type.h"
 #include "engine/forward.h"
 #include "engine_tiny_model.h"
+#include "scratch_path.h"
 #include "session/method_reform.h"
 #include "session/session.h"
 #include "session_test_util.h"
@@ -27,10 +27,10 @@ using session_test::random_tokens;
 
 namespace {
 
-// Unique per process: ctest runs the tests of this file in parallel.
+// Unique per process (ctest runs the tests of this file in parallel) and
+// removed when the process exits.
 std::string tmp_path(const std::string &name) {
-    return (::testing::TempDir().empty() ? std::string("/tmp/") : ::testing::TempDir()) + "reform_" +
-           std::to_string(::getpid()) + "_" + name;
+    return scratch::path("reform", name, ::testing::TempDir().empty() ? std::string("/tmp/") : ::testing::TempDir());
 }
 
 std::string write_profile(const std::string &json) {
