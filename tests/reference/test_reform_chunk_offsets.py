@@ -45,3 +45,48 @@ def test_short_last_chunk_is_left_out():
     r = reform_chunk_offsets.report(raw, np.array([5]), chunk)
     assert r["head_max_wins_first_half"] is None              # one counted chunk: an empty first half
     assert r["head_max_wins_second_half"] == 0.0
+
+
+def test_offset_normalized_by_hand():
+    chunk, w = 8, 4
+    raw = np.arange(24, dtype=np.float64) ** 1.5 % 7   # 3 chunks of 8: bins {0..3} and {4..7} of each
+    out = reform_chunk_offsets.offset_normalized(raw, chunk, w, robust=False)
+    outz = reform_chunk_offsets.offset_normalized(raw, chunk, w, robust=True)
+    for b in (0, 1):
+        members = [t for t in range(24) if (t % chunk) // w == b]
+        vals = sorted(raw[t] for t in members)
+        med = (vals[5] + vals[6]) / 2                   # 12 members: the mean of the middle two
+        devs = sorted(abs(raw[t] - med) for t in members)
+        mad = (devs[5] + devs[6]) / 2
+        for t in members:
+            assert abs(out[t] - (raw[t] - med)) < 1e-12
+            assert abs(outz[t] - (raw[t] - med) / mad) < 1e-12
+
+
+def test_gather_matches_a_brute_force_ranking():
+    rng = np.random.default_rng(7)
+    n, budget, first, last, half = 300, 40, 5, 3, 2
+    s = np.round(rng.random(n), 2)                      # ties, so the tie-breaks are exercised
+    sel = reform_chunk_offsets.gather(s, budget, first, last, half)
+    pooled = [max(s[max(0, t - half):t + half + 1]) for t in range(n)]
+    rest = sorted(range(first, n - last), key=lambda t: (-pooled[t], -s[t], t))
+    want = sorted(list(range(first)) + rest[:budget - first - last] + list(range(n - last, n)))
+    assert sel.tolist() == want
+    assert reform_chunk_offsets.gather(s[:30], budget, first, last, half).tolist() == list(range(30))
+
+
+def test_offset_norm_takes_a_head_lift_away_and_keeps_the_needle():
+    chunk = 2048
+    raw = np.random.default_rng(5).random(6 * chunk) * 0.3
+    off = np.arange(len(raw)) % chunk
+    raw[off < 256] += 0.2                               # every chunk head scores higher throughout
+    needle = 3 * chunk + 1000
+    raw[needle] = 1.0
+    rows = {r["scores"]: r for r in reform_chunk_offsets.offset_norm_rows(raw, chunk, budget=600, first=8, last=8,
+                                                                         half=4)}
+    assert rows["raw"]["selection_at_head"] > 0.9      # the lift wins nearly all of the budget
+    for name in ("median, bins of 16", "median, bins of 64", "median/MAD, bins of 64"):
+        assert rows[name]["selection_at_head"] < 0.3, name   # near the uniform 256 / 2048
+        norm = reform_chunk_offsets.offset_normalized(raw, chunk, int(name.split()[-1]), robust="MAD" in name)
+        assert needle in reform_chunk_offsets.gather(norm, 600, 8, 8, 4)
+    assert all(r["spans"] > 0 for r in rows.values())
