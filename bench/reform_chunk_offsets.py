@@ -63,12 +63,12 @@ def offset_normalized(raw: np.ndarray, chunk: int, bin_width: int, robust: bool)
     b = (np.arange(len(raw)) % chunk) // bin_width
     out = np.empty_like(raw, dtype=np.float64)
     for k in np.unique(b):
-        v = raw[b == k]
-        med = np.median(v)
-        out[b == k] = v - med
+        members = b == k
+        d = raw[members] - np.median(raw[members])
         if robust:
-            mad = np.median(np.abs(v - med))
-            out[b == k] /= mad if mad > 0 else 1.0
+            mad = np.median(np.abs(d))
+            d /= mad if mad > 0 else 1.0
+        out[members] = d
     return out
 
 

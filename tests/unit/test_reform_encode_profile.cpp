@@ -11,9 +11,9 @@
 #include <fstream>
 
 #include "engine_tiny_model.h"
+#include "scratch_path.h"
 #include "session/method_reform.h"
 #include "session/reform_profile.h"
-#include "scratch_path.h"
 #include "session/session.h"
 #include "session_test_util.h"
 
