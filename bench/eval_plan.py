@@ -16,7 +16,10 @@ length what it cost there (both read a fixed number of tokens). Rows of older
 files (given after the first) only lend their times, not their results.
 Times come from the rows of one backend (--backend, default cpu; a row
 without the field ran on the CPU), so rows run on a GPU do not price the
-CPU's work or the other way round; every row counts as done.
+CPU's work or the other way round; every row counts as done. The rows
+come from several machines, some twice as fast as others: --cpu TEXT prices
+only with the rows whose `cpu` names TEXT, and the footer says which CPUs
+the priced rows ran on.
 
 `lctx eval` runs the RefreshKV rows of a sample on FULL's session, after
 FULL, when FULL's row is still to run too (on models without sliding-window
@@ -68,24 +71,33 @@ def prefill_s(j):
     return sum(t.get(k, 0.0) for k in ("load", "generate", "tokenize", "feed", "build_index"))
 
 
-def times(files, backend="cpu", cores=None):
+def cpu_matches(j, cpu):
+    """Whether a row ran on the CPU named by `cpu` (a part of its `cpu` field, any case); None: any."""
+    return cpu is None or cpu.lower() in str(j.get("cpu", "")).lower()
+
+
+def times(files, backend="cpu", cores=None, cpu=None, seen=None):
     """Median time per (method, length), and the median share of it that is
     not the prefill (the question and answer). The time is the rows' wall
     time; with `cores`, their CPU seconds divided by the cores where the
     (method, length) has rows that recorded them (cpu_s): what a run alone
-    on that many cores takes at best, whatever else shared the machine."""
-    t, cpu, own = collections.defaultdict(list), collections.defaultdict(list), collections.defaultdict(list)
+    on that many cores takes at best, whatever else shared the machine.
+    With `cpu`, only rows that ran on that CPU count; `seen`, a Counter,
+    gets the number of priced rows per CPU."""
+    t, cpu_t, own = collections.defaultdict(list), collections.defaultdict(list), collections.defaultdict(list)
     for rows in files:
         for (m, _, L, _, _), j in rows.items():
-            if j.get("backend", "cpu") != backend:
+            if j.get("backend", "cpu") != backend or not cpu_matches(j, cpu):
                 continue
             if not j.get("error") and isinstance(j.get("wall_s"), (int, float)):
                 t[(m, L)].append(j["wall_s"])
+                if seen is not None:
+                    seen[j.get("cpu") or "unrecorded"] += 1
                 if cores and isinstance(j.get("cpu_s"), (int, float)):
-                    cpu[(m, L)].append(j["cpu_s"] / cores)
+                    cpu_t[(m, L)].append(j["cpu_s"] / cores)
                 if j["wall_s"] > 0:
                     own[(m, L)].append(max(0.0, j["wall_s"] - prefill_s(j)) / j["wall_s"])
-    t.update(cpu)
+    t.update(cpu_t)
     return ({k: statistics.median(v) for k, v in t.items()}, {k: statistics.median(v) for k, v in own.items()})
 
 
@@ -154,9 +166,12 @@ def main():
     ap.add_argument("--cores", type=int, default=None,
                     help="price from the rows' CPU seconds divided by this many cores where they recorded them "
                          "(cpu_s), not from their wall time, which grows when other runs share the machine")
+    ap.add_argument("--cpu", default=None,
+                    help="price only with the rows that ran on this CPU (a part of their `cpu` field, any case)")
     a = ap.parse_args()
     files = [load(p) for p in a.results]
-    med, own = times(files, a.backend, a.cores)
+    seen = collections.Counter()
+    med, own = times(files, a.backend, a.cores, a.cpu, seen)
     done = files[0]
     methods, tasks = a.methods.split(","), a.tasks.split(",")
     plan = [(parse_length(x.split(":")[0]), int(x.split(":")[1])) for x in a.lengths.split(",")]
@@ -188,6 +203,8 @@ def main():
     print("| **all** | " + " | ".join(f"{per_len[L]:.1f} h" for L, _ in plan) + f" | **{total:.1f}** |")
     print("\n*: extrapolated (no row of the method at that length). Times are medians per row of the given files' "
           f"{a.backend} rows" + (f", from CPU seconds / {a.cores} where rows recorded them." if a.cores else "."))
+    print("Priced from rows that ran on: " + ("; ".join(f"{c} ({n})" for c, n in seen.most_common()) or "none") +
+          (f" (only CPUs naming '{a.cpu}')." if a.cpu else "."))
     return 0
 
 

@@ -48,6 +48,8 @@
 #            too, so other sessions' work comes first (docs/eval.md, "Runs at once")
 #   TIMEOUT  seconds after which a row is recorded as an error (default: 1800 to 32K, 3600 at 128K,
 #            5400 at 512K and 1M)
+#   PLAN_CPU the plan prices only with the rows that ran on this CPU (bench/eval_plan.py --cpu: a part of
+#            the rows' `cpu` field, e.g. "family 23"); default: the rows of every CPU
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -155,7 +157,7 @@ answer_runs() {
 plan() {  # plan OUT METHODS TASKS LENGTHS [older files...]
     local out=$1 methods=$2 tasks=$3 lengths=$4; shift 4
     local cmd=(python3 bench/eval_plan.py "$out" "$@" --methods "$methods" --tasks "$tasks" --lengths "$lengths"
-               --cores "$(( THREADS * JOBS ))" --backend "$BACKEND")
+               --cores "$(( THREADS * JOBS ))" --backend "$BACKEND" ${PLAN_CPU:+--cpu "$PLAN_CPU"})
     echo "+ ${cmd[*]}"
     [ "$DRY" = 1 ] || "${cmd[@]}"
 }

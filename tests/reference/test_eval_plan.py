@@ -138,3 +138,26 @@ def test_cpu_seconds_over_cores(tmp_path):
                          capture_output=True, text=True, check=True).stdout
     assert "| full | 2 x 160 s = 0.1 h | 0.1 |" in out, out
     assert "CPU seconds / 2" in out, out
+
+
+def test_prices_with_one_cpus_rows(tmp_path):
+    cur = tmp_path / "cur.jsonl"
+    # The same method and length on a fast CPU (100 and 120 s), a slow one (250 s), and a row that did not record it.
+    write(cur, [dict(row("ilre", "vt", 131072, 0, 100), cpu="AMD EPYC (family 25 model 17)"),
+                dict(row("ilre", "vt", 131072, 1, 120), cpu="AMD EPYC (family 25 model 17)"),
+                dict(row("ilre", "cwe", 131072, 0, 250), cpu="AMD EPYC (family 23 model 1)"),
+                row("ilre", "qa", 131072, 0, 90)])
+    rows = eval_plan.load(cur)
+    assert eval_plan.times([rows])[0][("ilre", 131072)] == 110                 # all four: median of 90..250
+    assert eval_plan.times([rows], cpu="family 23")[0][("ilre", 131072)] == 250
+    assert eval_plan.times([rows], cpu="FAMILY 25")[0][("ilre", 131072)] == 110  # any case: 100 and 120
+    assert ("ilre", 131072) not in eval_plan.times([rows], cpu="Xeon")[0]
+    base = [sys.executable, str(ROOT / "bench" / "eval_plan.py"), str(cur), "--methods", "ilre",
+            "--tasks", "vt,cwe,qa", "--lengths", "128k:2"]
+    out = subprocess.run(base, capture_output=True, text=True, check=True).stdout
+    assert "Priced from rows that ran on: AMD EPYC (family 25 model 17) (2); AMD EPYC (family 23 model 1) (1); " \
+           "unrecorded (1)." in out, out
+    # 6 combinations, 4 done: 2 left at the slow CPU's 250 s.
+    out = subprocess.run(base + ["--cpu", "family 23"], capture_output=True, text=True, check=True).stdout
+    assert "| ilre | 2 x 250 s = 0.1 h | 0.1 |" in out, out
+    assert "AMD EPYC (family 23 model 1) (1) (only CPUs naming 'family 23')." in out, out
