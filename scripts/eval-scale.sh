@@ -227,13 +227,12 @@ for stage in "$@"; do
         paired "$GEMMA3_OUT" 128k "$GEMMA3_ALL"   # every method, on the pairs they share so far
         for L in 512k 1m; do paired "$GEMMA3_OUT" $L "$LONG_FULL"; done
         for L in 512k 1m; do paired "$GEMMA3_OUT" $L "$LONG_FULL,$REFORM_4K"; done   # on the variant's pairs so far
-        for L in 128k 512k; do paired "$GEMMA3_OUT" $L "$LONG_FULL,$REFORM_4K" --first-values; done
-        paired "$GEMMA3_OUT" 1m "$LONG_FULL" --first-values
+        for L in 128k 512k 1m; do paired "$GEMMA3_OUT" $L "$LONG_FULL,$REFORM_4K" --first-values; done
         for strict in "" --first-values; do   # each table twice: RULER's scoring, then the strict reading
             summary "$SMOLLM2_OUT" smollm2-summary${strict:+-strict} $strict 8k="$ALL" 32k="$ALL" 128k="$LONG_FULL" \
                 128k="$LINEAR" 512k="$LONG_FULL" 1m="$LONG_FULL"
             summary "$GEMMA3_OUT" gemma3-summary${strict:+-strict} $strict 8k="$GEMMA3_ALL" 32k="$GEMMA3_ALL" \
-                128k="$LONG_FULL,$REFORM_4K" 128k="$GEMMA3_ALL" 512k="$LONG_FULL,$REFORM_4K" 1m="$LONG_FULL"
+                128k="$LONG_FULL,$REFORM_4K" 128k="$GEMMA3_ALL" 512k="$LONG_FULL,$REFORM_4K" 1m="$LONG_FULL,$REFORM_4K"
         done
         answer_runs "$GEMMA3_OUT" gemma3-answer-runs "$GEMMA3_ALL" ;;
     plan)   # the rows moved out after the ninth session's REFORM and ILRe fixes still price them

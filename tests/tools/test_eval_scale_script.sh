@@ -104,6 +104,14 @@ for f in smollm2:6 gemma3:8; do
         [ "$(grep -c "^<!-- $f-summary-strict $m -->$" "$SRC/docs/results/eval-scale.md")" = 1 ] && ok || fail "no '$f-summary-strict $m' marker"
     done
 done
+# Gemma 3's REFORM at a 4K budget is complete at 512K and 1M (the thirty-third session): a column of both
+# lengths' summaries, read either way, and of their strict paired sections.
+for L in 512k 1m; do
+    n=$(printf '%s\n' "$out" | grep "bench/eval_summary.py docs/results/eval-scale-gemma3.jsonl " | grep -c -- "--column $L=oracle,reform,ilre,reform:recompute=4096\( \|$\)")
+    [ "$n" = 2 ] && ok || fail "report: Gemma 3's summaries have the 4K variant at $L in $n tables, not 2: $out"
+    n=$(printf '%s\n' "$out" | grep -c "bench/eval_paired.py docs/results/eval-scale-gemma3.jsonl --length $L --methods oracle,reform,ilre,reform:recompute=4096 --against oracle --first-values ")
+    [ "$n" = 1 ] && ok || fail "report: no strict paired section with the 4K variant at $L: $out"
+done
 # The count of Gemma 3's runs of digits ("1000..."): every method of the Gemma run, the niah tasks, into its markers.
 n=$(printf '%s\n' "$out" | grep -c "bench/eval_answers.py docs/results/eval-scale-gemma3.jsonl --pattern \[0-9\]{20,} --tasks niah_single,niah_multikey,niah_multivalue,niah_multiquery --methods oracle,[^ ]*infllm,reform:recompute=4096 --replace-in docs/results/eval-scale.md --marker gemma3-answer-runs$")
 [ "$n" = 1 ] && ok || fail "report: $n answer-run counts, not 1: $out"
