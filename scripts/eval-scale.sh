@@ -226,7 +226,7 @@ for stage in "$@"; do
         paired "$GEMMA3_OUT" 128k "$LONG_FULL,$REFORM_4K"
         paired "$GEMMA3_OUT" 128k "$GEMMA3_ALL"   # every method, on the pairs they share so far
         for L in 512k 1m; do paired "$GEMMA3_OUT" $L "$LONG_FULL"; done
-        for L in 512k 1m; do paired "$GEMMA3_OUT" $L "$LONG_FULL,$REFORM_4K"; done   # on the variant's pairs so far
+        for L in 512k 1m; do paired "$GEMMA3_OUT" $L "$LONG_FULL,$REFORM_4K"; done   # with the variant (complete at both since the thirty-third session)
         for L in 128k 512k 1m; do paired "$GEMMA3_OUT" $L "$LONG_FULL,$REFORM_4K" --first-values; done
         for strict in "" --first-values; do   # each table twice: RULER's scoring, then the strict reading
             summary "$SMOLLM2_OUT" smollm2-summary${strict:+-strict} $strict 8k="$ALL" 32k="$ALL" 128k="$LONG_FULL" \
