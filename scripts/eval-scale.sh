@@ -29,7 +29,8 @@
 #   report             both reports and their plots (docs/results/eval-scale-*.{md,png}), the paired
 #                      comparisons against the oracle (docs/results/eval-scale-*-paired.md, bench/eval_paired.py),
 #                      the summary tables at the top of docs/results/eval-scale.md (bench/eval_summary.py)
-#                      and its count of Gemma 3's runs of digits ("1000...") (bench/eval_answers.py)
+#                      and its count of Gemma 3's runs of digits ("1000...") (bench/eval_answers.py), and the
+#                      rows done of each model's plan (bench/eval_progress.py)
 #   plan               what is left of each model's plan and what it costs (bench/eval_plan.py)
 #
 # Environment:
@@ -88,6 +89,11 @@ ALL=oracle,reform,ilre,reattention,refreshkv,full,truncate,streaming,h2o,tova,sn
 # REFORM with a 4K recompute budget: a column of Gemma 3's table beside REFORM's default (n_ctx_train/2 = 16K)
 REFORM_4K=reform:recompute=4096
 GEMMA3_ALL=$ALL,$REFORM_4K
+# Each model's plan: grids of "METHODS TASKS LEN:SAMPLES,...", what `plan` prices and `report` counts.
+SMOLLM2_GRIDS=("$ALL $TASKS 8k:5,32k:5,128k:3" "$LONG_FULL $NEEDLE_TASKS 512k:3,1m:3"
+               "$LONG_ONE $NEEDLE_TASKS 512k:1,1m:1")
+GEMMA3_GRIDS=("$GEMMA3_ALL $TASKS 8k:5,32k:5,128k:3" "$LONG_FULL $NEEDLE_TASKS 512k:3,1m:3"
+              "$REFORM_4K $NEEDLE_TASKS 512k:3,1m:3" "$LONG_ONE $NEEDLE_TASKS 512k:1,1m:1")
 
 # eval MODEL OUT METHODS TASKS LENGTHS SAMPLES TIMEOUT [FIRST_SAMPLES]
 eval_run() {
@@ -150,6 +156,17 @@ summary() {
 answer_runs() {
     local cmd=(python3 bench/eval_answers.py "$1" --pattern '[0-9]{20,}' --tasks "$NIAH_TASKS" --methods "$3"
                --replace-in docs/results/eval-scale.md --marker "$2")
+    echo "+ ${cmd[*]}"
+    [ "$DRY" = 1 ] || "${cmd[@]}"
+}
+
+# progress OUT MARKER GRID...: the rows done of each method and length of the grids (bench/eval_progress.py),
+# written into docs/results/eval-scale.md between MARKER's lines.
+progress() {
+    local out=$1 marker=$2; shift 2
+    local cmd=(python3 bench/eval_progress.py "$out" --replace-in docs/results/eval-scale.md --marker "$marker")
+    local g
+    for g in "$@"; do cmd+=(--grid $g); done   # split on purpose: a grid is three words
     echo "+ ${cmd[*]}"
     [ "$DRY" = 1 ] || "${cmd[@]}"
 }
@@ -235,14 +252,11 @@ for stage in "$@"; do
             summary "$GEMMA3_OUT" gemma3-summary${strict:+-strict} $strict 8k="$GEMMA3_ALL" 32k="$GEMMA3_ALL" \
                 128k="$LONG_FULL,$REFORM_4K" 128k="$GEMMA3_ALL" 512k="$LONG_FULL,$REFORM_4K" 1m="$LONG_FULL,$REFORM_4K"
         done
-        answer_runs "$GEMMA3_OUT" gemma3-answer-runs "$GEMMA3_ALL" ;;
+        answer_runs "$GEMMA3_OUT" gemma3-answer-runs "$GEMMA3_ALL"
+        progress "$SMOLLM2_OUT" smollm2-progress "${SMOLLM2_GRIDS[@]}"
+        progress "$GEMMA3_OUT" gemma3-progress "${GEMMA3_GRIDS[@]}" ;;
     plan)   # the rows moved out after the ninth session's REFORM and ILRe fixes still price them
-        plan "$SMOLLM2_OUT" "$ALL" "$TASKS" 8k:5,32k:5,128k:3 docs/results/eval-smollm2.jsonl $SMOLLM2_MOVED
-        plan "$SMOLLM2_OUT" "$LONG_FULL" "$NEEDLE_TASKS" 512k:3,1m:3 docs/results/eval-smollm2.jsonl $SMOLLM2_MOVED
-        plan "$SMOLLM2_OUT" "$LONG_ONE" "$NEEDLE_TASKS" 512k:1,1m:1 docs/results/eval-smollm2.jsonl $SMOLLM2_MOVED
-        plan "$GEMMA3_OUT" "$GEMMA3_ALL" "$TASKS" 8k:5,32k:5,128k:3 $GEMMA3_MOVED
-        plan "$GEMMA3_OUT" "$LONG_FULL" "$NEEDLE_TASKS" 512k:3,1m:3 $GEMMA3_MOVED
-        plan "$GEMMA3_OUT" "$REFORM_4K" "$NEEDLE_TASKS" 512k:3,1m:3 $GEMMA3_MOVED
-        plan "$GEMMA3_OUT" "$LONG_ONE" "$NEEDLE_TASKS" 512k:1,1m:1 $GEMMA3_MOVED ;;
+        for g in "${SMOLLM2_GRIDS[@]}"; do plan "$SMOLLM2_OUT" $g docs/results/eval-smollm2.jsonl $SMOLLM2_MOVED; done
+        for g in "${GEMMA3_GRIDS[@]}"; do plan "$GEMMA3_OUT" $g $GEMMA3_MOVED; done ;;
     esac
 done

@@ -130,6 +130,20 @@ for f in smollm2 gemma3; do
         [ "$(grep -c "^<!-- $f-summary $m -->$" "$SRC/docs/results/eval-scale.md")" = 1 ] && ok || fail "no '$f-summary $m' marker"
     done
 done
+# The rows done of each model's plan: one table each, into its markers, counted with exactly the grids
+# that `plan` prices (the same methods, tasks and lengths, in the same order).
+plan_out=$(LCTX="$LCTX" bash "$SCRIPT" --dry-run plan 2>&1)
+for f in smollm2 gemma3; do
+    line=$(printf '%s\n' "$out" | grep "bench/eval_progress.py docs/results/eval-scale-$f.jsonl --replace-in docs/results/eval-scale.md --marker $f-progress --grid ")
+    [ "$(printf '%s\n' "$line" | grep -c .)" = 1 ] && ok || fail "report: not one progress table for $f: $out"
+    grids=$(printf '%s\n' "$line" | sed 's/.* --marker [^ ]* //; s/--grid //g' | tr ' ' '\n' | grep .)
+    planned=$(printf '%s\n' "$plan_out" | grep "bench/eval_plan.py docs/results/eval-scale-$f.jsonl " \
+        | sed 's/.*--methods \([^ ]*\) --tasks \([^ ]*\) --lengths \([^ ]*\) .*/\1 \2 \3/' | tr ' ' '\n')
+    [ -n "$grids" ] && [ "$grids" = "$planned" ] && ok || fail "report: $f's progress grids are not the plan's: '$grids' against '$planned'"
+    for m in begin end; do
+        [ "$(grep -c "^<!-- $f-progress $m -->$" "$SRC/docs/results/eval-scale.md")" = 1 ] && ok || fail "no '$f-progress $m' marker"
+    done
+done
 
 # A stage that runs needs the binary, and says so.
 out=$(LCTX=/nonexistent/lctx ESSAYS=/tmp bash "$SCRIPT" smollm2-32k 2>&1)
