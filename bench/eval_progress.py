@@ -47,36 +47,38 @@ def parse_grid(methods, tasks, lengths):
 
 
 def wanted(grids):
-    """{(method, length): (tasks, samples)} over the grids; a later grid adds tasks or samples."""
+    """{(method, length): {sample: [tasks]}} over the grids: each grid wants its own tasks on its own
+    samples, so two grids that share a method and length add their (task, sample) pairs, no more."""
     want = {}
     for ms, ts, ls in grids:
         for m in ms:
             for L, n in ls:
-                tasks, samples = want.get((m, L), ([], 0))
-                want[(m, L)] = (tasks + [t for t in ts if t not in tasks], max(samples, n))
+                per_sample = want.setdefault((m, L), {})
+                for i in range(n):
+                    tasks = per_sample.setdefault(i, [])
+                    tasks += [t for t in ts if t not in tasks]
     return want
 
 
 def progress(rows, grids, seed=42):
-    """{(method, length): (done per sample [..], wanted per sample)} and the rows done with an error."""
+    """{(method, length): [(done, wanted) per sample]} and the number of rows done with an error."""
     cells, errors = {}, 0
-    for (m, L), (tasks, samples) in wanted(grids).items():
-        per_sample = []
-        for i in range(samples):
-            have = [rows[(m, t, L, i, seed)] for t in tasks if (m, t, L, i, seed) in rows]
+    for (m, L), per_sample in wanted(grids).items():
+        cells[(m, L)] = []
+        for i in sorted(per_sample):
+            have = [rows[(m, t, L, i, seed)] for t in per_sample[i] if (m, t, L, i, seed) in rows]
             errors += sum(1 for j in have if j.get("error"))
-            per_sample.append(len(have))
-        cells[(m, L)] = (per_sample, len(tasks))
+            cells[(m, L)].append((len(have), len(per_sample[i])))
     return cells, errors
 
 
-def cell_text(per_sample, n_tasks):
-    done, want = sum(per_sample), n_tasks * len(per_sample)
+def cell_text(per_sample):
+    done, want = sum(d for d, _ in per_sample), sum(w for _, w in per_sample)
     if done == want:
         return f"{done}/{want} complete"
     if done == 0 or len(per_sample) == 1:
         return f"{done}/{want}"
-    return f"{done}/{want} (" + ", ".join(str(d) for d in per_sample) + ")"
+    return f"{done}/{want} (" + ", ".join(str(d) for d, _ in per_sample) + ")"
 
 
 def table(rows, grids, seed=42):
@@ -88,10 +90,10 @@ def table(rows, grids, seed=42):
     lengths.sort()
     lines = ["| method | " + " | ".join(label(L) for L in lengths) + " |", "|---|" + "---:|" * len(lengths)]
     for m in methods:
-        row = [cell_text(*cells[(m, L)]) if (m, L) in cells else "-" for L in lengths]
+        row = [cell_text(cells[(m, L)]) if (m, L) in cells else "-" for L in lengths]
         lines.append(f"| {display(m, rows)} | " + " | ".join(row) + " |")
-    done = sum(sum(p) for p, _ in cells.values())
-    want = sum(n * len(p) for p, n in cells.values())
+    done = sum(d for c in cells.values() for d, _ in c)
+    want = sum(w for c in cells.values() for _, w in c)
     lines.append("")
     lines.append(f"{done} of {want} planned rows done" +
                  (f"; {errors} of them ended with an error (a time-out), counted as done as `lctx eval` does."

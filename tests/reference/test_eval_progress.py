@@ -71,6 +71,17 @@ def test_grids_merge_and_one_sample_cells_stay_short(tmp_path, capsys):
     assert out[5] == "3 of 5 planned rows done."
 
 
+def test_grids_of_different_samples_add_only_their_own_pairs(tmp_path, capsys):
+    f = sample_file(tmp_path)
+    # reform at 8K: t1 on samples 0-2, t2 on sample 0 only: 4 wanted, not 2 tasks x 3 samples.
+    # Done: (t1, 0), (t1, 1), (t1, 2), (t2, 0); (t2, 1) is another seed's and not wanted anyway.
+    args = [str(f), "--grid", "reform", "t1", "8k:3", "--grid", "reform", "t2", "8k:1"]
+    assert eval_progress.main(args) == 0
+    out = lines_of(capsys.readouterr().out)
+    assert out[2] == "| REFORM | 4/4 complete |"
+    assert out[4] == "4 of 4 planned rows done."
+
+
 def test_replace_in_keeps_the_rest_of_the_file(tmp_path):
     f = sample_file(tmp_path)
     doc = tmp_path / "doc.md"
