@@ -153,6 +153,29 @@ def estimate(med, method, L):
     return t2 * (L / l2) ** b, True
 
 
+Cell = collections.namedtuple("Cell", "length todo seconds estimated n_shared shared_seconds hours")
+
+
+def price(done, med, own, method, methods, tasks, plan, seed, no_shared_prefill=False):
+    """One Cell per (length, samples) of `plan`: the rows of `method` x `tasks` not in `done`, the
+    time of one (None: no row to price it with), and their hours (0 without a time). `methods` is
+    the whole grid's: a RefreshKV row runs on FULL's prefill when FULL's row is missing too."""
+    cells = []
+    for L, n in plan:
+        missing = [(t, i) for t in tasks for i in range(n) if (method, t, L, i, seed) not in done]
+        t, est = estimate(med, method, L)
+        if t is None:
+            cells.append(Cell(L, len(missing), None, est, 0, None, 0.0))
+            continue
+        n_shared = 0
+        if shares_prefill(method) and "full" in methods and not no_shared_prefill:
+            n_shared = sum(1 for tk, i in missing if ("full", tk, L, i, seed) not in done)
+        t_shared = t * own_share(own, method, L)
+        h = ((len(missing) - n_shared) * t + n_shared * t_shared) / 3600
+        cells.append(Cell(L, len(missing), t, est, n_shared, t_shared, h))
+    return cells
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("results", nargs="+", help="the run's results file, then older files lending their times")
@@ -181,23 +204,14 @@ def main():
     per_len = collections.Counter()
     for m in methods:
         cells, hours = [], 0.0
-        for L, n in plan:
-            missing = [(t, i) for t in tasks for i in range(n) if (m, t, L, i, a.seed) not in done]
-            todo = len(missing)
-            t, est = estimate(med, m, L)
-            if t is None:
-                cells.append(f"{todo} rows, no time")
+        for c in price(done, med, own, m, methods, tasks, plan, a.seed, a.no_shared_prefill):
+            if c.seconds is None:
+                cells.append(f"{c.todo} rows, no time")
                 continue
-            # Rows that will run on FULL's prefill (FULL's row is missing too).
-            n_shared = 0
-            if shares_prefill(m) and "full" in methods and not a.no_shared_prefill:
-                n_shared = sum(1 for tk, i in missing if ("full", tk, L, i, a.seed) not in done)
-            t_shared = t * own_share(own, m, L)
-            h = ((todo - n_shared) * t + n_shared * t_shared) / 3600
-            hours += h
-            per_len[L] += h
-            shared_txt = f" ({n_shared} on FULL's prefill, {t_shared:.0f} s)" if n_shared else ""
-            cells.append(f"{todo} x {t:.0f} s{'*' if est else ''}{shared_txt} = {h:.1f} h")
+            hours += c.hours
+            per_len[c.length] += c.hours
+            shared_txt = f" ({c.n_shared} on FULL's prefill, {c.shared_seconds:.0f} s)" if c.n_shared else ""
+            cells.append(f"{c.todo} x {c.seconds:.0f} s{'*' if c.estimated else ''}{shared_txt} = {c.hours:.1f} h")
         total += hours
         print(f"| {m} | " + " | ".join(cells) + f" | {hours:.1f} |")
     print("| **all** | " + " | ".join(f"{per_len[L]:.1f} h" for L, _ in plan) + f" | **{total:.1f}** |")

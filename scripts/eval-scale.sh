@@ -30,7 +30,8 @@
 #                      comparisons against the oracle (docs/results/eval-scale-*-paired.md, bench/eval_paired.py),
 #                      the summary tables at the top of docs/results/eval-scale.md (bench/eval_summary.py)
 #                      and its count of Gemma 3's runs of digits ("1000...") (bench/eval_answers.py), and the
-#                      rows done of each model's plan (bench/eval_progress.py)
+#                      rows done of each model's plan (bench/eval_progress.py) and what the rest costs, priced
+#                      from every CPU's rows and from the AMD EPYC's (bench/eval_cost.py)
 #   plan               what is left of each model's plan and what it costs (bench/eval_plan.py)
 #
 # Environment:
@@ -75,6 +76,10 @@ GEMMA3_OUT=docs/results/eval-scale-gemma3.jsonl
 # after the separator (2026-11-30): out of the tables, still good prices for `plan`.
 SMOLLM2_MOVED="docs/results/eval-scale-smollm2-reform-blanks-scored.jsonl docs/results/eval-scale-smollm2-ilre-separator-read.jsonl"
 GEMMA3_MOVED="docs/results/eval-scale-gemma3-reform-blanks-scored.jsonl docs/results/eval-scale-gemma3-ilre-separator-read.jsonl"
+# The files that lend `plan` and the cost tables their times (not their rows): the moved rows, and SmolLM2's
+# first evaluation.
+SMOLLM2_PRICED_FROM="docs/results/eval-smollm2.jsonl $SMOLLM2_MOVED"
+GEMMA3_PRICED_FROM=$GEMMA3_MOVED
 
 TASKS=niah_single,niah_multikey,niah_multivalue,niah_multiquery,vt,cwe,fwe,qa,essay_niah,kv_list
 NEEDLE_TASKS=niah_single,niah_multikey,niah_multivalue,niah_multiquery,essay_niah
@@ -171,6 +176,20 @@ progress() {
     [ "$DRY" = 1 ] || "${cmd[@]}"
 }
 
+# cost OUT MARKER "OLDER FILES" GRID...: what is left of the grids and its hours on a 2-core machine (the
+# machine the plan is written for: THREADS=1 JOBS=2), priced from every CPU's rows and from the AMD EPYC's
+# (family 25, which ran most rows), written into docs/results/eval-scale.md between MARKER's lines.
+cost() {
+    local out=$1 marker=$2 older=$3; shift 3
+    local cmd=(python3 bench/eval_cost.py "$out" $older --cores 2 --backend "$BACKEND"
+               --price "every CPU's rows=" --price "the AMD EPYC's rows (family 25)=family 25"
+               --replace-in docs/results/eval-scale.md --marker "$marker")
+    local g
+    for g in "$@"; do cmd+=(--grid $g); done   # split on purpose: a grid is three words
+    echo "+ ${cmd[*]}"
+    [ "$DRY" = 1 ] || "${cmd[@]}"
+}
+
 plan() {  # plan OUT METHODS TASKS LENGTHS [older files...]
     local out=$1 methods=$2 tasks=$3 lengths=$4; shift 4
     local cmd=(python3 bench/eval_plan.py "$out" "$@" --methods "$methods" --tasks "$tasks" --lengths "$lengths"
@@ -254,9 +273,11 @@ for stage in "$@"; do
         done
         answer_runs "$GEMMA3_OUT" gemma3-answer-runs "$GEMMA3_ALL"
         progress "$SMOLLM2_OUT" smollm2-progress "${SMOLLM2_GRIDS[@]}"
-        progress "$GEMMA3_OUT" gemma3-progress "${GEMMA3_GRIDS[@]}" ;;
+        progress "$GEMMA3_OUT" gemma3-progress "${GEMMA3_GRIDS[@]}"
+        cost "$SMOLLM2_OUT" smollm2-cost "$SMOLLM2_PRICED_FROM" "${SMOLLM2_GRIDS[@]}"
+        cost "$GEMMA3_OUT" gemma3-cost "$GEMMA3_PRICED_FROM" "${GEMMA3_GRIDS[@]}" ;;
     plan)   # the rows moved out after the ninth session's REFORM and ILRe fixes still price them
-        for g in "${SMOLLM2_GRIDS[@]}"; do plan "$SMOLLM2_OUT" $g docs/results/eval-smollm2.jsonl $SMOLLM2_MOVED; done
-        for g in "${GEMMA3_GRIDS[@]}"; do plan "$GEMMA3_OUT" $g $GEMMA3_MOVED; done ;;
+        for g in "${SMOLLM2_GRIDS[@]}"; do plan "$SMOLLM2_OUT" $g $SMOLLM2_PRICED_FROM; done
+        for g in "${GEMMA3_GRIDS[@]}"; do plan "$GEMMA3_OUT" $g $GEMMA3_PRICED_FROM; done ;;
     esac
 done

@@ -7,6 +7,7 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
 import eval_answers  # noqa: E402
+from eval_rows import write_results  # noqa: E402
 
 K8, K32 = 8192, 32768
 RUN = "1000000000000000000000000"
@@ -29,9 +30,7 @@ def sample_file(tmp_path):
         {"method": "reform", "task": "a", "length": K8, "sample": 1, "seed": 42, "error": "timed out"},
         row("full", "a", 0, RUN, length=K32, recall=0.5),
     ]
-    p = tmp_path / "r.jsonl"
-    p.write_text('{"kind": "run", "command": "lctx eval ..."}\n' + "".join(json.dumps(r) + "\n" for r in rows))
-    return p
+    return write_results(tmp_path / "r.jsonl", rows)
 
 
 def test_counts_per_method_and_length(tmp_path, capsys):

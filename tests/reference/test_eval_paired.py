@@ -11,6 +11,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
 import eval_paired  # noqa: E402
+from eval_rows import write_results  # noqa: E402
 
 L = 8192
 
@@ -22,12 +23,6 @@ def row(m, t, i, score, recall=None, error=None, length=L, seed=42):
     if error:
         r["error"] = error
     return r
-
-
-def write(path, rows, tail=""):
-    path.write_text('{"kind": "run", "command": "lctx eval ..."}\n'
-                    + "".join(json.dumps(r) + "\n" for r in rows) + tail)
-    return path
 
 
 def sample_file(tmp_path):
@@ -51,7 +46,7 @@ def sample_file(tmp_path):
         row("a", "t1", 3, 1.0, length=32768),         # another length: not read
         row("b", "t1", 3, 0.0, length=32768),
     ]
-    return write(tmp_path / "r.jsonl", rows, tail='{"method": "a", "task": "t1", "len')
+    return write_results(tmp_path / "r.jsonl", rows, tail='{"method": "a", "task": "t1", "len')
 
 
 def test_pairs_means_and_differences(tmp_path):
@@ -103,7 +98,7 @@ def test_tasks_and_all_pairs(tmp_path):
     assert r["left_out"]["b"] == [["t2", 2, 42]]
     # Three methods without --against: later - earlier, every two.
     extra = [row("c", t, i, 0.5) for t in ("t1", "t2") for i in (0, 1)]
-    rows.update(eval_paired.load(write(tmp_path / "c.jsonl", extra)))
+    rows.update(eval_paired.load(write_results(tmp_path / "c.jsonl", extra)))
     r = eval_paired.compare(rows, L, ["a", "b", "c"])
     assert [(d["a"], d["b"], d["mean"]) for d in r["diffs"]] == [("b", "a", 0.25), ("c", "a", 0.0), ("c", "b", -0.25)]
     r = eval_paired.compare(rows, L, ["a", "b", "c"], against="c")
@@ -126,7 +121,7 @@ def test_errors(tmp_path, capsys, args, message):
 
 
 def test_zero_pairs(tmp_path, capsys):
-    f = write(tmp_path / "z.jsonl", [row("a", "t1", 0, 1.0), row("b", "t1", 1, 1.0), row("b", "t1", 0, 0.0, error="x")])
+    f = write_results(tmp_path / "z.jsonl", [row("a", "t1", 0, 1.0), row("b", "t1", 1, 1.0), row("b", "t1", 0, 0.0, error="x")])
     assert eval_paired.main([str(f), "--length", "8k", "--methods", "a,b"]) == 1
     assert "no pairs" in capsys.readouterr().err
 
@@ -232,7 +227,7 @@ def test_first_values_rescores_pairs(tmp_path, capsys):
         niah("b", 2, ": tulip", ["hyacinth"], 0.0, task="niah_single"),
         dict(niah("a", 5, ": 1.", ["5555555"], 0.0), error="timed out"),   # an error row stays out
     ]
-    path = write(tmp_path / "r.jsonl", rows)
+    path = write_results(tmp_path / "r.jsonl", rows)
     assert eval_paired.main([str(path), "--length", "8k", "--methods", "a,b", "--against", "a", "--json"]) == 0
     loose = json.loads(capsys.readouterr().out)
     assert loose["first_values"] is None

@@ -1,5 +1,4 @@
 """bench/eval_plan.py: remaining combinations and their estimated time, worked by hand."""
-import json
 import math
 import pathlib
 import subprocess
@@ -8,10 +7,7 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
 import eval_plan  # noqa: E402
-
-
-def write(path, rows):
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"kind": "run", "command": "x"}\n')
+from eval_rows import write_results  # noqa: E402
 
 
 def row(m, t, L, i, wall, error=None):
@@ -23,9 +19,9 @@ def row(m, t, L, i, wall, error=None):
 
 def test_estimates(tmp_path):
     cur, old = tmp_path / "cur.jsonl", tmp_path / "old.jsonl"
-    write(cur, [row("reform", "vt", 8192, 0, 10), row("reform", "vt", 8192, 1, 30), row("reform", "vt", 8192, 2, 500, "timed out"),
+    write_results(cur, [row("reform", "vt", 8192, 0, 10), row("reform", "vt", 8192, 1, 30), row("reform", "vt", 8192, 2, 500, "timed out"),
                 row("oracle", "vt", 8192, 0, 7), row("full", "vt", 8192, 0, 20)])
-    write(old, [row("reform", "vt", 32768, 0, 80), row("full", "vt", 32768, 0, 320)])
+    write_results(old, [row("reform", "vt", 32768, 0, 80), row("full", "vt", 32768, 0, 320)])
     med, _ = eval_plan.times([eval_plan.load(cur), eval_plan.load(old)])
     assert med[("reform", 8192)] == 20          # median of 10 and 30; the error row does not count
     assert eval_plan.estimate(med, "reform", 8192) == (20, False)
@@ -42,7 +38,7 @@ def test_estimates(tmp_path):
 
 def test_chunked_methods_grow_linearly(tmp_path):
     cur = tmp_path / "cur.jsonl"
-    write(cur, [row("h2o", "vt", 8192, 0, 10), row("h2o", "vt", 32768, 0, 100),
+    write_results(cur, [row("h2o", "vt", 8192, 0, 10), row("h2o", "vt", 32768, 0, 100),
                 row("infllm", "vt", 8192, 0, 10), row("infllm", "vt", 32768, 0, 100),
                 row("reattention", "vt", 8192, 0, 10), row("reattention", "vt", 32768, 0, 100),
                 row("reform+refreshkv", "vt", 131072, 0, 300)])
@@ -64,7 +60,7 @@ def test_chunked_methods_grow_linearly(tmp_path):
 
 def test_truncation_costs_the_same_past_its_largest_length(tmp_path):
     cur = tmp_path / "cur.jsonl"
-    write(cur, [row("truncate", "vt", 8192, 0, 5), row("truncate", "vt", 32768, 0, 9),
+    write_results(cur, [row("truncate", "vt", 8192, 0, 5), row("truncate", "vt", 32768, 0, 9),
                 row("truncate:budget=1024", "vt", 8192, 0, 3)])
     med, _ = eval_plan.times([eval_plan.load(cur)])
     # What it keeps does not grow: 9 s at 512K as at 32K (a power law would say 9 * 16 = 144 s at least).
@@ -78,7 +74,7 @@ def test_truncation_costs_the_same_past_its_largest_length(tmp_path):
 
 def test_counts_what_is_left(tmp_path):
     cur = tmp_path / "cur.jsonl"
-    write(cur, [row("reform", "vt", 8192, 0, 10), row("reform", "cwe", 8192, 0, 10), row("reform", "vt", 8192, 1, 10)])
+    write_results(cur, [row("reform", "vt", 8192, 0, 10), row("reform", "cwe", 8192, 0, 10), row("reform", "vt", 8192, 1, 10)])
     out = subprocess.run([sys.executable, str(ROOT / "bench" / "eval_plan.py"), str(cur), "--methods", "reform",
                           "--tasks", "vt,cwe", "--lengths", "8k:3"], capture_output=True, text=True, check=True).stdout
     # 2 tasks x 3 samples = 6, 3 done: 3 left at 10 s.
@@ -88,7 +84,7 @@ def test_counts_what_is_left(tmp_path):
 def test_times_come_from_one_backend(tmp_path):
     cur = tmp_path / "cur.jsonl"
     gpu = dict(row("full", "vt", 32768, 1, 5), backend="cuda")
-    write(cur, [row("full", "vt", 32768, 0, 300), dict(row("full", "vt", 32768, 2, 310), backend="cpu"), gpu])
+    write_results(cur, [row("full", "vt", 32768, 0, 300), dict(row("full", "vt", 32768, 2, 310), backend="cpu"), gpu])
     rows = eval_plan.load(cur)
     assert eval_plan.times([rows])[0][("full", 32768)] == 305          # the CPU rows only
     assert eval_plan.times([rows], "cuda")[0][("full", 32768)] == 5
@@ -103,7 +99,7 @@ def test_refreshkv_on_fulls_prefill(tmp_path):
     timings = {"load": 1, "generate": 1, "tokenize": 1, "feed": 250, "build_index": 0, "decode": 5}
     # A RefreshKV row of its own (300 s, 253 of them before the question: own share 47/300) and one that
     # shared FULL's prefill (its wall 280 s counts the 250 s it did not repeat: own share 30/280).
-    write(cur, [dict(row("refreshkv", "vt", 32768, 0, 300), timings_s=timings),
+    write_results(cur, [dict(row("refreshkv", "vt", 32768, 0, 300), timings_s=timings),
                 dict(row("refreshkv", "cwe", 32768, 0, 280), shared_s=250.0, prefill_shared_with="full"),
                 row("full", "vt", 32768, 0, 290), row("full", "cwe", 32768, 0, 290)])
     med, own = eval_plan.times([eval_plan.load(cur)])
@@ -126,7 +122,7 @@ def test_cpu_seconds_over_cores(tmp_path):
     cur = tmp_path / "cur.jsonl"
     # Two FULL rows recorded their CPU seconds (300 and 340: 150 and 170 s on 2 cores), an older one did not;
     # the ILRe row has none, so its wall time stays its price.
-    write(cur, [dict(row("full", "vt", 32768, 0, 400), cpu_s=300.0), dict(row("full", "vt", 32768, 1, 420), cpu_s=340.0),
+    write_results(cur, [dict(row("full", "vt", 32768, 0, 400), cpu_s=300.0), dict(row("full", "vt", 32768, 1, 420), cpu_s=340.0),
                 row("full", "vt", 32768, 2, 380), row("ilre", "vt", 32768, 0, 50)])
     rows = eval_plan.load(cur)
     assert eval_plan.times([rows])[0][("full", 32768)] == 400                  # wall: median of 380, 400, 420
@@ -143,7 +139,7 @@ def test_cpu_seconds_over_cores(tmp_path):
 def test_prices_with_one_cpus_rows(tmp_path):
     cur = tmp_path / "cur.jsonl"
     # The same method and length on a fast CPU (100 and 120 s), a slow one (250 s), and a row that did not record it.
-    write(cur, [dict(row("ilre", "vt", 131072, 0, 100), cpu="AMD EPYC (family 25 model 17)"),
+    write_results(cur, [dict(row("ilre", "vt", 131072, 0, 100), cpu="AMD EPYC (family 25 model 17)"),
                 dict(row("ilre", "vt", 131072, 1, 120), cpu="AMD EPYC (family 25 model 17)"),
                 dict(row("ilre", "cwe", 131072, 0, 250), cpu="AMD EPYC (family 23 model 1)"),
                 row("ilre", "qa", 131072, 0, 90)])

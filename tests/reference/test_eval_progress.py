@@ -1,11 +1,11 @@
 """bench/eval_progress.py: rows done per method and length against planned grids, counted by hand."""
-import json
 import pathlib
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
 import eval_progress  # noqa: E402
+from eval_rows import write_results  # noqa: E402
 
 K8, K128 = 8192, 131072
 
@@ -16,16 +16,11 @@ def row(m, t, i, length=K8, seed=42, **extra):
     return r
 
 
-def write(path, rows):
-    path.write_text('{"kind": "run", "command": "lctx eval ..."}\n' + "".join(json.dumps(r) + "\n" for r in rows))
-    return path
-
-
 def sample_file(tmp_path):
     """oracle: both tasks of samples 0 and 1 at 8K (complete for 8k:2); at 128K only (t1, 0).
     reform: (t1, 0), (t2, 0), (t1, 1) at 8K; (t1, 2) too, outside the 8k:2 grid; (t2, 1) under another
     seed. full: (t1, 0) at 128K, timed out. A row of a method outside the grids."""
-    return write(tmp_path / "r.jsonl", [
+    return write_results(tmp_path / "r.jsonl", [
         row("oracle", "t1", 0, oracle_tokens=4096), row("oracle", "t2", 0, oracle_tokens=4096),
         row("oracle", "t1", 1, oracle_tokens=4096), row("oracle", "t2", 1, oracle_tokens=4096),
         row("oracle", "t1", 0, length=K128, oracle_tokens=4096),

@@ -1,11 +1,11 @@
 """bench/eval_summary.py: the per-model table of paired means and shares, worked by hand."""
-import json
 import pathlib
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
 import eval_summary  # noqa: E402
+from eval_rows import write_results  # noqa: E402
 
 K8, K32 = 8192, 32768
 
@@ -16,15 +16,10 @@ def row(m, t, i, score, length=K8, **extra):
     return r
 
 
-def write(path, rows):
-    path.write_text('{"kind": "run", "command": "lctx eval ..."}\n' + "".join(json.dumps(r) + "\n" for r in rows))
-    return path
-
-
 def sample_file(tmp_path):
     """At 8K: oracle 1.0 / 0.5 on (t1, 0) / (t1, 1); reform 0.5 / 0.0; full only (t1, 0) at 1.0.
     At 32K: oracle 0.0 and reform 0.5 on (t1, 0): the oracle's mean is 0, so there is no share."""
-    return write(tmp_path / "r.jsonl", [
+    return write_results(tmp_path / "r.jsonl", [
         row("oracle", "t1", 0, 1.0, oracle_tokens=4096), row("oracle", "t1", 1, 0.5, oracle_tokens=4096),
         row("reform", "t1", 0, 0.5), row("reform", "t1", 1, 0.0),
         row("full", "t1", 0, 1.0),
@@ -106,7 +101,7 @@ def test_bad_input_is_refused_with_a_message(tmp_path, capsys):
 def test_first_values_reads_number_needles_strictly(tmp_path, capsys):
     """reform names a distractor first on (niah_multikey, 0): 1 under string_match_all, 0 strictly."""
     needle = dict(scoring="string_match_all", expected=["2222222"])
-    f = write(tmp_path / "r.jsonl", [
+    f = write_results(tmp_path / "r.jsonl", [
         row("oracle", "niah_multikey", 0, 1.0, answer=": 2222222.", **needle),
         row("reform", "niah_multikey", 0, 1.0, answer=": 1111111.\nThe number is: 2222222.", **needle),
         row("oracle", "t1", 1, 0.5), row("reform", "t1", 1, 0.5),

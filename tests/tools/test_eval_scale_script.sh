@@ -143,6 +143,22 @@ for f in smollm2 gemma3; do
     for m in begin end; do
         [ "$(grep -c "^<!-- $f-progress $m -->$" "$SRC/docs/results/eval-scale.md")" = 1 ] && ok || fail "no '$f-progress $m' marker"
     done
+    # What the rest costs: one table each, into its markers, with the plan's grids and the files that lend
+    # the plan its times, priced on the plan's 2 cores from every CPU's rows and from the AMD EPYC's.
+    line=$(printf '%s\n' "$out" | grep "bench/eval_cost.py docs/results/eval-scale-$f.jsonl ")
+    [ "$(printf '%s\n' "$line" | grep -c .)" = 1 ] && ok || fail "report: not one cost table for $f: $out"
+    printf '%s\n' "$line" | grep -q -- " --cores 2 --backend cpu --price every CPU's rows= --price the AMD EPYC's rows (family 25)=family 25 --replace-in docs/results/eval-scale.md --marker $f-cost --grid " \
+        && ok || fail "report: $f's cost table is not priced both ways on 2 cores into its markers: $line"
+    grids=$(printf '%s\n' "$line" | sed 's/.* --marker [^ ]* //; s/--grid //g' | tr ' ' '\n' | grep .)
+    [ -n "$grids" ] && [ "$grids" = "$planned" ] && ok || fail "report: $f's cost grids are not the plan's: '$grids' against '$planned'"
+    older=$(printf '%s\n' "$line" | sed "s/.*eval_cost.py docs\/results\/eval-scale-$f.jsonl \(.*\) --cores .*/\1/")
+    for p in $(printf '%s\n' "$plan_out" | grep "bench/eval_plan.py docs/results/eval-scale-$f.jsonl " \
+                   | sed 's/.*eval_plan.py [^ ]* //; s/ --methods.*//' | tr ' ' '\n' | sort -u); do
+        case " $older " in *" $p "*) ok ;; *) fail "report: $f's cost table lacks the plan's older file $p: $line" ;; esac
+    done
+    for m in begin end; do
+        [ "$(grep -c "^<!-- $f-cost $m -->$" "$SRC/docs/results/eval-scale.md")" = 1 ] && ok || fail "no '$f-cost $m' marker"
+    done
 done
 
 # A stage that runs needs the binary, and says so.
