@@ -10,6 +10,8 @@ table: a row per grid and length with the rows left and their hours under
 each pricing, then the totals. The hours are eval_plan.py's, summed: the
 same medians, extrapolations and RefreshKV-on-FULL's-prefill rule, so a
 grid's row here equals the "all" line of `eval_plan.py` on that grid.
+Each grid counts its rows on its own, as eval_plan.py does: grids that share
+a (method, task, length, sample) count that row in each (the plan's do not).
 
   python3 bench/eval_cost.py docs/results/eval-scale-gemma3.jsonl --cores 2 \\
       --grid oracle,reform niah_single,vt 8k:5,128k:3 --price "every CPU=" --price "EPYC=family 25"
