@@ -25,8 +25,8 @@ import collections
 import sys
 
 import eval_paired
-from eval_plan import label, load, price, times
-from eval_progress import parse_grid
+from eval_plan import label, price, times
+from eval_progress import add_grid_option, parse_grid, read_rows
 from eval_summary import add_output_options, check_output_options, display, write_table
 
 
@@ -45,8 +45,8 @@ def methods_text(ms, rows):
 
 
 def cost(files, grids, pricings, cores=None, backend="cpu", seed=42, no_shared_prefill=False):
-    """For each grid and length: (grid index, length, rows left, [(hours, unpriced rows) per pricing]),
-    and per pricing the rows each CPU lent ({cpu: rows})."""
+    """For each grid and length: (methods, tasks, length, samples, rows left, [(hours, unpriced rows)
+    per pricing]), and per pricing the rows each CPU lent ({cpu: rows})."""
     done = files[0]
     priced, seen = [], []
     for _, cpu in pricings:
@@ -54,19 +54,14 @@ def cost(files, grids, pricings, cores=None, backend="cpu", seed=42, no_shared_p
         priced.append(times(files, backend, cores, cpu, counts))
         seen.append(counts)
     out = []
-    for g, (ms, ts, ls) in enumerate(grids):
+    for ms, ts, ls in grids:
         for L, n in ls:
-            left, per_pricing = None, []
+            left = sum(1 for m in ms for t in ts for i in range(n) if (m, t, L, i, seed) not in done)
+            per_pricing = []
             for med, own in priced:
-                hours, unpriced, todo = 0.0, 0, 0
-                for m in ms:
-                    c = price(done, med, own, m, ms, ts, [(L, n)], seed, no_shared_prefill)[0]
-                    todo += c.todo
-                    hours += c.hours
-                    unpriced += c.todo if c.seconds is None else 0
-                per_pricing.append((hours, unpriced))
-                left = todo
-            out.append((g, L, left, per_pricing))
+                cells = [price(done, med, own, m, ms, ts, [(L, n)], seed, no_shared_prefill)[0] for m in ms]
+                per_pricing.append((sum(c.hours for c in cells), sum(c.todo for c in cells if c.seconds is None)))
+            out.append((ms, ts, L, n, left, per_pricing))
     return out, seen
 
 
@@ -81,9 +76,7 @@ def table(files, grids, pricings, cores=None, backend="cpu", seed=42, no_shared_
              "|---|---|---:|---:|" + "---:|" * len(pricings)]
     totals = [[0.0, 0] for _ in pricings]
     left_all = 0
-    for g, L, left, per_pricing in cells:
-        ms, ts, ls = grids[g]
-        n = dict(ls)[L]
+    for ms, ts, L, n, left, per_pricing in cells:
         lines.append(f"| {label(L)} | {methods_text(ms, rows)} | {len(ts)} x {n} | {left} | " +
                      " | ".join(hours_text(h, u) for h, u in per_pricing) + " |")
         left_all += left
@@ -108,8 +101,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("results", nargs="+", help="the run's results file, then older files lending their times")
-    p.add_argument("--grid", nargs=3, action="append", required=True, metavar=("METHODS", "TASKS", "LENGTHS"),
-                   help="a planned grid: methods, tasks, LEN:SAMPLES,...; repeat for more grids")
+    add_grid_option(p)
     p.add_argument("--price", action="append", required=True, metavar="LABEL=CPU",
                    help="a column: price with the rows whose cpu names CPU (empty: every CPU); repeatable")
     p.add_argument("--cores", type=int, default=None,
@@ -126,12 +118,7 @@ def main(argv=None):
             raise eval_paired.Error(f"bad --cores {a.cores} (use 1 or more)")
         grids = [parse_grid(*g) for g in a.grid]
         pricings = [parse_price(x) for x in a.price]
-        files = []
-        for path in a.results:
-            try:
-                files.append(load(path))
-            except OSError as e:
-                raise eval_paired.Error(f"cannot read {path}: {e.strerror or e}")
+        files = [read_rows(path) for path in a.results]
         write_table(table(files, grids, pricings, a.cores, a.backend, a.seed, a.no_shared_prefill), a)
     except eval_paired.Error as e:
         print(f"eval_cost: {e}", file=sys.stderr)

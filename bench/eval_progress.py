@@ -46,6 +46,20 @@ def parse_grid(methods, tasks, lengths):
     return ms, ts, ls
 
 
+def add_grid_option(p):
+    """--grid METHODS TASKS LENGTHS, repeatable and required (parse each with parse_grid)."""
+    p.add_argument("--grid", nargs=3, action="append", required=True, metavar=("METHODS", "TASKS", "LENGTHS"),
+                   help="a planned grid: methods, tasks, LEN:SAMPLES,...; repeat for more grids")
+
+
+def read_rows(path):
+    """eval_plan.load, with a file that cannot be read as an eval_paired.Error."""
+    try:
+        return load(path)
+    except OSError as e:
+        raise eval_paired.Error(f"cannot read {path}: {e.strerror or e}")
+
+
 def wanted(grids):
     """{(method, length): {sample: [tasks]}} over the grids: each grid wants its own tasks on its own
     samples, so two grids that share a method and length add their (task, sample) pairs, no more."""
@@ -105,19 +119,14 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("file", help="result file of lctx eval (JSONL)")
-    p.add_argument("--grid", nargs=3, action="append", required=True, metavar=("METHODS", "TASKS", "LENGTHS"),
-                   help="a planned grid: methods, tasks, LEN:SAMPLES,...; repeat for more grids")
+    add_grid_option(p)
     p.add_argument("--seed", type=int, default=42, help="the run's seed (default 42, lctx eval's)")
     add_output_options(p)
     a = p.parse_args(argv)
     try:
         check_output_options(a)
         grids = [parse_grid(*g) for g in a.grid]
-        try:
-            rows = load(a.file)
-        except OSError as e:
-            raise eval_paired.Error(f"cannot read {a.file}: {e.strerror or e}")
-        write_table(table(rows, grids, a.seed), a)
+        write_table(table(read_rows(a.file), grids, a.seed), a)
     except eval_paired.Error as e:
         print(f"eval_progress: {e}", file=sys.stderr)
         return 1
