@@ -26,7 +26,7 @@ import sys
 
 import eval_paired
 from eval_plan import label, price, times
-from eval_progress import add_grid_option, parse_grid, read_rows
+from eval_progress import add_grid_option, parse_grid
 from eval_summary import add_output_options, check_output_options, display, write_table
 
 
@@ -118,7 +118,7 @@ def main(argv=None):
             raise eval_paired.Error(f"bad --cores {a.cores} (use 1 or more)")
         grids = [parse_grid(*g) for g in a.grid]
         pricings = [parse_price(x) for x in a.price]
-        files = [read_rows(path) for path in a.results]
+        files = [eval_paired.load(path) for path in a.results]
         write_table(table(files, grids, pricings, a.cores, a.backend, a.seed, a.no_shared_prefill), a)
     except eval_paired.Error as e:
         print(f"eval_cost: {e}", file=sys.stderr)

@@ -23,7 +23,7 @@ import argparse
 import sys
 
 import eval_paired
-from eval_plan import label, load, parse_length
+from eval_plan import label, parse_length
 from eval_summary import add_output_options, check_output_options, display, write_table
 
 
@@ -50,14 +50,6 @@ def add_grid_option(p):
     """--grid METHODS TASKS LENGTHS, repeatable and required (parse each with parse_grid)."""
     p.add_argument("--grid", nargs=3, action="append", required=True, metavar=("METHODS", "TASKS", "LENGTHS"),
                    help="a planned grid: methods, tasks, LEN:SAMPLES,...; repeat for more grids")
-
-
-def read_rows(path):
-    """eval_plan.load, with a file that cannot be read as an eval_paired.Error."""
-    try:
-        return load(path)
-    except OSError as e:
-        raise eval_paired.Error(f"cannot read {path}: {e.strerror or e}")
 
 
 def wanted(grids):
@@ -126,7 +118,7 @@ def main(argv=None):
     try:
         check_output_options(a)
         grids = [parse_grid(*g) for g in a.grid]
-        write_table(table(read_rows(a.file), grids, a.seed), a)
+        write_table(table(eval_paired.load(a.file), grids, a.seed), a)
     except eval_paired.Error as e:
         print(f"eval_progress: {e}", file=sys.stderr)
         return 1
