@@ -26,7 +26,7 @@ import re
 import sys
 
 import eval_paired
-from eval_plan import label
+from eval_paired import label
 from eval_summary import add_output_options, check_output_options, display, write_table
 
 

@@ -25,7 +25,8 @@ import collections
 import sys
 
 import eval_paired
-from eval_plan import label, price, times
+from eval_paired import label
+from eval_plan import price, times
 from eval_progress import add_grid_option, parse_grid
 from eval_summary import add_output_options, check_output_options, display, write_table
 

@@ -39,9 +39,6 @@ import random
 import re
 import sys
 
-from eval_plan import label  # the length labels of the plan and the reports: 8K, 1M
-
-
 class Error(Exception):
     """A problem with the input: reported on stderr, exit status 1."""
 
@@ -54,6 +51,11 @@ def parse_length(s):
     if not digits.isdigit() or int(digits) == 0:
         raise Error(f"bad length {s!r} (use e.g. 8k, 512k, 1m or 131072)")
     return int(digits) * mult
+
+
+def label(n):
+    """The length labels of the plan and the reports: 8192 -> '8K', 1048576 -> '1M', 1000 -> '1000'."""
+    return f"{n // (1024 * 1024)}M" if n % (1024 * 1024) == 0 else f"{n // 1024}K" if n % 1024 == 0 else str(n)
 
 
 def load(path):

@@ -33,34 +33,12 @@ its rows (the wall time less the load, sample and prefill times).
 """
 import argparse
 import collections
-import json
 import math
 import statistics
 import sys
 
-
-def parse_length(s):
-    s = s.strip().lower()
-    mult = {"k": 1024, "m": 1024 * 1024}.get(s[-1:], 1)
-    return int(s[:-1] if mult > 1 else s) * mult
-
-
-def label(n):
-    return f"{n // (1024 * 1024)}M" if n % (1024 * 1024) == 0 else f"{n // 1024}K" if n % 1024 == 0 else str(n)
-
-
-def load(path):
-    rows = {}
-    with open(path) as f:
-        for line in f:
-            try:
-                j = json.loads(line)
-            except ValueError:
-                continue
-            if "method" not in j:
-                continue
-            rows[(j["method"], j["task"], j["length"], j["sample"], j.get("seed", 0))] = j
-    return rows
+import eval_paired
+from eval_paired import label, parse_length
 
 
 def prefill_s(j):
@@ -176,28 +154,25 @@ def price(done, med, own, method, methods, tasks, plan, seed, no_shared_prefill=
     return cells
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("results", nargs="+", help="the run's results file, then older files lending their times")
-    ap.add_argument("--methods", required=True)
-    ap.add_argument("--tasks", required=True)
-    ap.add_argument("--lengths", required=True, help="LEN:SAMPLES,... e.g. 8k:5,32k:5,128k:3")
-    ap.add_argument("--seed", type=int, default=42)
-    ap.add_argument("--backend", default="cpu", help="price with the rows of this backend (default cpu)")
-    ap.add_argument("--no-shared-prefill", action="store_true",
-                    help="price RefreshKV rows as runs of their own (lctx eval --no-share-prefill)")
-    ap.add_argument("--cores", type=int, default=None,
-                    help="price from the rows' CPU seconds divided by this many cores where they recorded them "
-                         "(cpu_s), not from their wall time, which grows when other runs share the machine")
-    ap.add_argument("--cpu", default=None,
-                    help="price only with the rows that ran on this CPU (a part of their `cpu` field, any case)")
-    a = ap.parse_args()
-    files = [load(p) for p in a.results]
+def parse_plan(lengths):
+    """'8k:5,128k:3' -> [(8192, 5), (131072, 3)]."""
+    plan = []
+    for x in lengths.split(","):
+        length, _, n = x.partition(":")
+        if not n.strip().isdigit() or int(n) < 1:
+            raise eval_paired.Error(f"bad --lengths {lengths!r} (use LEN:SAMPLES,..., e.g. 8k:5,128k:3)")
+        plan.append((parse_length(length), int(n)))
+    return plan
+
+
+def report(a):
+    """Print the table of what is left of the plan `a` (the parsed options) and its hours."""
+    plan = parse_plan(a.lengths)
+    files = [eval_paired.load(p) for p in a.results]
     seen = collections.Counter()
     med, own = times(files, a.backend, a.cores, a.cpu, seen)
     done = files[0]
     methods, tasks = a.methods.split(","), a.tasks.split(",")
-    plan = [(parse_length(x.split(":")[0]), int(x.split(":")[1])) for x in a.lengths.split(",")]
     total = 0.0
     print("| method | " + " | ".join(label(L) for L, _ in plan) + " | hours |")
     print("|---|" + "---:|" * (len(plan) + 1))
@@ -220,6 +195,29 @@ def main():
     print("Priced from rows that ran on: " + ("; ".join(f"{c} ({n})" for c, n in seen.most_common()) or "none") +
           (f" (only CPUs naming '{a.cpu}')." if a.cpu else "."))
     return 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("results", nargs="+", help="the run's results file, then older files lending their times")
+    ap.add_argument("--methods", required=True)
+    ap.add_argument("--tasks", required=True)
+    ap.add_argument("--lengths", required=True, help="LEN:SAMPLES,... e.g. 8k:5,32k:5,128k:3")
+    ap.add_argument("--seed", type=int, default=42)
+    ap.add_argument("--backend", default="cpu", help="price with the rows of this backend (default cpu)")
+    ap.add_argument("--no-shared-prefill", action="store_true",
+                    help="price RefreshKV rows as runs of their own (lctx eval --no-share-prefill)")
+    ap.add_argument("--cores", type=int, default=None,
+                    help="price from the rows' CPU seconds divided by this many cores where they recorded them "
+                         "(cpu_s), not from their wall time, which grows when other runs share the machine")
+    ap.add_argument("--cpu", default=None,
+                    help="price only with the rows that ran on this CPU (a part of their `cpu` field, any case)")
+    a = ap.parse_args()
+    try:
+        return report(a)
+    except eval_paired.Error as e:
+        print(f"eval_plan: {e}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

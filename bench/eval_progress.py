@@ -23,7 +23,7 @@ import argparse
 import sys
 
 import eval_paired
-from eval_plan import label, parse_length
+from eval_paired import label, parse_length
 from eval_summary import add_output_options, check_output_options, display, write_table
 
 
@@ -36,7 +36,7 @@ def parse_grid(methods, tasks, lengths):
         length, _, n = x.strip().partition(":")
         try:
             L, samples = parse_length(length), int(n)
-        except ValueError:
+        except (ValueError, eval_paired.Error):
             L, samples = 0, 0
         if L < 1 or samples < 1:
             raise eval_paired.Error(f"bad --grid lengths {lengths!r} (use LEN:SAMPLES,..., e.g. 8k:5,128k:3)")

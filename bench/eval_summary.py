@@ -22,7 +22,7 @@ import argparse
 import sys
 
 import eval_paired
-from eval_plan import label
+from eval_paired import label
 
 # How the docs name the methods; a method not listed here keeps its row name.
 DISPLAY = {

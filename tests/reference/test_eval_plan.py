@@ -6,6 +6,7 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
+import eval_paired  # noqa: E402
 import eval_plan  # noqa: E402
 from eval_rows import write_results  # noqa: E402
 
@@ -22,7 +23,7 @@ def test_estimates(tmp_path):
     write_results(cur, [row("reform", "vt", 8192, 0, 10), row("reform", "vt", 8192, 1, 30), row("reform", "vt", 8192, 2, 500, "timed out"),
                 row("oracle", "vt", 8192, 0, 7), row("full", "vt", 8192, 0, 20)])
     write_results(old, [row("reform", "vt", 32768, 0, 80), row("full", "vt", 32768, 0, 320)])
-    med, _ = eval_plan.times([eval_plan.load(cur), eval_plan.load(old)])
+    med, _ = eval_plan.times([eval_paired.load(cur), eval_paired.load(old)])
     assert med[("reform", 8192)] == 20          # median of 10 and 30; the error row does not count
     assert eval_plan.estimate(med, "reform", 8192) == (20, False)
     # 20 s -> 80 s over 4x length: exponent 1, so 320 s at 128K.
@@ -42,7 +43,7 @@ def test_chunked_methods_grow_linearly(tmp_path):
                 row("infllm", "vt", 8192, 0, 10), row("infllm", "vt", 32768, 0, 100),
                 row("reattention", "vt", 8192, 0, 10), row("reattention", "vt", 32768, 0, 100),
                 row("reform+refreshkv", "vt", 131072, 0, 300)])
-    med, _ = eval_plan.times([eval_plan.load(cur)])
+    med, _ = eval_plan.times([eval_paired.load(cur)])
     # h2o's cache is fixed: 100 s x 32 = 3,200 s at 1M, not the power law's 100 x 32^1.66 (31,600 s).
     t, est = eval_plan.estimate(med, "h2o", 1048576)
     assert est and abs(t - 3200) < 1e-9, t
@@ -62,7 +63,7 @@ def test_truncation_costs_the_same_past_its_largest_length(tmp_path):
     cur = tmp_path / "cur.jsonl"
     write_results(cur, [row("truncate", "vt", 8192, 0, 5), row("truncate", "vt", 32768, 0, 9),
                 row("truncate:budget=1024", "vt", 8192, 0, 3)])
-    med, _ = eval_plan.times([eval_plan.load(cur)])
+    med, _ = eval_plan.times([eval_paired.load(cur)])
     # What it keeps does not grow: 9 s at 512K as at 32K (a power law would say 9 * 16 = 144 s at least).
     assert eval_plan.estimate(med, "truncate", 524288) == (9, True)
     assert eval_plan.estimate(med, "truncate:budget=1024", 1048576) == (3, True)
@@ -85,7 +86,7 @@ def test_times_come_from_one_backend(tmp_path):
     cur = tmp_path / "cur.jsonl"
     gpu = dict(row("full", "vt", 32768, 1, 5), backend="cuda")
     write_results(cur, [row("full", "vt", 32768, 0, 300), dict(row("full", "vt", 32768, 2, 310), backend="cpu"), gpu])
-    rows = eval_plan.load(cur)
+    rows = eval_paired.load(cur)
     assert eval_plan.times([rows])[0][("full", 32768)] == 305          # the CPU rows only
     assert eval_plan.times([rows], "cuda")[0][("full", 32768)] == 5
     out = subprocess.run([sys.executable, str(ROOT / "bench" / "eval_plan.py"), str(cur), "--methods", "full",
@@ -102,7 +103,7 @@ def test_refreshkv_on_fulls_prefill(tmp_path):
     write_results(cur, [dict(row("refreshkv", "vt", 32768, 0, 300), timings_s=timings),
                 dict(row("refreshkv", "cwe", 32768, 0, 280), shared_s=250.0, prefill_shared_with="full"),
                 row("full", "vt", 32768, 0, 290), row("full", "cwe", 32768, 0, 290)])
-    med, own = eval_plan.times([eval_plan.load(cur)])
+    med, own = eval_plan.times([eval_paired.load(cur)])
     assert med[("refreshkv", 32768)] == 290
     assert abs(own[("refreshkv", 32768)] - (47 / 300 + 30 / 280) / 2) < 1e-12
     # The plan: tasks vt, cwe, fwe at 2 samples. Missing: refreshkv at (vt,1), (cwe,1), (fwe,0), (fwe,1); FULL at
@@ -124,7 +125,7 @@ def test_cpu_seconds_over_cores(tmp_path):
     # the ILRe row has none, so its wall time stays its price.
     write_results(cur, [dict(row("full", "vt", 32768, 0, 400), cpu_s=300.0), dict(row("full", "vt", 32768, 1, 420), cpu_s=340.0),
                 row("full", "vt", 32768, 2, 380), row("ilre", "vt", 32768, 0, 50)])
-    rows = eval_plan.load(cur)
+    rows = eval_paired.load(cur)
     assert eval_plan.times([rows])[0][("full", 32768)] == 400                  # wall: median of 380, 400, 420
     med = eval_plan.times([rows], cores=2)[0]
     assert med[("full", 32768)] == 160                                         # median of 300/2 and 340/2
@@ -143,7 +144,7 @@ def test_prices_with_one_cpus_rows(tmp_path):
                 dict(row("ilre", "vt", 131072, 1, 120), cpu="AMD EPYC (family 25 model 17)"),
                 dict(row("ilre", "cwe", 131072, 0, 250), cpu="AMD EPYC (family 23 model 1)"),
                 row("ilre", "qa", 131072, 0, 90)])
-    rows = eval_plan.load(cur)
+    rows = eval_paired.load(cur)
     assert eval_plan.times([rows])[0][("ilre", 131072)] == 110                 # all four: median of 90..250
     assert eval_plan.times([rows], cpu="family 23")[0][("ilre", 131072)] == 250
     assert eval_plan.times([rows], cpu="FAMILY 25")[0][("ilre", 131072)] == 110  # any case: 100 and 120
@@ -157,3 +158,27 @@ def test_prices_with_one_cpus_rows(tmp_path):
     out = subprocess.run(base + ["--cpu", "family 23"], capture_output=True, text=True, check=True).stdout
     assert "| ilre | 2 x 250 s = 0.1 h | 0.1 |" in out, out
     assert "AMD EPYC (family 23 model 1) (1) (only CPUs naming 'family 23')." in out, out
+
+
+def run_plan(*args):
+    return subprocess.run([sys.executable, str(ROOT / "bench" / "eval_plan.py"), *args], capture_output=True, text=True)
+
+
+def test_bad_input_is_a_message_not_a_traceback(tmp_path):
+    cur = write_results(tmp_path / "cur.jsonl", [row("reform", "vt", 8192, 0, 10)])
+    missing = run_plan(str(tmp_path / "none.jsonl"), "--methods", "reform", "--tasks", "vt", "--lengths", "8k:3")
+    assert missing.returncode == 1 and missing.stderr.startswith("eval_plan: cannot read "), missing.stderr
+    for lengths, why in (("8k", "bad --lengths"), ("8k:0", "bad --lengths"), ("8x:3", "bad length")):
+        r = run_plan(str(cur), "--methods", "reform", "--tasks", "vt", "--lengths", lengths)
+        assert r.returncode == 1 and why in r.stderr and "Traceback" not in r.stderr, (lengths, r.stderr)
+
+
+def test_rows_without_a_full_key_are_skipped(tmp_path):
+    # A row with a method but no task (or no length, or no sample) is not a result: it neither counts as done
+    # nor prices anything, as in the other eval tools.
+    cur = write_results(tmp_path / "cur.jsonl", [row("reform", "vt", 8192, 0, 10),
+                                                 {"method": "reform", "length": 8192, "sample": 1, "wall_s": 999},
+                                                 {"method": "reform", "task": "vt", "sample": 2, "wall_s": 999}])
+    r = run_plan(str(cur), "--methods", "reform", "--tasks", "vt", "--lengths", "8k:3")
+    assert r.returncode == 0, r.stderr
+    assert "| reform | 2 x 10 s = 0.0 h | 0.0 |" in r.stdout, r.stdout
