@@ -38,7 +38,8 @@ import statistics
 import sys
 
 import eval_paired
-from eval_paired import label, parse_length
+from eval_paired import label
+from eval_progress import parse_lengths
 
 
 def prefill_s(j):
@@ -154,20 +155,9 @@ def price(done, med, own, method, methods, tasks, plan, seed, no_shared_prefill=
     return cells
 
 
-def parse_plan(lengths):
-    """'8k:5,128k:3' -> [(8192, 5), (131072, 3)]."""
-    plan = []
-    for x in lengths.split(","):
-        length, _, n = x.partition(":")
-        if not n.strip().isdigit() or int(n) < 1:
-            raise eval_paired.Error(f"bad --lengths {lengths!r} (use LEN:SAMPLES,..., e.g. 8k:5,128k:3)")
-        plan.append((parse_length(length), int(n)))
-    return plan
-
-
 def report(a):
     """Print the table of what is left of the plan `a` (the parsed options) and its hours."""
-    plan = parse_plan(a.lengths)
+    plan = parse_lengths(a.lengths, "--lengths")
     files = [eval_paired.load(p) for p in a.results]
     seen = collections.Counter()
     med, own = times(files, a.backend, a.cores, a.cpu, seen)

@@ -31,6 +31,14 @@ def parse_grid(methods, tasks, lengths):
     """('a,b', 't1,t2', '8k:5,128k:3') -> (['a', 'b'], ['t1', 't2'], [(8192, 5), (131072, 3)])."""
     ms = [m.strip() for m in methods.split(",") if m.strip()]
     ts = [t.strip() for t in tasks.split(",") if t.strip()]
+    ls = parse_lengths(lengths, "--grid lengths")
+    if not ms or not ts:
+        raise eval_paired.Error(f"bad --grid {methods!r} {tasks!r}: no methods or no tasks")
+    return ms, ts, ls
+
+
+def parse_lengths(lengths, option):
+    """'8k:5,128k:3' -> [(8192, 5), (131072, 3)]; anything else is an error that names `option`."""
     ls = []
     for x in lengths.split(","):
         length, _, n = x.strip().partition(":")
@@ -39,11 +47,9 @@ def parse_grid(methods, tasks, lengths):
         except (ValueError, eval_paired.Error):
             L, samples = 0, 0
         if L < 1 or samples < 1:
-            raise eval_paired.Error(f"bad --grid lengths {lengths!r} (use LEN:SAMPLES,..., e.g. 8k:5,128k:3)")
+            raise eval_paired.Error(f"bad {option} {lengths!r} (use LEN:SAMPLES,..., e.g. 8k:5,128k:3)")
         ls.append((L, samples))
-    if not ms or not ts:
-        raise eval_paired.Error(f"bad --grid {methods!r} {tasks!r}: no methods or no tasks")
-    return ms, ts, ls
+    return ls
 
 
 def add_grid_option(p):
