@@ -29,12 +29,12 @@ IlreEncoderConfig encoder_config(const IlreParams &p) {
 } // namespace
 
 IlreMethod::IlreMethod(const Model &model, Backend &backend, const lctx_session_params &sp)
-    : model_(model), backend_(backend), params_(ilre_params_from(model, sp)),
-      decoder_(model, backend, params_.n_ctx, params_.n_batch, params_.kv_type, "ILRe",
-               opt_ptr(gathered_refreshkv(model.hparams(), sp))) {
+    : IlreMethod(model, backend, sp, ilre_params_from(model, sp)) {}
+
+IlreMethod::IlreMethod(const Model &model, Backend &backend, const lctx_session_params &sp, const IlreParams &params)
+    : GatherMethod(model, backend, "ILRe", params.n_ctx, params.n_batch, params.kv_type, sp), params_(params) {
     encoder_ = std::make_unique<IlreEncoder>(model, backend, encoder_config(params_),
                                              std::vector<int32_t>{params_.retrieval_layer});
-    feeder_.who = "ILRe";
     feeder_.chunk = params_.chunk;
     feeder_.first_chunk = params_.sink + params_.chunk;
     feeder_.n_encoded = [this] { return encoder_->n_encoded(); };
@@ -58,16 +58,6 @@ uint64_t IlreMethod::state_digest() const {
     if (e.cache()) digest_kv(h, *e.cache());
     for (int32_t g = 0; g < model_.hparams().n_head_kv; ++g) digest_store(h, e.keys(0, g));
     return h.digest();
-}
-
-void IlreMethod::feed(const int32_t *tokens, size_t n, Progress &progress) {
-    if (sealed_) fail(LCTX_ERR_STATE, "ILRe: the document is sealed");
-    feeder_.feed(tokens, n, progress, encode_step());
-}
-
-void IlreMethod::finish(Progress &progress) {
-    feeder_.finish(progress, encode_step());
-    sealed_ = true;
 }
 
 void IlreMethod::save_index(const std::string &path) const {
@@ -167,11 +157,5 @@ bool IlreMethod::token_scores(TokenScores &out) const {
     out.forced_first = n - params_.sink <= params_.budget ? n : std::min(params_.sink, n);
     return true;
 }
-
-void IlreMethod::recompute(const Selection &selection, Progress &progress, std::vector<float> &logits) {
-    decoder_.recompute(feeder_.ids, selection, progress, logits);
-}
-
-void IlreMethod::append(int32_t token, std::vector<float> &logits) { decoder_.append(token, logits); }
 
 } // namespace lctx

@@ -11,31 +11,18 @@
 #include <string>
 
 #include "lctx.h"
-#include "session/chunk_feeder.h"
-#include "session/gathered_decoder.h"
+#include "session/gather_method.h"
 #include "session/ilre_encoder.h"
 #include "session/ilre_params.h"
-#include "session/method.h"
 
 namespace lctx {
 
-class IlreMethod : public Method {
+class IlreMethod : public GatherMethod {
 public:
     IlreMethod(const Model &model, Backend &backend, const lctx_session_params &params);
 
-    void feed(const int32_t *tokens, size_t n, Progress &progress) override;
-    void finish(Progress &progress) override;
     Selection select(const std::vector<int32_t> &query, Progress &progress) override;
     bool token_scores(TokenScores &out) const override;
-    void recompute(const Selection &selection, Progress &progress, std::vector<float> &logits) override;
-    void append(int32_t token, std::vector<float> &logits) override;
-    const std::vector<int32_t> &context_tokens() const override { return decoder_.tokens(); }
-    int64_t n_fed() const override { return static_cast<int64_t>(feeder_.ids.size()); }
-    const RefreshKvPolicy *refreshkv() const override { return decoder_.refreshkv(); }
-    bool set_decoding(const RefreshKvConfig *cfg) override {
-        decoder_.set_decoding(cfg);
-        return true;
-    }
     uint64_t state_digest() const override;
 
     // Index persistence (ilre_index_file.h); load requires a fresh method.
@@ -47,7 +34,6 @@ public:
     // Introspection for tests, tools and diagnostics.
     const IlreParams &params() const { return params_; }
     const IlreEncoder &encoder() const { return *encoder_; }
-    const std::vector<int32_t> &doc_ids() const { return feeder_.ids; }
     // The score of every document token for the last select.
     const std::vector<float> &last_scores() const { return last_scores_; }
     // The question's rotated queries at the retrieval layer for the last select.
@@ -61,15 +47,11 @@ public:
     }
 
 private:
-    ChunkStep encode_step();
+    IlreMethod(const Model &model, Backend &backend, const lctx_session_params &sp, const IlreParams &params);
+    ChunkStep encode_step() override;
 
-    const Model &model_;
-    Backend &backend_;
     IlreParams params_;
     std::unique_ptr<IlreEncoder> encoder_;
-    ChunkFeeder feeder_;   // the document ids and the feed loop
-    bool sealed_ = false;
-    GatheredDecoder decoder_;
     std::vector<float> last_scores_, last_q_;
     std::vector<float> last_ranked_;   // last_scores_ with repeated text zeroed: what the allocator ranked (filter on)
     // What the allocator ranks: last_ranked_ with the repeat filter, the raw scores without it.

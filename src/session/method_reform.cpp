@@ -14,10 +14,12 @@
 namespace lctx {
 
 ReformMethod::ReformMethod(const Model &model, Backend &backend, const lctx_session_params &sp)
-    : model_(model), backend_(backend), params_(reform_params_from(model.hparams(), sp)),
-      profile_(choose_head_profile(model.hparams(), reform_heads_path(sp))),
-      decoder_(model, backend, params_.n_ctx, params_.n_batch, params_.kv_type, "REFORM",
-               opt_ptr(gathered_refreshkv(model.hparams(), sp))) {
+    : ReformMethod(model, backend, sp, reform_params_from(model.hparams(), sp)) {}
+
+ReformMethod::ReformMethod(const Model &model, Backend &backend, const lctx_session_params &sp,
+                           const ReformParams &params)
+    : GatherMethod(model, backend, "REFORM", params.n_ctx, params.n_batch, params.kv_type, sp), params_(params),
+      profile_(choose_head_profile(model.hparams(), reform_heads_path(sp))) {
     EncoderConfig cfg;
     cfg.chunk = params_.chunk;
     cfg.budget = params_.budget;
@@ -28,7 +30,6 @@ ReformMethod::ReformMethod(const Model &model, Backend &backend, const lctx_sess
     cfg.kv_type = params_.kv_type;
     cfg.evictor = params_.evictor;
     make_encoder(cfg);
-    feeder_.who = "REFORM";
     feeder_.n_encoded = [this] { return encoder_->n_encoded(); };
 }
 
@@ -50,11 +51,6 @@ ChunkStep ReformMethod::encode_step() {
     };
 }
 
-void ReformMethod::feed(const int32_t *tokens, size_t n, Progress &progress) {
-    if (sealed_) fail(LCTX_ERR_STATE, "REFORM: the document is sealed");
-    feeder_.feed(tokens, n, progress, encode_step());
-}
-
 uint64_t ReformMethod::state_digest() const {
     Hash64 h;
     digest_vec(h, feeder_.ids);
@@ -68,11 +64,6 @@ uint64_t ReformMethod::state_digest() const {
         }
     digest_store(h, *store_);
     return h.digest();
-}
-
-void ReformMethod::finish(Progress &progress) {
-    feeder_.finish(progress, encode_step());
-    sealed_ = true;
 }
 
 Selection ReformMethod::select(const std::vector<int32_t> &query, Progress &progress) {
@@ -126,12 +117,6 @@ bool ReformMethod::token_scores(TokenScores &out) const {
     }
     return true;
 }
-
-void ReformMethod::recompute(const Selection &selection, Progress &progress, std::vector<float> &logits) {
-    decoder_.recompute(feeder_.ids, selection, progress, logits);
-}
-
-void ReformMethod::append(int32_t token, std::vector<float> &logits) { decoder_.append(token, logits); }
 
 void ReformMethod::save_index(const std::string &path) const {
     if (!sealed_) fail(LCTX_ERR_STATE, "lctx_index_save: call lctx_build_index first");

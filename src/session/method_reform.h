@@ -13,33 +13,20 @@
 #include "engine/forward.h"
 #include "engine/kv_store.h"
 #include "lctx.h"
-#include "session/chunk_feeder.h"
 #include "session/embedding_store.h"
-#include "session/gathered_decoder.h"
+#include "session/gather_method.h"
 #include "session/head_profile.h"
-#include "session/method.h"
 #include "session/reform_encoder.h"
 #include "session/reform_params.h"
 
 namespace lctx {
 
-class ReformMethod : public Method {
+class ReformMethod : public GatherMethod {
 public:
     ReformMethod(const Model &model, Backend &backend, const lctx_session_params &params);
 
-    void feed(const int32_t *tokens, size_t n, Progress &progress) override;
-    void finish(Progress &progress) override;
     Selection select(const std::vector<int32_t> &query, Progress &progress) override;
     bool token_scores(TokenScores &out) const override;
-    void recompute(const Selection &selection, Progress &progress, std::vector<float> &logits) override;
-    void append(int32_t token, std::vector<float> &logits) override;
-    const std::vector<int32_t> &context_tokens() const override { return decoder_.tokens(); }
-    int64_t n_fed() const override { return static_cast<int64_t>(feeder_.ids.size()); }
-    const RefreshKvPolicy *refreshkv() const override { return decoder_.refreshkv(); }
-    bool set_decoding(const RefreshKvConfig *cfg) override {
-        decoder_.set_decoding(cfg);
-        return true;
-    }
     uint64_t state_digest() const override;
 
     // Index persistence (index_file.h); load requires a fresh method.
@@ -56,7 +43,6 @@ public:
     const HeadProfile &profile() const { return profile_; }
     const ReformEncoder &encoder() const { return *encoder_; }
     const EmbeddingStore &store() const { return *store_; }
-    const std::vector<int32_t> &doc_ids() const { return feeder_.ids; }
     // Raw (s) and pooled (p) scores of every document token for the last select.
     const std::vector<float> &last_raw_scores() const { return last_s_; }
     const std::vector<float> &last_pooled_scores() const { return last_p_; }
@@ -65,18 +51,14 @@ public:
     const std::vector<float> &last_query_embeddings() const { return last_qemb_; }
 
 private:
+    ReformMethod(const Model &model, Backend &backend, const lctx_session_params &sp, const ReformParams &params);
     void make_encoder(const EncoderConfig &cfg);
-    ChunkStep encode_step();
+    ChunkStep encode_step() override;
 
-    const Model &model_;
-    Backend &backend_;
     ReformParams params_;
     HeadProfile profile_;
     std::unique_ptr<ReformEncoder> encoder_;
     std::unique_ptr<EmbeddingStore> store_;
-    ChunkFeeder feeder_;   // the document ids and the feed loop
-    bool sealed_ = false;
-    GatheredDecoder decoder_;   // recompute and decode
     std::vector<float> last_s_, last_p_, last_qemb_;
     std::vector<bool> last_mask_;
     std::vector<uint8_t> repeat_;   // mark_repeats of the input, made by the first select

@@ -15,8 +15,8 @@
 namespace lctx {
 
 struct ReformParams {
-    KvType kv_type = KvType::F32;
-    EvictorKind evictor = EvictorKind::H2O;   // the working cache's keep rule (lctx_reform_params.evictor)   // element type of the working and decode caches (lctx_session_params.kv_type)
+    KvType kv_type = KvType::F32;             // element type of the working and decode caches (lctx_session_params.kv_type)
+    EvictorKind evictor = EvictorKind::H2O;   // the working cache's keep rule (lctx_reform_params.evictor)
     int64_t chunk = 0;        // C: tokens per encoding step. Default n_ctx_train/4 (pow2, 64..32768)
     int64_t budget = 0;       // B: working-cache entries per layer and KV head, protected included. Default C
     int64_t sink = 0;         // S0: first document tokens the working cache always keeps. Default min(256, B/8)
