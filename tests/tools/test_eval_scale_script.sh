@@ -85,12 +85,13 @@ out=$(LCTX="$LCTX" bash "$SCRIPT" --dry-run plan 2>&1)
 
 # report: the paired comparisons of each file, against the oracle, at the lengths of its design, and its summary.
 out=$(LCTX="$LCTX" bash "$SCRIPT" --dry-run report 2>&1)
-for f in smollm2:5 gemma3:5; do
-    want=${f#*:} f=${f%:*}
+LENGTHS="8k 32k 128k 512k 1m"   # the design's lengths, both models: one paired section and summary column each
+want=$(wc -w <<< "$LENGTHS")
+for f in smollm2 gemma3; do
     n=$(printf '%s\n' "$out" | grep -c "bench/eval_paired.py docs/results/eval-scale-$f.jsonl --length [0-9]*[km] --methods oracle,[^ ]* --against oracle >> docs/results/eval-scale-$f-paired.md")
     [ "$n" = "$want" ] && ok || fail "report: $n paired sections for $f, not $want: $out"
     # One section per length: a second section at a length would repeat pairs of the first.
-    for L in 8k 32k 128k 512k 1m; do
+    for L in $LENGTHS; do
         n=$(printf '%s\n' "$out" | grep "bench/eval_paired.py docs/results/eval-scale-$f.jsonl --length $L " | grep -v -c -- "--first-values")
         [ "$n" = 1 ] && ok || fail "report: $n paired sections for $f at $L, not 1: $out"
     done
@@ -100,17 +101,19 @@ for f in smollm2:5 gemma3:5; do
         [ "$n" = 1 ] && ok || fail "report: $n strict paired sections for $f at $L, not 1: $out"
     done
     # The summary table of the model: its columns are the paired sections' (the same lengths and methods).
-    n=$(printf '%s\n' "$out" | grep -c "bench/eval_summary.py docs/results/eval-scale-$f.jsonl --replace-in docs/results/eval-scale.md --marker $f-summary\( --column [0-9]*[km]=oracle,[^ ]*\)\{5\}$")
-    [ "$n" = 1 ] && ok || fail "report: $n summary tables for $f, not 1 with 5 columns: $out"
-    # ... one column per length, as one paired section per length.
-    line=$(printf '%s\n' "$out" | grep "bench/eval_summary.py docs/results/eval-scale-$f.jsonl .*--marker $f-summary ")
-    for L in 8k 32k 128k 512k 1m; do
-        n=$(printf '%s\n' "$line" | grep -o -- "--column $L=" | wc -l)
-        [ "$n" = 1 ] && ok || fail "report: $n columns at $L in $f's summary, not 1: $line"
+    n=$(printf '%s\n' "$out" | grep -c "bench/eval_summary.py docs/results/eval-scale-$f.jsonl --replace-in docs/results/eval-scale.md --marker $f-summary\( --column [0-9]*[km]=oracle,[^ ]*\)\{$want\}$")
+    [ "$n" = 1 ] && ok || fail "report: $n summary tables for $f, not 1 with $want columns: $out"
+    # ... one column per length in it and in its strict twin, as one paired section per length.
+    for marker in "$f-summary " "$f-summary-strict "; do
+        line=$(printf '%s\n' "$out" | grep "bench/eval_summary.py docs/results/eval-scale-$f.jsonl .*--marker $marker")
+        for L in $LENGTHS; do
+            n=$(printf '%s\n' "$line" | grep -o -- "--column $L=" | wc -l)
+            [ "$n" = 1 ] && ok || fail "report: $n columns at $L in the table of marker $marker, not 1: $line"
+        done
     done
     # ... and the same table read strictly, into its own markers.
-    n=$(printf '%s\n' "$out" | grep -c "bench/eval_summary.py docs/results/eval-scale-$f.jsonl --replace-in docs/results/eval-scale.md --marker $f-summary-strict --first-values\( --column [0-9]*[km]=oracle,[^ ]*\)\{5\}$")
-    [ "$n" = 1 ] && ok || fail "report: $n strict summary tables for $f, not 1 with 5 columns: $out"
+    n=$(printf '%s\n' "$out" | grep -c "bench/eval_summary.py docs/results/eval-scale-$f.jsonl --replace-in docs/results/eval-scale.md --marker $f-summary-strict --first-values\( --column [0-9]*[km]=oracle,[^ ]*\)\{$want\}$")
+    [ "$n" = 1 ] && ok || fail "report: $n strict summary tables for $f, not 1 with $want columns: $out"
     for m in begin end; do
         [ "$(grep -c "^<!-- $f-summary-strict $m -->$" "$SRC/docs/results/eval-scale.md")" = 1 ] && ok || fail "no '$f-summary-strict $m' marker"
     done
